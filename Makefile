@@ -1,0 +1,90 @@
+# volagent - a per-node volume agent.  See README.md.
+#
+#   make            build build/volagent
+#   make check      build and run every test (root for the integration tests)
+#   make check SANITIZE=1   the same under ASan + UBSan
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make deps       install the Debian packages needed to build and test
+#
+# Feature areas add their sources, packages and test steps in mk/*.mk.
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+
+PKGS := mount blkid libudev jansson libsystemd
+LIBS_EXTRA := -lpthread
+AGENT_SRCS := $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard plugins/*.c)
+GEN_SRCS :=
+GEN_HDRS :=
+TEST_LIB_SRCS := $(wildcard tests/lib/*.c)
+TEST_SRCS := $(wildcard tests/test-*.c)
+# Extra steps of `make check`: scripts run after the C test binaries, by tests/run-tests.sh.
+CHECK_SCRIPTS :=
+
+-include $(sort $(wildcard mk/*.mk))
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	  -Wno-unused-parameter -fno-strict-aliasing -D_GNU_SOURCE \
+	  -DVOLAGENT_VERSION='"$(VERSION)"' -Iagent -Iplugins -I$(BUILD)/gen
+ifeq ($(SANITIZE),1)
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+BUILD := build-sanitize
+endif
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CFLAGS += $(PKG_CFLAGS)
+
+AGENT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(AGENT_SRCS)) $(patsubst %.c,$(BUILD)/%.o,$(GEN_SRCS))
+TEST_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_LIB_SRCS))
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+LIBAGENT := $(BUILD)/libvolagent.a
+
+.PHONY: all check install uninstall clean deps test-deps
+all: $(BUILD)/volagent
+
+$(BUILD)/%.o: %.c $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBAGENT): $(AGENT_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/volagent: $(BUILD)/agent/main.o $(LIBAGENT)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_LIB_OBJS) $(LIBAGENT)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA) $$($(PKG_CONFIG) --libs cmocka)
+
+$(BUILD)/tests/%.o: CFLAGS += -Itests/lib $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+$(BUILD)/tests/lib/%.o: CFLAGS += -Itests/lib
+
+check: $(BUILD)/volagent $(TEST_BINS)
+	BUILD=$(BUILD) CHECK_SCRIPTS="$(CHECK_SCRIPTS)" tests/run-tests.sh $(TEST_BINS)
+
+install: $(BUILD)/volagent
+	install -D -m 0755 $(BUILD)/volagent $(DESTDIR)$(PREFIX)/bin/volagent
+	install -D -m 0644 systemd/volagent.service $(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
+	sed -i 's|@BINDIR@|$(PREFIX)/bin|g' $(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
+	install -D -m 0644 systemd/volagent.json $(DESTDIR)/etc/volagent/volagent.json.example
+	install -d -m 0755 $(DESTDIR)/etc/volagent/pods.d
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/volagent $(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
+
+# Debian packages to build and run (deps) and to run every test (test-deps).
+deps:
+	scripts/install-deps build
+test-deps:
+	scripts/install-deps test
+
+clean:
+	rm -rf build build-sanitize
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,6 @@
+/* commands.h - the subcommands of the volagent binary.  Each takes the arguments after its
+ * own name (argv[0] is the subcommand) and returns the process exit code: 0 success, 1 a
+ * negative answer or runtime failure, 2 bad usage or configuration. */
+#pragma once
+
+int cmd_run(int argc, char **argv);

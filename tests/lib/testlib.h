@@ -1,0 +1,69 @@
+/* testlib.h - what the integration tests share: a private mount namespace, temp dirs, sparse
+ * files and loop devices that are always detached, running helper programs, and starting and
+ * stopping the agent by PID.
+ *
+ * Loop devices are attached with LO_FLAGS_AUTOCLEAR and the test keeps an fd on each, so the
+ * kernel detaches them once the test's namespace (and with it every mount) is gone, even if
+ * the test crashes; test_loop_detach_all() also runs at exit. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Exit 77 (skipped) unless root with CAP_SYS_ADMIN; then unshare(CLONE_NEWNS) and make every
+ * mount private, so nothing this process mounts is seen by the host. */
+void test_enter_private_mountns(void);
+bool test_have_root(void);
+
+/* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
+char *test_mkdtemp(const char *tag);
+/* rm -rf that never crosses into a mount point (it refuses and returns -EBUSY). */
+int test_rm_rf(const char *path);
+
+int test_make_sparse(const char *path, long long size);
+/* Attaches file to the first free loop device and writes its path to ret_dev (>= 32 bytes). */
+int test_loop_attach(const char *file, char *ret_dev);
+int test_loop_detach(const char *dev);
+void test_loop_detach_all(void);
+
+/* Runs argv[0] (searched in PATH) and returns its exit status, or -1 when it died.  Its
+ * output goes to the test's stderr only when VERBOSE is set. */
+int test_run(const char *const argv[]);
+/* Same, and returns what it printed on stdout (caller frees). */
+int test_run_capture(const char *const argv[], char **ret_out);
+/* Same, with stdout and stderr each returned (either may be NULL). */
+int test_run_capture2(const char *const argv[], char **ret_out, char **ret_err);
+/* mkfs.ext4 -q -F dev (or xfs with -f). */
+int test_mkfs(const char *fstype, const char *dev);
+
+int test_write_file(const char *path, const char *content);
+char *test_read_file(const char *path);
+
+/* Polls pred every 10 ms until it is true or timeout_ms passed. */
+bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* Mount-table queries through libmount on a fresh read of /proc/self/mountinfo. */
+bool test_is_mountpoint(const char *path);
+/* The mount ID of the mount at path, or -1. */
+int test_mount_id(const char *path);
+/* Whether the mount at path is read-only (VFS flag). */
+bool test_mount_is_ro(const char *path);
+/* How many mounts have a target under prefix. */
+int test_count_mounts_under(const char *prefix);
+
+/* The agent under test: $VOLAGENT_BIN or build/volagent. */
+struct test_agent {
+	pid_t pid;
+	char log_path[512];
+};
+/* Starts `volagent run ARGS...`, logging to log_path (set by the caller, or a temp file). */
+int test_agent_start(struct test_agent *agent, const char *const args[]);
+/* Sends sig and waits for the process; returns its exit status (or 128+signal). */
+int test_agent_stop(struct test_agent *agent, int sig);
+/* Whether the agent's log contains text. */
+bool test_agent_log_contains(const struct test_agent *agent, const char *text);
+/* Runs `volagent ARGS...` to completion; output captured like test_run_capture. */
+int test_volagent(const char *const args[], char **ret_out);
+int test_volagent2(const char *const args[], char **ret_out, char **ret_err);
+const char *test_volagent_bin(void);
