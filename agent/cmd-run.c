@@ -1,8 +1,179 @@
-/* cmd-run.c - PLACEHOLDER while the core is being written; replaced before commit. */
+/* cmd-run.c - `volagent run`: the daemon.  Parses the configuration, takes the instance lock,
+ * starts the reconciler, and waits for SIGTERM/SIGINT on a signalfd; then stops in reverse
+ * order.  Stopping leaves every mount in place, as kubelet does: a restarted agent adopts them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "backoff.h"
 #include "commands.h"
+#include "config.h"
+#include "log.h"
+#include "macro.h"
+#include "path-util.h"
+#include "reconciler.h"
+
+/* Makes dir (and its parents) if missing and checks it is a readable directory. */
+static int ensure_dir(const char *what, const char *dir, mode_t mode, struct error_info *err)
+{
+	struct stat st;
+	int r;
+
+	if (stat(dir, &st) < 0) {
+		if (errno != ENOENT)
+			return err_set(err, -errno, "--%s %s: %s", what, dir, strerror(errno));
+		r = path_mkdir_p(dir, mode);
+		if (r < 0)
+			return err_set(err, r, "--%s %s: cannot create it: %s", what, dir,
+				       strerror(-r));
+		log_info("created directory", "option", what, "dir", dir);
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return err_set(err, -ENOTDIR, "--%s %s: not a directory", what, dir);
+	if (access(dir, R_OK | X_OK) < 0)
+		return err_set(err, -errno, "--%s %s: not readable: %s", what, dir,
+			       strerror(errno));
+	return 0;
+}
+
+/* One agent per state dir: a second one would fight the first over every mount. */
+static int take_instance_lock(const char *state_dir, int *ret_fd, struct error_info *err)
+{
+	_cleanup_free_ char *path = strdup_printf("%s/volagent.lock", state_dir);
+	_cleanup_close_ int fd = -1;
+	char pid[32];
+
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(err, -errno, "lock %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		return err_set(err, -EBUSY,
+			       "another volagent (pid %s) is running with state dir %s; refusing "
+			       "to start a second one",
+			       pid[0] ? pid : "unknown", state_dir);
+	}
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == 0)
+		(void)!pwrite(fd, pid, strlen(pid), 0);
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+static int wait_for_signal(void)
+{
+	sigset_t mask;
+	int fd;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	fd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		struct signalfd_siginfo si;
+		ssize_t n = read(fd, &si, sizeof(si));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != sizeof(si))
+			break;
+		if (si.ssi_signo == SIGHUP) {
+			log_info("SIGHUP ignored: spec files are watched, no reload is needed");
+			continue;
+		}
+		log_info("stopping", "signal", strsignal((int)si.ssi_signo));
+		break;
+	}
+	close(fd);
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
-	fprintf(stderr, "volagent run: under construction\n");
-	return 1;
+	struct agent_config cfg;
+	struct error_info err = { 0 };
+	struct reconciler *rec = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	sigset_t mask;
+	int r, rc = 0;
+
+	r = config_parse(argc, argv, &cfg, &err);
+	if (r == 1) {
+		config_done(&cfg);
+		return 0;
+	}
+	if (r < 0) {
+		fprintf(stderr, "volagent run: %s\n", err_msg(&err));
+		fprintf(stderr, "Try 'volagent run --help'.\n");
+		config_done(&cfg);
+		return 2;
+	}
+	/* Before any thread exists, so that every thread inherits the mask. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (ensure_dir("root-dir", cfg.root_dir, 0750, &err) < 0 ||
+	    ensure_dir("state-dir", cfg.state_dir, 0700, &err) < 0 ||
+	    ensure_dir("pods-dir", cfg.pods_dir, 0755, &err) < 0) {
+		fprintf(stderr, "volagent run: %s\n", err_msg(&err));
+		config_done(&cfg);
+		return 2;
+	}
+	r = take_instance_lock(cfg.state_dir, &lock_fd, &err);
+	if (r < 0) {
+		log_error("cannot start", "error", err_msg(&err));
+		config_done(&cfg);
+		return 1;
+	}
+	log_info("starting", "version", VOLAGENT_VERSION, "root_dir", cfg.root_dir, "state_dir",
+		 cfg.state_dir, "pods_dir", cfg.pods_dir, "workers", LOG_INT(cfg.workers));
+
+	r = reconciler_new(&(struct reconciler_config){
+				   .root_dir = cfg.root_dir,
+				   .state_dir = cfg.state_dir,
+				   .pods_dir = cfg.pods_dir,
+				   .workers = cfg.workers,
+				   .backoff_initial_ms = 500,
+				   .backoff_max_ms = cfg.backoff_max_ms,
+				   .resync_ms = cfg.resync_ms,
+				   .refresh_min_interval_ms = 100,
+			   },
+			   &rec, &err);
+	if (r == 0)
+		r = reconciler_start(rec, &err);
+	if (r < 0) {
+		log_error("cannot start", "error", err_msg(&err));
+		rc = 1;
+		goto out;
+	}
+	r = wait_for_signal();
+	if (r < 0) {
+		log_error("cannot wait for signals", "error", strerror(-r));
+		rc = 1;
+	}
+	sd_notify(0, "STOPPING=1");
+out:
+	reconciler_free(rec);
+	log_info("stopped");
+	config_done(&cfg);
+	return rc;
 }

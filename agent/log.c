@@ -133,10 +133,12 @@ void log_event(enum log_level level, const char *subsys, const char *msg, ...)
 		if (!key)
 			break;
 		value = va_arg(ap, const char *);
+		if (!value)
+			continue; /* absent fields are left out, not logged empty */
 		if (len + 2 >= sizeof(line) - 2)
 			break;
 		len += (size_t)snprintf(line + len, sizeof(line) - len, " %s=", key);
-		put_value(line, sizeof(line) - 2, &len, value ? value : "");
+		put_value(line, sizeof(line) - 2, &len, value);
 	}
 	va_end(ap);
 	if (len > sizeof(line) - 2)

@@ -2,7 +2,8 @@
  *
  *   log_info("volume mounted", "volume", name, "pod", uid, "target", dir);
  *
- * Keys and values are strings, in pairs; numbers go through LOG_INT().  Values are quoted and
+ * Keys and values are strings, in pairs; numbers go through LOG_INT(); a pair whose value is
+ * NULL is left out.  Values are quoted and
  * escaped as logfmt requires, so paths with spaces or quotes stay one field.  Never pass a
  * secret: nothing here can tell one from a path.
  *

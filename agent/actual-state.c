@@ -1,0 +1,313 @@
+/* actual-state.c - see actual-state.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actual-state.h"
+#include "macro.h"
+#include "path-util.h"
+
+struct actual_state {
+	char *root_dir;
+	char *pods_prefix;		/* "<root>/pods/" */
+	struct hashmap *pod_mounts;	/* target -> asw_pod_mount */
+	struct hashmap *devices;	/* volume name -> asw_device */
+	/* Targets unmounted since the last table refresh, with the generation then: a table
+	 * read before the unmount must not bring them back as unverified mounts. */
+	struct hashmap *unmounted;
+};
+
+struct unmounted {
+	char *target;
+	uint64_t gen;
+};
+
+struct actual_state *asw_new(const char *root_dir)
+{
+	struct actual_state *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->root_dir = strdup(root_dir);
+	a->pods_prefix = strdup_printf("%s/pods/", root_dir);
+	a->pod_mounts = hashmap_new();
+	a->devices = hashmap_new();
+	a->unmounted = hashmap_new();
+	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->unmounted)
+		return asw_free(a);
+	return a;
+}
+
+static void pod_mount_free(struct asw_pod_mount *pm)
+{
+	free(pm->target);
+	free(pm->pod_uid);
+	free(pm->outer_name);
+	free(pm->plugin_name);
+	free(pm->volume_name);
+	free(pm);
+}
+
+static void device_free(struct asw_device *d)
+{
+	free(d->volume_name);
+	free(d->plugin_name);
+	free(d->mount_path);
+	volume_spec_unref(d->spec);
+	device_attachment_clear(&d->att);
+	free(d);
+}
+
+static void clear_unmounted(struct hashmap *h)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(h, &it, &v, NULL)) {
+		struct unmounted *u = v;
+		hashmap_remove(h, u->target);
+		free(u->target);
+		free(u);
+	}
+}
+
+struct actual_state *asw_free(struct actual_state *a)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	if (!a)
+		return NULL;
+	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL))
+		pod_mount_free(v);
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(a->devices, &it, &v, NULL))
+		device_free(v);
+	if (a->unmounted)
+		clear_unmounted(a->unmounted);
+	hashmap_free(a->pod_mounts);
+	hashmap_free(a->devices);
+	hashmap_free(a->unmounted);
+	free(a->root_dir);
+	free(a->pods_prefix);
+	free(a);
+	return NULL;
+}
+
+struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *target,
+					const char *pod_uid, const char *outer_name,
+					const char *plugin_name, const char *volume_name,
+					bool read_only, int mount_id, uint64_t gen)
+{
+	struct asw_pod_mount *pm = hashmap_remove(a->pod_mounts, target);
+	struct unmounted *u = hashmap_remove(a->unmounted, target);
+
+	if (u) {
+		free(u->target);
+		free(u);
+	}
+	if (pm)
+		pod_mount_free(pm);
+	pm = calloc(1, sizeof(*pm));
+	if (!pm)
+		return NULL;
+	pm->target = strdup(target);
+	pm->pod_uid = strdup(pod_uid);
+	pm->outer_name = strdup(outer_name);
+	pm->plugin_name = strdup(plugin_name);
+	pm->volume_name = volume_name ? strdup(volume_name) : NULL;
+	pm->read_only = read_only;
+	pm->mount_id = mount_id;
+	pm->learned_gen = gen;
+	if (!pm->target || !pm->pod_uid || !pm->outer_name || !pm->plugin_name ||
+	    (volume_name && !pm->volume_name) || hashmap_put(a->pod_mounts, pm->target, pm) < 0) {
+		pod_mount_free(pm);
+		return NULL;
+	}
+	return pm;
+}
+
+void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t gen)
+{
+	struct asw_pod_mount *pm = hashmap_remove(a->pod_mounts, target);
+	struct unmounted *u;
+
+	if (pm)
+		pod_mount_free(pm);
+	if (hashmap_get(a->unmounted, target))
+		return;
+	u = calloc(1, sizeof(*u));
+	if (!u || !(u->target = strdup(target))) {
+		free(u);
+		return;
+	}
+	u->gen = gen;
+	if (hashmap_put(a->unmounted, u->target, u) < 0) {
+		free(u->target);
+		free(u);
+	}
+}
+
+struct asw_pod_mount *asw_get_pod_mount(const struct actual_state *a, const char *target)
+{
+	return hashmap_get(a->pod_mounts, target);
+}
+
+const struct hashmap *asw_pod_mounts(const struct actual_state *a)
+{
+	return a->pod_mounts;
+}
+
+size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_name)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	size_t n = 0;
+	void *v;
+
+	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
+		const struct asw_pod_mount *pm = v;
+		if (pm->volume_name && streq(pm->volume_name, volume_name))
+			n++;
+	}
+	return n;
+}
+
+struct asw_device *asw_add_device(struct actual_state *a, const char *volume_name,
+				  const char *plugin_name, struct volume_spec *spec,
+				  const char *mount_path)
+{
+	struct asw_device *d = hashmap_get(a->devices, volume_name);
+
+	if (d)
+		return d;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->volume_name = strdup(volume_name);
+	d->plugin_name = strdup(plugin_name);
+	d->mount_path = strdup(mount_path);
+	d->spec = volume_spec_ref(spec);
+	d->mount_id = -1;
+	if (!d->volume_name || !d->plugin_name || !d->mount_path ||
+	    hashmap_put(a->devices, d->volume_name, d) < 0) {
+		device_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+struct asw_device *asw_get_device(const struct actual_state *a, const char *volume_name)
+{
+	return hashmap_get(a->devices, volume_name);
+}
+
+void asw_remove_device(struct actual_state *a, const char *volume_name)
+{
+	struct asw_device *d = hashmap_remove(a->devices, volume_name);
+
+	if (d)
+		device_free(d);
+}
+
+const struct hashmap *asw_devices(const struct actual_state *a)
+{
+	return a->devices;
+}
+
+bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret_buf,
+			      const char **ret_uid, const char **ret_plugin,
+			      const char **ret_name)
+{
+	size_t n = strlen(root_dir);
+	char *buf, *uid, *vols, *plugin, *name, *slash;
+
+	if (strncmp(path, root_dir, n) != 0 || !startswith(path + n, "/pods/"))
+		return false;
+	buf = strdup(path + n + strlen("/pods/"));
+	if (!buf)
+		return false;
+	/* <uid>/volumes/kubernetes.io~<plugin>/<name> and nothing deeper */
+	uid = buf;
+	vols = strchr(uid, '/');
+	if (!vols)
+		goto no;
+	*vols++ = '\0';
+	plugin = strchr(vols, '/');
+	if (!plugin)
+		goto no;
+	*plugin++ = '\0';
+	name = strchr(plugin, '/');
+	if (!name)
+		goto no;
+	*name++ = '\0';
+	slash = strchr(name, '/');
+	if (slash || !streq(vols, "volumes") || !startswith(plugin, "kubernetes.io~") ||
+	    !path_is_safe_component(uid) || !path_is_safe_component(name))
+		goto no;
+	*ret_buf = buf;
+	*ret_uid = uid;
+	*ret_plugin = plugin + strlen("kubernetes.io~");
+	*ret_name = name;
+	return true;
+no:
+	free(buf);
+	return false;
+}
+
+bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
+{
+	uint64_t gen = mount_table_generation(t);
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	bool changed = false;
+	void *v;
+
+	/* Pod mounts the table no longer shows. */
+	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
+		struct asw_pod_mount *pm = v;
+		const struct mount_info *mi = mount_table_get(t, pm->target);
+
+		if (pm->learned_gen >= gen)
+			continue; /* learned after this table was read */
+		if (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id)) {
+			hashmap_remove(a->pod_mounts, pm->target);
+			pod_mount_free(pm);
+			changed = true;
+		}
+	}
+	/* Mounts under <root>/pods that nothing told us about. */
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(mount_table_entries(t), &it, &v, NULL)) {
+		const struct mount_info *mi = v;
+		const struct unmounted *u;
+		const char *uid, *plugin, *name;
+		char *buf;
+
+		if (!startswith(mi->target, a->pods_prefix) ||
+		    hashmap_get(a->pod_mounts, mi->target))
+			continue;
+		u = hashmap_get(a->unmounted, mi->target);
+		if (u && u->gen >= gen)
+			continue; /* the table was read before we unmounted it */
+		if (!asw_parse_pod_volume_dir(a->root_dir, mi->target, &buf, &uid, &plugin, &name))
+			continue;
+		asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only, mi->id,
+				  0);
+		free(buf);
+		changed = true;
+	}
+	clear_unmounted(a->unmounted);
+	/* Devices: the node-wide mount is there or not. */
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(a->devices, &it, &v, NULL)) {
+		struct asw_device *d = v;
+		const struct mount_info *mi = mount_table_get(t, d->mount_path);
+		bool mounted = mi != NULL;
+
+		if (d->learned_gen >= gen || mounted == d->mounted)
+			continue;
+		d->mounted = mounted;
+		d->mount_id = mi ? mi->id : -1;
+		changed = true;
+	}
+	return changed;
+}

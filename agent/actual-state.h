@@ -1,0 +1,75 @@
+/* actual-state.h - the actual state of the world (kubelet's actual_state_of_world): which pod
+ * volumes are mounted where, and which devices are attached and mounted node-wide.
+ *
+ * Pod mounts are learned from the reconciler's own operations and from the mount table (a
+ * mount found under <root>/pods that no operation of this run made is "unverified" until a
+ * plugin's check_set_up says what it holds).  Devices are learned from operations, the journal
+ * and the table.  Owned by the reconciler thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hashmap.h"
+#include "mount-table.h"
+#include "plugin.h"
+
+struct asw_pod_mount {
+	char *target;			/* the key */
+	char *pod_uid;
+	char *outer_name;
+	char *plugin_name;
+	char *volume_name;		/* what is mounted here; NULL while unverified */
+	bool foreign;			/* verified to hold something no spec wants here */
+	bool read_only;
+	int mount_id;
+	uint64_t learned_gen;		/* table generation when this was learned */
+};
+
+struct asw_device {
+	char *volume_name;		/* the key */
+	char *plugin_name;
+	struct volume_spec *spec;	/* NULL when it could not be reconstructed */
+	char *mount_path;		/* the node-wide mount */
+	struct device_attachment att;
+	bool attached;			/* attach done (or not needed) */
+	bool mounted;
+	bool read_only;
+	int mount_id;
+	uint64_t learned_gen;
+};
+
+struct actual_state;
+
+struct actual_state *asw_new(const char *root_dir);
+struct actual_state *asw_free(struct actual_state *a);
+
+/* Records that target holds volume_name (NULL: unknown yet).  Replaces an existing entry. */
+struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *target,
+					const char *pod_uid, const char *outer_name,
+					const char *plugin_name, const char *volume_name,
+					bool read_only, int mount_id, uint64_t gen);
+void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t gen);
+struct asw_pod_mount *asw_get_pod_mount(const struct actual_state *a, const char *target);
+const struct hashmap *asw_pod_mounts(const struct actual_state *a);
+/* How many pod mounts hold volume_name. */
+size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_name);
+
+struct asw_device *asw_add_device(struct actual_state *a, const char *volume_name,
+				  const char *plugin_name, struct volume_spec *spec,
+				  const char *mount_path);
+struct asw_device *asw_get_device(const struct actual_state *a, const char *volume_name);
+void asw_remove_device(struct actual_state *a, const char *volume_name);
+const struct hashmap *asw_devices(const struct actual_state *a);
+
+/* Brings the state in line with a freshly read table: pod mounts that the table no longer
+ * shows are dropped (unless learned after the table was read), mounts under <root>/pods the
+ * state does not know are added as unverified, and each device's mounted flag follows the
+ * table.  Returns true when anything changed. */
+bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t);
+
+/* Splits "<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>" into its parts (pointers
+ * into a copy the caller frees via *ret_buf).  Returns false for any other path. */
+bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret_buf,
+			      const char **ret_uid, const char **ret_plugin,
+			      const char **ret_name);

@@ -1,0 +1,245 @@
+/* config.c - see config.h. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "macro.h"
+
+enum option_type { OPT_PATH, OPT_STRING, OPT_UINT, OPT_DURATION, OPT_LOG_LEVEL };
+
+struct option_def {
+	const char *name;	/* the flag without "--", and the config file key */
+	enum option_type type;
+	size_t offset;
+	const char *def;
+	const char *help;
+};
+
+#define OFF(field) offsetof(struct agent_config, field)
+
+static const struct option_def options[] = {
+	{ "root-dir", OPT_PATH, OFF(root_dir), "/var/lib/volagent",
+	  "pod volume dirs and node-wide device mounts live below this" },
+	{ "state-dir", OPT_PATH, OFF(state_dir), "/var/lib/volagent/state",
+	  "the journal and the instance lock" },
+	{ "pods-dir", OPT_PATH, OFF(pods_dir), "/etc/volagent/pods.d",
+	  "pod spec files (*.json), one pod each" },
+	{ "log-level", OPT_LOG_LEVEL, OFF(log_level), "info", "debug, info, warning or error" },
+	{ "workers", OPT_UINT, OFF(workers), "8", "worker threads for mounts and other blocking work" },
+	{ "backoff-max", OPT_DURATION, OFF(backoff_max_ms), "2m",
+	  "longest wait between retries of a failing operation (the first is 500ms)" },
+	{ "resync-interval", OPT_DURATION, OFF(resync_ms), "60s",
+	  "full pass with a fresh read of the mount table this often" },
+};
+
+int config_parse_duration(const char *s, uint64_t *ret_ms)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mult;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (streq(end, "ms"))
+		mult = 1;
+	else if (streq(end, "s"))
+		mult = 1000;
+	else if (streq(end, "m"))
+		mult = 60 * 1000;
+	else if (streq(end, "h"))
+		mult = 3600 * 1000;
+	else
+		return -EINVAL;
+	if (v > UINT64_MAX / mult)
+		return -EINVAL;
+	*ret_ms = v * mult;
+	return 0;
+}
+
+/* Stores value for option o; where names the source for messages ("--workers", "key workers
+ * in /etc/..."). */
+static int set_option(struct agent_config *cfg, const struct option_def *o, const char *value,
+		      const char *where, struct error_info *err)
+{
+	void *field = (char *)cfg + o->offset;
+	char *end;
+	unsigned long u;
+
+	switch (o->type) {
+	case OPT_PATH:
+		if (value[0] != '/')
+			return err_set(err, -EINVAL, "%s: must be an absolute path, got \"%s\"", where,
+				       value);
+		/* fall through */
+	case OPT_STRING:
+		free(*(char **)field);
+		*(char **)field = strdup(value);
+		return *(char **)field ? 0 : -ENOMEM;
+	case OPT_LOG_LEVEL:
+		if (log_set_level_name(value) < 0)
+			return err_set(err, -EINVAL,
+				       "%s: \"%s\" is not a level (debug, info, warning, error)", where,
+				       value);
+		free(*(char **)field);
+		*(char **)field = strdup(value);
+		return *(char **)field ? 0 : -ENOMEM;
+	case OPT_UINT:
+		errno = 0;
+		u = strtoul(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || u == 0 || u > 1024)
+			return err_set(err, -EINVAL, "%s: \"%s\" is not a number from 1 to 1024",
+				       where, value);
+		*(unsigned *)field = (unsigned)u;
+		return 0;
+	case OPT_DURATION:
+		if (config_parse_duration(value, (uint64_t *)field) < 0 ||
+		    *(uint64_t *)field == 0)
+			return err_set(err, -EINVAL,
+				       "%s: \"%s\" is not a duration such as 500ms, 30s, 2m or 1h",
+				       where, value);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const struct option_def *find_option(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+		if (streq(options[i].name, name))
+			return &options[i];
+	return NULL;
+}
+
+static int load_file(struct agent_config *cfg, const char *path, bool must_exist,
+		     struct error_info *err)
+{
+	json_auto_t *root = NULL;
+	json_error_t jerr;
+	const char *key;
+	json_t *v;
+	int r;
+
+	if (access(path, F_OK) < 0 && errno == ENOENT && !must_exist)
+		return 0;
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return err_set(err, -EINVAL, "config file %s line %d: %s", path, jerr.line,
+			       jerr.text);
+	if (!json_is_object(root))
+		return err_set(err, -EINVAL, "config file %s: must be a JSON object", path);
+	json_object_foreach(root, key, v) {
+		const struct option_def *o = find_option(key);
+		char where[512], buf[32];
+		const char *value;
+
+		snprintf(where, sizeof(where), "config file %s, key \"%s\"", path, key);
+		if (!o || streq(key, "config"))
+			return err_set(err, -EINVAL, "%s: unknown key", where);
+		if (json_is_string(v)) {
+			value = json_string_value(v);
+		} else if (json_is_integer(v) && o->type == OPT_UINT) {
+			snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+			value = buf;
+		} else {
+			return err_set(err, -EINVAL, "%s: must be a string%s", where,
+				       o->type == OPT_UINT ? " or a number" : "");
+		}
+		r = set_option(cfg, o, value, where, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void config_usage(FILE *f)
+{
+	fprintf(f, "Usage: volagent run [OPTIONS]\n\n"
+		   "Converge this node's mounts with the pod spec files in --pods-dir.\n\n"
+		   "  --config FILE          JSON file whose keys are these options without \"--\"\n"
+		   "                         (default %s, if it exists)\n",
+		CONFIG_DEFAULT_PATH);
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+		fprintf(f, "  --%-20s %s (default %s)\n", options[i].name, options[i].help,
+			options[i].def);
+	fprintf(f, "  --help                 show this help\n");
+}
+
+void config_done(struct agent_config *cfg)
+{
+	free(cfg->config_path);
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
+		if (options[i].type == OPT_PATH || options[i].type == OPT_STRING ||
+		    options[i].type == OPT_LOG_LEVEL) {
+			char **p = (char **)((char *)cfg + options[i].offset);
+			free(*p);
+			*p = NULL;
+		}
+	cfg->config_path = NULL;
+}
+
+int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err)
+{
+	struct option longopts[ARRAY_SIZE(options) + 3];
+	const char *config_path = NULL;
+	size_t n = 0;
+	int r, c, idx;
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		r = set_option(cfg, &options[i], options[i].def, "default", err);
+		if (r < 0)
+			return r;
+		longopts[n++] = (struct option){ options[i].name, required_argument, NULL, 0 };
+	}
+	longopts[n++] = (struct option){ "config", required_argument, NULL, 0 };
+	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n] = (struct option){ 0 };
+
+	/* First pass: find --config and --help, and reject unknown flags. */
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", longopts, &idx)) != -1) {
+		if (c == 'h') {
+			config_usage(stdout);
+			return 1;
+		}
+		if (c == '?')
+			return err_set(err, -EINVAL, "unknown or incomplete option '%s'",
+				       argv[optind - 1]);
+		if (c == 0 && streq(longopts[idx].name, "config"))
+			config_path = optarg;
+	}
+	if (optind < argc)
+		return err_set(err, -EINVAL, "unexpected argument '%s'", argv[optind]);
+	cfg->config_path = strdup(config_path ? config_path : CONFIG_DEFAULT_PATH);
+	if (!cfg->config_path)
+		return -ENOMEM;
+	r = load_file(cfg, cfg->config_path, config_path != NULL, err);
+	if (r < 0)
+		return r;
+	/* Second pass: flags override the file. */
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", longopts, &idx)) != -1) {
+		char where[64];
+		const struct option_def *o;
+
+		if (c != 0 || streq(longopts[idx].name, "config"))
+			continue;
+		o = find_option(longopts[idx].name);
+		snprintf(where, sizeof(where), "--%s", o->name);
+		r = set_option(cfg, o, optarg, where, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

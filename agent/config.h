@@ -1,0 +1,32 @@
+/* config.h - the agent's settings: defaults, then the config file (JSON, keys named like the
+ * flags without the leading dashes), then the command-line flags, each overriding the last.
+ *
+ * One table describes every option, so flags, file keys, defaults and --help never disagree. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+#define CONFIG_DEFAULT_PATH "/etc/volagent/volagent.json"
+
+struct agent_config {
+	char *config_path;
+	char *root_dir;
+	char *state_dir;
+	char *pods_dir;
+	char *log_level;
+	unsigned workers;
+	uint64_t backoff_max_ms;
+	uint64_t resync_ms;
+};
+
+/* Parses `volagent run` arguments (argv[0] is "run").  Returns 0, 1 when --help was given
+ * (usage printed), or -EINVAL with err naming the flag or file key and the reason. */
+int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err);
+void config_done(struct agent_config *cfg);
+void config_usage(FILE *f);
+/* "500ms", "30s", "2m", "1h" -> milliseconds.  Returns 0 or -EINVAL. */
+int config_parse_duration(const char *s, uint64_t *ret_ms);

@@ -1,0 +1,244 @@
+/* desired-state.c - see desired-state.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desired-state.h"
+#include "macro.h"
+#include "path-util.h"
+
+struct dsw_pod {
+	char *uid;
+	char **targets;		/* the pod's volume dirs, keys into pod_volumes */
+	size_t n_targets;
+};
+
+struct desired_state {
+	char *root_dir;
+	struct hashmap *volumes;	/* name -> dsw_volume */
+	struct hashmap *pod_volumes;	/* target -> dsw_pod_volume */
+	struct hashmap *pods;		/* uid -> dsw_pod */
+};
+
+char *dsw_pod_volume_dir(const char *root_dir, const char *pod_uid, const char *plugin,
+			 const char *outer_name)
+{
+	return strdup_printf("%s/pods/%s/volumes/kubernetes.io~%s/%s", root_dir, pod_uid, plugin,
+			     outer_name);
+}
+
+char *dsw_device_mount_dir(const char *root_dir, const char *plugin, const char *volume_name)
+{
+	_cleanup_free_ char *esc = path_escape_component(volume_name);
+
+	if (!esc)
+		return NULL;
+	return strdup_printf("%s/plugins/kubernetes.io/%s/mounts/%s", root_dir, plugin, esc);
+}
+
+struct desired_state *dsw_new(const char *root_dir)
+{
+	struct desired_state *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->root_dir = strdup(root_dir);
+	d->volumes = hashmap_new();
+	d->pod_volumes = hashmap_new();
+	d->pods = hashmap_new();
+	if (!d->root_dir || !d->volumes || !d->pod_volumes || !d->pods)
+		return dsw_free(d);
+	return d;
+}
+
+static void volume_free(struct dsw_volume *v)
+{
+	volume_spec_unref(v->spec);
+	free(v->name);
+	free(v->device_mount_path);
+	free(v);
+}
+
+static void pod_volume_free(struct dsw_pod_volume *pv)
+{
+	free(pv->target);
+	free(pv->pod_uid);
+	free(pv->outer_name);
+	free(pv);
+}
+
+static void pod_free(struct dsw_pod *p)
+{
+	free(p->targets); /* the strings belong to the pod volumes */
+	free(p->uid);
+	free(p);
+}
+
+/* Drops one pod volume and, with its last user, its volume. */
+static void drop_pod_volume(struct desired_state *d, const char *target)
+{
+	struct dsw_pod_volume *pv = hashmap_remove(d->pod_volumes, target);
+
+	if (!pv)
+		return;
+	if (!pv->read_only)
+		pv->volume->n_read_write--;
+	if (--pv->volume->n_pod_volumes == 0) {
+		hashmap_remove(d->volumes, pv->volume->name);
+		volume_free(pv->volume);
+	}
+	pod_volume_free(pv);
+}
+
+int dsw_remove_pod(struct desired_state *d, const char *uid)
+{
+	struct dsw_pod *p = hashmap_remove(d->pods, uid);
+
+	if (!p)
+		return -ENOENT;
+	for (size_t i = 0; i < p->n_targets; i++)
+		drop_pod_volume(d, p->targets[i]);
+	pod_free(p);
+	return 0;
+}
+
+struct desired_state *dsw_free(struct desired_state *d)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	if (!d)
+		return NULL;
+	while (hashmap_iterate(d->pods, &it, &v, NULL)) {
+		struct dsw_pod *p = v;
+		dsw_remove_pod(d, p->uid);
+	}
+	hashmap_free(d->volumes);
+	hashmap_free(d->pod_volumes);
+	hashmap_free(d->pods);
+	free(d->root_dir);
+	free(d);
+	return NULL;
+}
+
+/* Whether every user of existing other than pod uid is gone once uid is replaced. */
+static bool only_used_by(const struct desired_state *d, const struct dsw_volume *v,
+			 const char *uid)
+{
+	const struct dsw_pod *p = hashmap_get(d->pods, uid);
+	size_t mine = 0;
+
+	if (!p)
+		return false;
+	for (size_t i = 0; i < p->n_targets; i++) {
+		const struct dsw_pod_volume *pv = hashmap_get(d->pod_volumes, p->targets[i]);
+		if (pv && pv->volume == v)
+			mine++;
+	}
+	return mine == v->n_pod_volumes;
+}
+
+static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struct pod_volume *src)
+{
+	struct dsw_volume *v = hashmap_get(d->volumes, src->volume_name);
+
+	if (v)
+		return v;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return NULL;
+	v->name = strdup(src->volume_name);
+	v->spec = volume_spec_ref(src->spec);
+	v->plugin = src->plugin;
+	v->uses_device = plugin_uses_device(src->plugin, src->spec);
+	if (v->uses_device)
+		v->device_mount_path = dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
+	if (!v->name || (v->uses_device && !v->device_mount_path) ||
+	    hashmap_put(d->volumes, v->name, v) < 0) {
+		volume_free(v);
+		return NULL;
+	}
+	return v;
+}
+
+int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err)
+{
+	struct dsw_pod *pod;
+
+	/* Check first, so that a rejected spec changes nothing. */
+	for (size_t i = 0; i < p->n_volumes; i++) {
+		const struct pod_volume *src = &p->volumes[i];
+		struct dsw_volume *v = hashmap_get(d->volumes, src->volume_name);
+
+		if (v && !volume_spec_equal(v->spec, src->spec) && !only_used_by(d, v, p->uid))
+			return err_set(err, -EEXIST,
+				       "volumes[%zu]: %s is already in use by another pod with "
+				       "different settings",
+				       i, src->volume_name);
+	}
+	dsw_remove_pod(d, p->uid);
+
+	pod = calloc(1, sizeof(*pod));
+	if (!pod || !(pod->uid = strdup(p->uid)) ||
+	    !(pod->targets = calloc(p->n_volumes + 1, sizeof(char *)))) {
+		if (pod)
+			pod_free(pod);
+		return -ENOMEM;
+	}
+	if (hashmap_put(d->pods, pod->uid, pod) < 0) {
+		pod_free(pod);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_volumes; i++) {
+		const struct pod_volume *src = &p->volumes[i];
+		struct dsw_pod_volume *pv = calloc(1, sizeof(*pv));
+
+		if (!pv)
+			return -ENOMEM;
+		pv->target = dsw_pod_volume_dir(d->root_dir, p->uid, src->plugin->name, src->name);
+		pv->pod_uid = strdup(p->uid);
+		pv->outer_name = strdup(src->name);
+		pv->read_only = src->read_only || src->spec->read_only;
+		pv->volume = get_or_add_volume(d, src);
+		if (!pv->target || !pv->pod_uid || !pv->outer_name || !pv->volume ||
+		    hashmap_put(d->pod_volumes, pv->target, pv) < 0) {
+			if (pv->volume && pv->volume->n_pod_volumes == 0) {
+				hashmap_remove(d->volumes, pv->volume->name);
+				volume_free(pv->volume);
+			}
+			pod_volume_free(pv);
+			return -ENOMEM;
+		}
+		pv->volume->n_pod_volumes++;
+		if (!pv->read_only)
+			pv->volume->n_read_write++;
+		pod->targets[pod->n_targets++] = pv->target;
+	}
+	return 0;
+}
+
+struct dsw_volume *dsw_get_volume(const struct desired_state *d, const char *name)
+{
+	return hashmap_get(d->volumes, name);
+}
+
+struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const char *target)
+{
+	return hashmap_get(d->pod_volumes, target);
+}
+
+const struct hashmap *dsw_volumes(const struct desired_state *d)
+{
+	return d->volumes;
+}
+
+const struct hashmap *dsw_pod_volumes(const struct desired_state *d)
+{
+	return d->pod_volumes;
+}
+
+size_t dsw_pod_count(const struct desired_state *d)
+{
+	return hashmap_size(d->pods);
+}

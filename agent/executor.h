@@ -1,0 +1,31 @@
+/* executor.h - a fixed pool of worker threads for blocking work (mount(2), mkfs, attach, NFS).
+ *
+ * The reconciler embeds a struct executor_job in each operation, submits it, and later takes
+ * the completed jobs back on its own thread when the executor's eventfd is readable.  Workers
+ * touch nothing but the job.  Which jobs may run together is the reconciler's business. */
+#pragma once
+
+#include <stddef.h>
+
+#include "error.h"
+
+struct executor_job {
+	struct executor_job *next;
+	/* Runs on a worker; may block. */
+	void (*run)(struct executor_job *job);
+};
+
+struct executor;
+
+int executor_new(unsigned workers, struct executor **ret, struct error_info *err);
+/* Waits for running jobs to finish, drops queued ones (they are returned by
+ * executor_take_completed before this, or leaked to the caller via drop), joins the workers. */
+struct executor *executor_free(struct executor *ex, void (*drop)(struct executor_job *job));
+/* Queues job.  Never blocks. */
+void executor_submit(struct executor *ex, struct executor_job *job);
+/* An eventfd that is readable while completed jobs wait to be taken. */
+int executor_get_fd(const struct executor *ex);
+/* Takes all completed jobs (in completion order, linked through next), or NULL. */
+struct executor_job *executor_take_completed(struct executor *ex);
+/* Jobs queued or running. */
+size_t executor_pending(struct executor *ex);

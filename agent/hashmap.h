@@ -1,0 +1,32 @@
+/* hashmap.h - a string-keyed hash table with chaining.
+ *
+ * The map does not own keys or values: a key must stay valid while its entry is stored, which
+ * is natural when the key is a field of the value (dsw_volume->name).  Removing the entry the
+ * iterator just returned is allowed; any other change during iteration is not. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct hashmap;
+
+struct hashmap_iter {
+	size_t bucket;
+	void *next;
+	bool started;
+};
+
+#define HASHMAP_ITER_INIT ((struct hashmap_iter){ 0 })
+
+struct hashmap *hashmap_new(void);
+/* Frees the table, not the keys or values.  Accepts NULL; returns NULL. */
+struct hashmap *hashmap_free(struct hashmap *h);
+/* Returns 0, -EEXIST when key is present, -ENOMEM. */
+int hashmap_put(struct hashmap *h, const char *key, void *value);
+void *hashmap_get(const struct hashmap *h, const char *key);
+/* Removes key and returns its value, or NULL when absent. */
+void *hashmap_remove(struct hashmap *h, const char *key);
+size_t hashmap_size(const struct hashmap *h);
+/* Returns true and the next entry, or false at the end. */
+bool hashmap_iterate(const struct hashmap *h, struct hashmap_iter *it, void **ret_value,
+		     const char **ret_key);

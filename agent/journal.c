@@ -1,0 +1,285 @@
+/* journal.c - see journal.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "journal.h"
+#include "macro.h"
+#include "path-util.h"
+
+#define JOURNAL_VERSION 1
+
+struct journal {
+	char *dir;
+	char *path;
+	bool dirty;
+	unsigned long saves;
+};
+
+const char *journal_boot_id(void)
+{
+	static char id[64];
+	FILE *f;
+
+	if (id[0])
+		return id;
+	f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		if (fgets(id, sizeof(id), f))
+			id[strcspn(id, "\n")] = '\0';
+		fclose(f);
+	}
+	return id;
+}
+
+int journal_open(const char *state_dir, struct journal **ret, struct error_info *err)
+{
+	struct journal *j;
+	int r = path_mkdir_p(state_dir, 0700);
+
+	if (r < 0)
+		return err_set(err, r, "state dir %s: %s", state_dir, strerror(-r));
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->dir = strdup(state_dir)) ||
+	    !(j->path = strdup_printf("%s/journal.json", state_dir))) {
+		journal_free(j);
+		return -ENOMEM;
+	}
+	*ret = j;
+	return 0;
+}
+
+struct journal *journal_free(struct journal *j)
+{
+	if (!j)
+		return NULL;
+	free(j->dir);
+	free(j->path);
+	free(j);
+	return NULL;
+}
+
+static const char *get_string(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Reads one device entry; returns -EBADMSG naming the field when it is malformed. */
+static int load_device(struct actual_state *a, json_t *e, size_t i, struct error_info *err)
+{
+	const char *volume = get_string(e, "volume"), *plugin = get_string(e, "plugin");
+	const char *mount_path = get_string(e, "mount_path"), *device = get_string(e, "device");
+	const struct volume_plugin *p;
+	struct volume_spec *spec = NULL;
+	struct error_info ignored = { 0 };
+	struct asw_device *d;
+	json_t *meta, *v;
+	const char *key;
+
+	if (!volume || !plugin || !mount_path)
+		return err_set(err, -EBADMSG, "devices[%zu]: volume, plugin and mount_path are "
+					      "required strings", i);
+	p = plugin_find_by_name(plugin);
+	if (p && p->construct_spec)
+		(void)p->construct_spec(volume, mount_path, &spec, &ignored);
+	d = asw_add_device(a, volume, plugin, spec, mount_path);
+	volume_spec_unref(spec);
+	if (!d)
+		return -ENOMEM;
+	d->attached = json_is_true(json_object_get(e, "attached"));
+	d->read_only = json_is_true(json_object_get(e, "read_only"));
+	if (device && !(d->att.device_path = strdup(device)))
+		return -ENOMEM;
+	meta = json_object_get(e, "meta");
+	if (meta && !json_is_object(meta))
+		return err_set(err, -EBADMSG, "devices[%zu].meta: must be an object", i);
+	json_object_foreach(meta, key, v) {
+		if (!json_is_string(v))
+			return err_set(err, -EBADMSG, "devices[%zu].meta.%s: must be a string", i,
+				       key);
+		if (device_attachment_set_meta(&d->att, key, json_string_value(v)) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void move_aside(struct journal *j)
+{
+	_cleanup_free_ char *aside = strdup_printf("%s.corrupt", j->path);
+
+	if (aside)
+		(void)rename(j->path, aside);
+}
+
+int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
+		 struct error_info *err)
+{
+	json_auto_t *root = NULL;
+	json_error_t jerr;
+	json_t *devices, *e;
+	const char *boot;
+	size_t i;
+	int r;
+
+	*ret_same_boot = false;
+	if (access(j->path, F_OK) < 0 && errno == ENOENT)
+		return 0;
+	root = json_load_file(j->path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		move_aside(j);
+		return err_set(err, -EBADMSG, "%s line %d: %s (moved aside to %s.corrupt)",
+			       j->path, jerr.line, jerr.text, j->path);
+	}
+	if (!json_is_object(root) ||
+	    json_integer_value(json_object_get(root, "version")) != JOURNAL_VERSION ||
+	    !json_is_array(devices = json_object_get(root, "devices"))) {
+		move_aside(j);
+		return err_set(err, -EBADMSG,
+			       "%s: not a version %d journal with a devices list (moved aside)",
+			       j->path, JOURNAL_VERSION);
+	}
+	boot = get_string(root, "boot_id");
+	*ret_same_boot = boot && streq(boot, journal_boot_id());
+	json_array_foreach(devices, i, e) {
+		if (!json_is_object(e)) {
+			r = err_set(err, -EBADMSG, "devices[%zu]: must be an object", i);
+		} else {
+			r = load_device(a, e, i, err);
+		}
+		if (r < 0) {
+			struct hashmap_iter it = HASHMAP_ITER_INIT;
+			void *v;
+			/* All or nothing: a half-read journal would be trusted wrongly. */
+			while (hashmap_iterate(asw_devices(a), &it, &v, NULL))
+				asw_remove_device(a, ((struct asw_device *)v)->volume_name);
+			move_aside(j);
+			return err_prefix(err, "%s (moved aside)", j->path);
+		}
+	}
+	return 0;
+}
+
+static json_t *device_to_json(const struct asw_device *d)
+{
+	json_t *o = json_object(), *meta = json_object();
+
+	if (!o || !meta) {
+		json_decref(o);
+		json_decref(meta);
+		return NULL;
+	}
+	json_object_set_new(o, "volume", json_string(d->volume_name));
+	json_object_set_new(o, "plugin", json_string(d->plugin_name));
+	json_object_set_new(o, "mount_path", json_string(d->mount_path));
+	if (d->att.device_path)
+		json_object_set_new(o, "device", json_string(d->att.device_path));
+	json_object_set_new(o, "attached", json_boolean(d->attached));
+	json_object_set_new(o, "read_only", json_boolean(d->read_only));
+	for (size_t i = 0; i < d->att.n_meta; i++)
+		json_object_set_new(meta, d->att.meta[i].key, json_string(d->att.meta[i].value));
+	json_object_set_new(o, "meta", meta);
+	return o;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int journal_save(struct journal *j, const struct actual_state *a, struct error_info *err)
+{
+	json_auto_t *root = json_object();
+	json_t *devices = json_array();
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	_cleanup_free_ char *text = NULL, *tmp = NULL;
+	_cleanup_close_ int fd = -1, dfd = -1;
+	void *v;
+	int r;
+
+	if (!root || !devices) {
+		json_decref(devices);
+		return -ENOMEM;
+	}
+	json_object_set_new(root, "version", json_integer(JOURNAL_VERSION));
+	json_object_set_new(root, "boot_id", json_string(journal_boot_id()));
+	json_object_set_new(root, "devices", devices);
+	while (hashmap_iterate(asw_devices(a), &it, &v, NULL)) {
+		json_t *o = device_to_json(v);
+		if (!o)
+			return -ENOMEM;
+		json_array_append_new(devices, o);
+	}
+	text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+	tmp = strdup_printf("%s.tmp", j->path);
+	if (!text || !tmp)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(err, -errno, "journal %s: %s", tmp, strerror(errno));
+	r = write_all(fd, text, strlen(text));
+	if (r == 0 && write_all(fd, "\n", 1) == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlink(tmp);
+		return err_set(err, r, "journal %s: %s", tmp, strerror(-r));
+	}
+	if (rename(tmp, j->path) < 0) {
+		r = -errno;
+		unlink(tmp);
+		return err_set(err, r, "journal %s: %s", j->path, strerror(-r));
+	}
+	dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0)
+		return err_set(err, -errno, "journal dir %s: %s", j->dir, strerror(errno));
+	j->saves++;
+	return 0;
+}
+
+void journal_mark_dirty(struct journal *j)
+{
+	j->dirty = true;
+}
+
+bool journal_is_dirty(const struct journal *j)
+{
+	return j->dirty;
+}
+
+int journal_flush(struct journal *j, const struct actual_state *a, struct error_info *err)
+{
+	int r;
+
+	if (!j->dirty)
+		return 0;
+	r = journal_save(j, a, err);
+	if (r == 0)
+		j->dirty = false;
+	return r;
+}
+
+unsigned long journal_save_count(const struct journal *j)
+{
+	return j->saves;
+}
+
+const char *journal_path(const struct journal *j)
+{
+	return j->path;
+}

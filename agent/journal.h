@@ -1,0 +1,42 @@
+/* journal.h - what only the agent knows, kept across restarts: which device backs each
+ * node-wide device mount, and what attach made for it (a loop device, a FUSE dir, a client).
+ *
+ * One JSON document, <state-dir>/journal.json, replaced atomically (temp file, fsync, rename,
+ * fsync of the directory).  The reconciler marks it dirty and saves it once per pass, so a
+ * burst of changes costs one fsync; device entries are saved *before* the attach or mount
+ * they describe starts, so a crash in between leaves a record of what may exist.
+ *
+ * A journal that cannot be parsed is moved aside (journal.json.corrupt), reported, and the
+ * agent goes on from the mount table alone: pod mounts never depend on the journal. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "actual-state.h"
+#include "error.h"
+
+struct journal;
+
+/* Opens (creating) state_dir.  Does not read anything yet. */
+int journal_open(const char *state_dir, struct journal **ret, struct error_info *err);
+struct journal *journal_free(struct journal *j);
+
+/* Loads the device entries into a.  Returns 0 (also when there is no journal yet), or
+ * -EBADMSG when the file was corrupt (moved aside, err says why; a is left empty).  Sets
+ * *ret_same_boot to whether the journal was written during this boot. */
+int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
+		 struct error_info *err);
+
+/* Writes a's device entries atomically. */
+int journal_save(struct journal *j, const struct actual_state *a, struct error_info *err);
+
+void journal_mark_dirty(struct journal *j);
+bool journal_is_dirty(const struct journal *j);
+/* Saves if dirty.  Returns 0, or -errno (the journal stays dirty and is retried). */
+int journal_flush(struct journal *j, const struct actual_state *a, struct error_info *err);
+/* The number of saves so far (for tests and metrics). */
+unsigned long journal_save_count(const struct journal *j);
+const char *journal_path(const struct journal *j);
+
+/* This boot's id (/proc/sys/kernel/random/boot_id), or "" when unknown. */
+const char *journal_boot_id(void);

@@ -1,0 +1,174 @@
+/* mount-util.c - see mount-util.h.
+ *
+ * Unmount uses umount2(2) directly: libmount's umount path looks the target up in the mount
+ * table first, which costs a parse of the whole of mountinfo per call (O(n) per unmount, O(n^2)
+ * for a node with thousands of pod mounts), and volagent needs none of the mtab or helper
+ * handling it buys. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libmount.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "macro.h"
+#include "mount-util.h"
+#include "path-util.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct libmnt_context *, mnt_free_context)
+
+/* Turns a failed mnt_context_mount() into -errno and a message naming what failed. */
+static int context_error(struct libmnt_context *cxt, int rc, const char *what,
+			 struct error_info *err)
+{
+	char buf[256] = "";
+	int syserr = mnt_context_get_syscall_errno(cxt);
+	int code;
+
+	if (syserr > 0)
+		code = -syserr;
+	else if (rc < 0)
+		code = rc;
+	else
+		code = -EIO; /* a helper (mount.nfs) failed; its message says why */
+	mnt_context_get_excode(cxt, rc, buf, sizeof(buf));
+	if (!buf[0])
+		snprintf(buf, sizeof(buf), "%s", strerror(-code));
+	return err_set(err, code, "%s: %s", what, buf);
+}
+
+static struct libmnt_context *new_context(void)
+{
+	struct libmnt_context *cxt = mnt_new_context();
+
+	if (!cxt)
+		return NULL;
+	/* The kernel resolves /proc/self/fd/N; libmount must not resolve it to a path first. */
+	mnt_context_disable_canonicalize(cxt, 1);
+	/* Nothing of ours belongs in utab (/run/mount): no userspace mount options are used. */
+	mnt_context_disable_mtab(cxt, 1);
+	return cxt;
+}
+
+/* Opens name in dir_fd as an O_PATH descriptor, refusing symlinks and non-directories. */
+static int open_target(int dir_fd, const char *name, struct error_info *err)
+{
+	int fd = openat(dir_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return err_set(err, -errno, "mount target %s: %s%s", name, strerror(errno),
+			       errno == ENOTDIR || errno == ELOOP ? " (a symlink is never followed)" : "");
+	return fd;
+}
+
+static int remount_ro(int dir_fd, const char *name, struct error_info *err)
+{
+	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = new_context();
+	_cleanup_close_ int fd = open_target(dir_fd, name, err);
+	char dst[FD_PATH_MAX];
+	int rc;
+
+	if (fd < 0)
+		return fd;
+	if (!cxt)
+		return err_set(err, -ENOMEM, "remount: out of memory");
+	if (mnt_context_set_target(cxt, path_fd_path(fd, dst)) < 0 ||
+	    mnt_context_set_options(cxt, "remount,bind,ro") < 0)
+		return err_set(err, -ENOMEM, "remount: cannot set up mount context");
+	mnt_context_disable_helpers(cxt, 1);
+	rc = mnt_context_mount(cxt);
+	if (rc != 0)
+		return context_error(cxt, rc, "remount read-only", err);
+	return 0;
+}
+
+int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
+		     struct error_info *err)
+{
+	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = new_context();
+	_cleanup_close_ int target_fd = -1;
+	char src[FD_PATH_MAX], dst[FD_PATH_MAX];
+	int rc;
+
+	if (!cxt)
+		return err_set(err, -ENOMEM, "bind: out of memory");
+	target_fd = open_target(dir_fd, name, err);
+	if (target_fd < 0)
+		return target_fd;
+	if (mnt_context_set_source(cxt, path_fd_path(source_fd, src)) < 0 ||
+	    mnt_context_set_target(cxt, path_fd_path(target_fd, dst)) < 0 ||
+	    mnt_context_set_options(cxt, "bind") < 0)
+		return err_set(err, -ENOMEM, "bind: cannot set up mount context");
+	mnt_context_disable_helpers(cxt, 1);
+	rc = mnt_context_mount(cxt);
+	if (rc != 0)
+		return context_error(cxt, rc, "bind mount", err);
+	if (read_only) {
+		rc = remount_ro(dir_fd, name, err);
+		if (rc < 0) {
+			/* Never leave a writable bind where a read-only one was asked for. */
+			(void)umount2(dst, UMOUNT_NOFOLLOW | MNT_DETACH);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const char *fstype,
+		      const char *options, struct error_info *err)
+{
+	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = new_context();
+	_cleanup_close_ int target_fd = -1;
+	char dst[FD_PATH_MAX];
+	int rc;
+
+	if (!cxt)
+		return err_set(err, -ENOMEM, "mount: out of memory");
+	target_fd = open_target(dir_fd, name, err);
+	if (target_fd < 0)
+		return target_fd;
+	if (mnt_context_set_source(cxt, source) < 0 ||
+	    mnt_context_set_target(cxt, path_fd_path(target_fd, dst)) < 0 ||
+	    (fstype && mnt_context_set_fstype(cxt, fstype) < 0) ||
+	    (options && *options && mnt_context_set_options(cxt, options) < 0))
+		return err_set(err, -ENOMEM, "mount: cannot set up mount context");
+	rc = mnt_context_mount(cxt);
+	if (rc != 0)
+		return context_error(cxt, rc, "mount", err);
+	return 0;
+}
+
+int mnt_util_umount(const char *target, int flags, struct error_info *err)
+{
+	if (umount2(target, flags | UMOUNT_NOFOLLOW) < 0) {
+		int e = errno;
+		if (e == EINVAL)
+			return -EINVAL; /* not a mount point: nothing to do, the caller decides */
+		return err_set(err, -e, "unmount %s: %s", target, strerror(e));
+	}
+	return 0;
+}
+
+int mnt_util_mount_id(const char *path, int *ret_id)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) < 0)
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	*ret_id = (int)stx.stx_mnt_id;
+	return 0;
+}
+
+int mnt_util_is_mount_root(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, 0, &stx) < 0)
+		return -errno;
+	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return -EOPNOTSUPP;
+	return !!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}

@@ -1,0 +1,37 @@
+/* mount-util.h - mount, bind and unmount through libmount, and cheap per-path mount checks.
+ *
+ * Targets (and bind sources) are passed as O_PATH descriptors and handed to the kernel as
+ * /proc/self/fd/N with libmount's canonicalization off: the directory that was checked is
+ * the one mounted on, even if someone swaps a symlink into the path in between. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* Bind-mounts the object source_fd refers to (a directory, or the root of a mount) onto the
+ * directory name in dir_fd, which is opened without following symlinks.  read_only makes it a
+ * read-only bind: the bind, then "remount,bind,ro" of the new mount only (found by opening
+ * name again, which now crosses into the new mount).  Returns 0 or -errno with err filled; a
+ * failed remount unmounts the bind again, so nothing writable is left behind. */
+int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
+		     struct error_info *err);
+
+/* Mounts source (a device or "server:/path") with fstype and options ("ro,noatime", may be
+ * NULL) onto the directory name in dir_fd, opened without following symlinks.  For types with
+ * a /sbin/mount.<type> helper (nfs) libmount runs it, as mount(8) would. */
+int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const char *fstype,
+		      const char *options, struct error_info *err);
+
+/* Unmounts target with umount2(2) flags (0, MNT_FORCE, MNT_DETACH; UMOUNT_NOFOLLOW is always
+ * added).  Returns 0 when unmounted, -EINVAL when target is not a mount point. */
+int mnt_util_umount(const char *target, int flags, struct error_info *err);
+
+/* The mount ID (as in mountinfo) of the mount path is on, via statx(STATX_MNT_ID).
+ * Returns 0 or -errno. */
+int mnt_util_mount_id(const char *path, int *ret_id);
+
+/* Whether path is the root of a mount (statx STATX_ATTR_MOUNT_ROOT), without following a
+ * final symlink.  Returns 1, 0, or -errno. */
+int mnt_util_is_mount_root(const char *path);

@@ -1,0 +1,202 @@
+/* path-util.c - see path-util.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "path-util.h"
+
+bool path_is_safe_component(const char *s)
+{
+	size_t n = 0;
+
+	if (!s || !*s || streq(s, ".") || streq(s, ".."))
+		return false;
+	for (; s[n]; n++) {
+		char c = s[n];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return n <= 253;
+}
+
+int path_validate_absolute(const char *path, const char *field, struct error_info *err)
+{
+	const char *p;
+
+	if (!path || !*path)
+		return err_set(err, -EINVAL, "%s: must not be empty", field);
+	if (path[0] != '/')
+		return err_set(err, -EINVAL, "%s: must be an absolute path, got \"%s\"", field, path);
+	if (strlen(path) >= PATH_MAX)
+		return err_set(err, -ENAMETOOLONG, "%s: longer than %d bytes", field, PATH_MAX);
+	for (p = path; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return err_set(err, -EINVAL, "%s: contains a control character", field);
+	if (streq(path, "/"))
+		return 0;
+	for (p = path + 1;;) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (len == 0)
+			return err_set(err, -EINVAL, "%s: \"%s\" has an empty component or a trailing '/'",
+				       field, path);
+		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return err_set(err, -EINVAL, "%s: \"%s\" must not contain \".\" or \"..\"", field,
+				       path);
+		if (!slash)
+			return 0;
+		p = slash + 1;
+	}
+}
+
+bool path_is_under(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (streq(root, "/"))
+		return path[0] == '/';
+	return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+int path_open_dir_below(const char *root, const char *rel, bool create, mode_t mode, int *ret_fd,
+			struct error_info *err)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *copy = NULL;
+	char *saveptr = NULL;
+
+	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(err, -errno, "open %s: %s", root, strerror(errno));
+	copy = strdup(rel);
+	if (!copy)
+		return -ENOMEM;
+	for (char *c = strtok_r(copy, "/", &saveptr); c; c = strtok_r(NULL, "/", &saveptr)) {
+		int next;
+
+		if (streq(c, ".") || streq(c, ".."))
+			return err_set(err, -EINVAL, "%s/%s: \"..\" is not allowed", root, rel);
+		next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST)
+				return err_set(err, -errno, "mkdir %s in %s/%s: %s", c, root, rel,
+					       strerror(errno));
+			next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (next < 0) {
+			int e = errno;
+			struct stat st;
+
+			if ((e == ENOTDIR || e == ELOOP) && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode))
+				return err_set(err, -ELOOP,
+					       "%s/%s: component \"%s\" is a symlink, refusing to follow it",
+					       root, rel, c);
+			return err_set(err, -e, "%s/%s: component \"%s\": %s", root, rel, c,
+				       strerror(e));
+		}
+		close(fd);
+		fd = next;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int path_rmdir_up_to(const char *path, const char *stop)
+{
+	_cleanup_free_ char *p = strdup(path);
+
+	if (!p)
+		return -ENOMEM;
+	while (path_is_under(p, stop) && !streq(p, stop)) {
+		char *slash;
+
+		if (rmdir(p) < 0) {
+			if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY || errno == ENOENT)
+				return 0;
+			return -errno;
+		}
+		slash = strrchr(p, '/');
+		if (!slash || slash == p)
+			break;
+		*slash = '\0';
+	}
+	return 0;
+}
+
+char *path_escape_component(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(n * 3 + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '/' || c == '%' || (i == 0 && c == '.') || c < 0x20) {
+			sprintf(o, "%%%02X", c);
+			o += 3;
+		} else {
+			*o++ = (char)c;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+char *path_unescape_component(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned v;
+		if (*s != '%') {
+			*o++ = *s;
+			continue;
+		}
+		if (!s[1] || !s[2] || sscanf(s + 1, "%2x", &v) != 1 || v == 0) {
+			free(out);
+			return NULL;
+		}
+		*o++ = (char)v;
+		s += 2;
+	}
+	*o = '\0';
+	return out;
+}
+
+const char *path_fd_path(int fd, char *buf)
+{
+	snprintf(buf, FD_PATH_MAX, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+int path_mkdir_p(const char *path, mode_t mode)
+{
+	_cleanup_free_ char *p = strdup(path);
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char saved = *s;
+			*s = '\0';
+			if (mkdir(p, mode) < 0 && errno != EEXIST)
+				return -errno;
+			*s = saved;
+			if (!saved)
+				break;
+		}
+	}
+	return 0;
+}

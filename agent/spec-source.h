@@ -1,0 +1,30 @@
+/* spec-source.h - the pods directory as a source of desired state, on a bare host.
+ *
+ * Every "*.json" file (not starting with '.') in the directory is one pod.  Files are read
+ * when they are closed after writing (IN_CLOSE_WRITE) or renamed into place (IN_MOVED_TO),
+ * never on IN_MODIFY, so a half-written file is not acted on; editor swap and temp files
+ * (.x.swp, x.json~, x.json.tmp) do not end in ".json" and are ignored.
+ *
+ * A file that fails to parse, or claims a uid another file already has, is logged (file,
+ * field, reason) and ignored: whatever it declared before stays desired. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "desired-state.h"
+#include "error.h"
+
+struct spec_source;
+
+int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec_source **ret,
+		    struct error_info *err);
+struct spec_source *spec_source_free(struct spec_source *s);
+int spec_source_get_fd(const struct spec_source *s);
+/* Reads every file of the directory (at start, and after an inotify queue overflow). */
+int spec_source_scan(struct spec_source *s);
+/* Handles pending inotify events.  Returns 1 when the desired state changed, 0, or -errno. */
+int spec_source_dispatch(struct spec_source *s);
+/* How many files are currently rejected. */
+unsigned spec_source_rejected_count(const struct spec_source *s);
+/* Whether name is a file this source reads. */
+bool spec_source_wants_name(const char *name);

@@ -1,0 +1,302 @@
+/* volume-ops.c - what each operation does on a worker.  See volume-ops.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backoff.h"
+#include "macro.h"
+#include "mount-util.h"
+#include "path-util.h"
+#include "volume-ops.h"
+
+#define DIR_MODE 0750
+
+static const char *const kind_names[] = {
+	[VOLUME_OP_SET_UP] = "set_up",
+	[VOLUME_OP_TEAR_DOWN] = "tear_down",
+	[VOLUME_OP_VERIFY] = "verify",
+	[VOLUME_OP_MOUNT_DEVICE] = "mount_device",
+	[VOLUME_OP_UNMOUNT_DEVICE] = "unmount_device",
+};
+
+const char *volume_op_kind_name(enum volume_op_kind kind)
+{
+	return kind_names[kind];
+}
+
+/* The open parent directory and last component of op->target, below op->target_root. */
+struct opened_target {
+	int parent_fd;
+	char *rel_parent;	/* owns the buffer name points into */
+	const char *name;
+};
+
+static void opened_target_done(struct opened_target *t)
+{
+	if (t->parent_fd >= 0)
+		close(t->parent_fd);
+	free(t->rel_parent);
+}
+
+/* Walks to the target's parent without following symlinks (creating it when asked) and,
+ * when create is set, makes the target directory itself.  *ret_created says whether the
+ * target directory was made now (so a failed op can remove it again). */
+static int open_target(const struct volume_op *op, bool create, struct opened_target *ret,
+		       bool *ret_created, struct error_info *err)
+{
+	size_t n = strlen(op->target_root);
+	char *slash;
+	int r;
+
+	ret->parent_fd = -1;
+	if (!path_is_under(op->target, op->target_root) || op->target[n] != '/')
+		return err_set(err, -EINVAL, "%s is not below %s", op->target, op->target_root);
+	ret->rel_parent = strdup(op->target + n + 1);
+	if (!ret->rel_parent)
+		return -ENOMEM;
+	slash = strrchr(ret->rel_parent, '/');
+	if (slash) {
+		*slash = '\0';
+		ret->name = slash + 1;
+		r = path_open_dir_below(op->target_root, ret->rel_parent, create, DIR_MODE,
+					&ret->parent_fd, err);
+	} else {
+		ret->name = ret->rel_parent;
+		r = path_open_dir_below(op->target_root, "", false, 0, &ret->parent_fd, err);
+	}
+	if (r < 0)
+		return r;
+	if (ret_created)
+		*ret_created = false;
+	if (create) {
+		if (mkdirat(ret->parent_fd, ret->name, DIR_MODE) == 0) {
+			if (ret_created)
+				*ret_created = true;
+		} else if (errno != EEXIST) {
+			return err_set(err, -errno, "mkdir %s: %s", op->target, strerror(errno));
+		}
+	}
+	return 0;
+}
+
+/* Removes the target dir if it is an empty directory that is not mounted, and its empty
+ * parents up to cleanup_stop.  rmdir only: never a recursive delete through a mount. */
+static void remove_target_dir(const struct volume_op *op)
+{
+	if (mnt_util_is_mount_root(op->target) == 1)
+		return;
+	(void)path_rmdir_up_to(op->target, op->cleanup_stop ? op->cleanup_stop : op->target_root);
+}
+
+static int record_mount_id(struct volume_op *op)
+{
+	int r = mnt_util_mount_id(op->target, &op->mount_id);
+
+	if (r < 0)
+		return err_set(&op->err, r, "%s: cannot read its mount id: %s", op->target,
+			       strerror(-r));
+	return 0;
+}
+
+static int run_set_up(struct volume_op *op)
+{
+	struct opened_target t = { .parent_fd = -1 };
+	struct volume_mounter *m = NULL;
+	bool created = false;
+	int r;
+
+	r = open_target(op, true, &t, &created, &op->err);
+	if (r < 0)
+		goto out;
+	m = plugin_new_mounter(op->plugin, op->spec, op->pod_uid, op->read_only,
+			       op->device_mount_path);
+	if (!m) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = op->plugin->set_up_at(m, &(struct mount_target){ .path = op->target,
+							      .parent_fd = t.parent_fd,
+							      .name = t.name },
+				  &op->err);
+	if (r == 0)
+		r = record_mount_id(op);
+out:
+	if (r < 0 && created)
+		remove_target_dir(op);
+	plugin_free_mounter(m);
+	opened_target_done(&t);
+	return r;
+}
+
+static int run_tear_down(struct volume_op *op)
+{
+	int r;
+
+	if (op->plugin)
+		r = op->plugin->tear_down_at(op->volume_name, op->pod_uid, op->target, &op->err);
+	else
+		r = mnt_util_umount(op->target, 0, &op->err);
+	if (r == -EINVAL || r == -ENOENT)
+		r = 0; /* not mounted (any more) */
+	if (r < 0)
+		return r;
+	if (mnt_util_is_mount_root(op->target) == 1)
+		return err_set(&op->err, -EBUSY,
+			       "%s is still a mount point after unmounting (stacked mounts); "
+			       "will unmount again",
+			       op->target);
+	remove_target_dir(op);
+	return 0;
+}
+
+static int run_verify(struct volume_op *op)
+{
+	struct volume_mounter *m = plugin_new_mounter(op->plugin, op->spec, op->pod_uid,
+						      op->read_only, op->device_mount_path);
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	r = op->plugin->check_set_up(m, op->target, &op->err);
+	plugin_free_mounter(m);
+	if (r < 0)
+		return r;
+	op->verified = r == 1;
+	if (op->verified)
+		(void)record_mount_id(op);
+	return 0;
+}
+
+static int run_mount_device(struct volume_op *op)
+{
+	struct opened_target t = { .parent_fd = -1 };
+	bool attached_now = false, created = false;
+	int r;
+
+	if (op->plugin->attach && !op->att.device_path) {
+		r = op->plugin->attach(op->spec, &op->att, &op->err);
+		if (r < 0)
+			goto out;
+		attached_now = true;
+	} else if (!op->att.device_path) {
+		op->att.device_path = strdup(volume_spec_get(op->spec, "path"));
+		if (!op->att.device_path) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	r = open_target(op, true, &t, &created, &op->err);
+	if (r < 0)
+		goto out_detach;
+	r = op->plugin->mount_device(op->spec, op->att.device_path, op->read_only,
+				     &(struct mount_target){ .path = op->target,
+							     .parent_fd = t.parent_fd,
+							     .name = t.name },
+				     &op->err);
+	if (r == 0)
+		r = record_mount_id(op);
+	if (r == 0)
+		goto out;
+	if (created)
+		remove_target_dir(op);
+out_detach:
+	/* No half-attached device is left behind by a failed stage. */
+	if (attached_now && op->plugin->detach) {
+		struct error_info ignored = { 0 };
+		if (op->plugin->detach(op->spec, &op->att, &ignored) == 0)
+			device_attachment_clear(&op->att);
+	}
+out:
+	opened_target_done(&t);
+	return r;
+}
+
+static int run_unmount_device(struct volume_op *op)
+{
+	int r;
+
+	if (op->plugin && op->plugin->unmount_device)
+		r = op->plugin->unmount_device(op->target, &op->err);
+	else
+		r = mnt_util_umount(op->target, 0, &op->err);
+	if (r == -EINVAL || r == -ENOENT)
+		r = 0;
+	if (r < 0)
+		return r;
+	if (mnt_util_is_mount_root(op->target) == 1)
+		return err_set(&op->err, -EBUSY, "%s is still mounted after unmounting",
+			       op->target);
+	remove_target_dir(op);
+	if (op->plugin && op->plugin->detach && op->att.device_path) {
+		r = op->plugin->detach(op->spec, &op->att, &op->err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void volume_op_run(struct executor_job *job)
+{
+	struct volume_op *op = volume_op_from_job(job);
+	uint64_t start = now_ms();
+
+	switch (op->kind) {
+	case VOLUME_OP_SET_UP:
+		op->result = run_set_up(op);
+		break;
+	case VOLUME_OP_TEAR_DOWN:
+		op->result = run_tear_down(op);
+		break;
+	case VOLUME_OP_VERIFY:
+		op->result = run_verify(op);
+		break;
+	case VOLUME_OP_MOUNT_DEVICE:
+		op->result = run_mount_device(op);
+		break;
+	case VOLUME_OP_UNMOUNT_DEVICE:
+		op->result = run_unmount_device(op);
+		break;
+	}
+	if (op->result < 0 && !op->err.code)
+		err_set(&op->err, op->result, "%s", strerror(-op->result));
+	op->duration_ms = now_ms() - start;
+}
+
+struct volume_op *volume_op_new(enum volume_op_kind kind, const char *key)
+{
+	struct volume_op *op = calloc(1, sizeof(*op));
+
+	if (!op)
+		return NULL;
+	op->job.run = volume_op_run;
+	op->kind = kind;
+	op->mount_id = -1;
+	op->key = strdup(key);
+	if (!op->key) {
+		free(op);
+		return NULL;
+	}
+	return op;
+}
+
+struct volume_op *volume_op_free(struct volume_op *op)
+{
+	if (!op)
+		return NULL;
+	free(op->key);
+	free(op->volume_name);
+	volume_spec_unref(op->spec);
+	free(op->target);
+	free(op->target_root);
+	free(op->cleanup_stop);
+	free(op->pod_uid);
+	free(op->device_mount_path);
+	device_attachment_clear(&op->att);
+	free(op);
+	return NULL;
+}

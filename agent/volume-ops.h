@@ -1,0 +1,54 @@
+/* volume-ops.h - the blocking operations the reconciler hands to the executor: set a volume up
+ * in a pod dir, tear it down, check a mount found after a restart, and stage or unstage a
+ * device.  Each op carries copies of everything it needs and its results; the worker touches
+ * nothing else, and the reconciler applies the results on its own thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "executor.h"
+#include "plugin.h"
+
+enum volume_op_kind {
+	VOLUME_OP_SET_UP,
+	VOLUME_OP_TEAR_DOWN,
+	VOLUME_OP_VERIFY,
+	VOLUME_OP_MOUNT_DEVICE,
+	VOLUME_OP_UNMOUNT_DEVICE,
+};
+
+struct volume_op {
+	struct executor_job job;
+	enum volume_op_kind kind;
+
+	/* inputs */
+	char *key;			/* backoff key: "pod:<target>" or "dev:<volume>" */
+	char *volume_name;		/* NULL for a tear-down of an unverified mount */
+	const struct volume_plugin *plugin;	/* NULL: unknown plugin, plain unmount */
+	struct volume_spec *spec;	/* a reference; NULL for tear-downs */
+	char *target;			/* pod volume dir, or the device's node-wide mount */
+	char *target_root;		/* trusted dir the target is walked down from */
+	char *cleanup_stop;		/* empty parents are removed up to here, not including */
+	char *pod_uid;
+	bool read_only;
+	char *device_mount_path;	/* SET_UP and VERIFY of device volumes */
+	struct device_attachment att;	/* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */
+	bool startup;			/* a VERIFY of the startup reconstruction */
+
+	/* results */
+	int result;			/* 0 or -errno */
+	struct error_info err;
+	int mount_id;			/* of the new mount, SET_UP and MOUNT_DEVICE */
+	bool verified;			/* VERIFY: the target holds this volume */
+	uint64_t duration_ms;
+};
+
+struct volume_op *volume_op_new(enum volume_op_kind kind, const char *key);
+struct volume_op *volume_op_free(struct volume_op *op);
+const char *volume_op_kind_name(enum volume_op_kind kind);
+static inline struct volume_op *volume_op_from_job(struct executor_job *job)
+{
+	return (struct volume_op *)job; /* job is the first member */
+}

@@ -1,0 +1,227 @@
+/* local.c - the "local" plugin: a directory or a block device already on this node.
+ *
+ * A directory is bind-mounted into each pod.  A block device is probed with libblkid,
+ * formatted only when it carries no signature at all, mounted once at its node-wide path, and
+ * bind-mounted from there into each pod (kubelet's local volume plugin does the same for
+ * block-backed local PVs).
+ *
+ * Symlinks: a directory path may contain none (a link could point the bind anywhere).  A
+ * device path may be a udev link (/dev/disk/by-id/...) but must resolve to a block device
+ * under /dev. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "blkdev.h"
+#include "macro.h"
+#include "mount-util.h"
+#include "path-util.h"
+#include "plugin.h"
+
+static bool local_can_support(const struct volume_spec *spec)
+{
+	return streq(spec->type, "local");
+}
+
+static int local_validate(const struct volume_spec *spec, struct error_info *err)
+{
+	const char *path = volume_spec_get(spec, "path");
+	const char *fstype = volume_spec_get(spec, "fsType");
+
+	for (size_t i = 0; i < spec->n_attrs; i++) {
+		const char *k = spec->attrs[i].key;
+		if (!streq(k, "path") && !streq(k, "fsType"))
+			return err_set(err, -EINVAL, "%s: unknown field (local takes path, fsType)",
+				       k);
+	}
+	if (!path)
+		return err_set(err, -EINVAL, "path: required");
+	if (path_validate_absolute(path, "path", err) < 0)
+		return err->code;
+	if (fstype && !blkdev_can_format(fstype))
+		return err_set(err, -EINVAL, "fsType: \"%s\" is not supported (ext4, xfs, btrfs)",
+			       fstype);
+	return 0;
+}
+
+static char *local_get_volume_name(const struct volume_spec *spec)
+{
+	return strdup_printf("local:%s", volume_spec_get(spec, "path"));
+}
+
+static bool local_uses_device(const struct volume_spec *spec)
+{
+	struct stat st;
+
+	return stat(volume_spec_get(spec, "path"), &st) == 0 && S_ISBLK(st.st_mode);
+}
+
+/* Resolves a device path (udev links allowed) to a block device under /dev. */
+static int resolve_device(const char *path, char *ret, struct error_info *err)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (!realpath(path, real))
+		return err_set(err, -errno, "device %s: %s", path, strerror(errno));
+	if (!startswith(real, "/dev/"))
+		return err_set(err, -EPERM, "device %s resolves to %s, outside /dev; refusing it",
+			       path, real);
+	if (stat(real, &st) < 0)
+		return err_set(err, -errno, "device %s: %s", real, strerror(errno));
+	if (!S_ISBLK(st.st_mode))
+		return err_set(err, -ENOTBLK, "device %s is not a block device", real);
+	snprintf(ret, PATH_MAX, "%s", real);
+	return 0;
+}
+
+/* Opens what the pod's bind comes from: the device's node-wide mount, or the directory. */
+static int open_source(const struct volume_mounter *m, struct error_info *err)
+{
+	const char *path = m->device_mount_path ? m->device_mount_path
+						: volume_spec_get(m->spec, "path");
+	int fd, rc;
+
+	if (m->device_mount_path) {
+		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return err_set(err, -errno, "device mount %s: %s", path, strerror(errno));
+		return fd;
+	}
+	rc = path_open_dir_below("/", path + 1, false, 0, &fd, err);
+	if (rc < 0)
+		return err_prefix(err, "local path");
+	return fd;
+}
+
+static int same_object(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (stat(a, &sa) < 0 || stat(b, &sb) < 0)
+		return -errno;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static bool is_read_only(const char *path)
+{
+	struct statvfs sv;
+
+	return statvfs(path, &sv) == 0 && (sv.f_flag & ST_RDONLY);
+}
+
+static int local_check_set_up(const struct volume_mounter *m, const char *target,
+			      struct error_info *err)
+{
+	const char *source = m->device_mount_path ? m->device_mount_path
+						  : volume_spec_get(m->spec, "path");
+	int r = mnt_util_is_mount_root(target);
+
+	if (r <= 0)
+		return r == -ENOENT ? 0 : r;
+	r = same_object(target, source);
+	if (r <= 0)
+		return r;
+	return is_read_only(target) == m->read_only;
+}
+
+static int local_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
+			   struct error_info *err)
+{
+	_cleanup_close_ int src = -1;
+	int r = local_check_set_up(m, target->path, err);
+
+	if (r == 1)
+		return 0;
+	if (mnt_util_is_mount_root(target->path) == 1)
+		return err_set(err, -EBUSY,
+			       "%s is already a mount point of something else; refusing to mount "
+			       "over it",
+			       target->path);
+	src = open_source(m, err);
+	if (src < 0)
+		return src;
+	return mnt_util_bind_at(src, target->parent_fd, target->name, m->read_only, err);
+}
+
+static int local_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
+			      struct error_info *err)
+{
+	int r = mnt_util_umount(target, 0, err);
+
+	return r == -EINVAL ? 0 : r;
+}
+
+static int local_construct_spec(const char *volume_name, const char *mount_path,
+				struct volume_spec **ret_spec, struct error_info *err)
+{
+	_cleanup_volume_spec_ struct volume_spec *s = NULL;
+
+	if (!startswith(volume_name, "local:/"))
+		return err_set(err, -EINVAL, "%s is not a local volume name", volume_name);
+	s = volume_spec_new("local");
+	if (!s || volume_spec_set(s, "path", volume_name + strlen("local:")) < 0)
+		return -ENOMEM;
+	*ret_spec = TAKE_PTR(s);
+	return 0;
+}
+
+static int local_mount_device(const struct volume_spec *spec, const char *device_path,
+			      bool read_only, const struct mount_target *target,
+			      struct error_info *err)
+{
+	char dev[PATH_MAX], fstype[32], options[1024] = "";
+	struct stat st_dev, st_target;
+	int r;
+
+	r = resolve_device(device_path, dev, err);
+	if (r < 0)
+		return r;
+	/* Already mounted here (a retry, or adopted after a restart)? */
+	if (mnt_util_is_mount_root(target->path) == 1) {
+		if (stat(dev, &st_dev) == 0 && stat(target->path, &st_target) == 0 &&
+		    st_target.st_dev == st_dev.st_rdev)
+			return 0;
+		return err_set(err, -EBUSY, "%s is already a mount point of another device",
+			       target->path);
+	}
+	r = blkdev_prepare_for_mount(dev, volume_spec_get(spec, "fsType"), read_only, fstype, err);
+	if (r < 0)
+		return r;
+	for (char **o = spec->mount_options; *o; o++) {
+		size_t len = strlen(options);
+		snprintf(options + len, sizeof(options) - len, "%s%s", len ? "," : "", *o);
+	}
+	if (read_only) {
+		size_t len = strlen(options);
+		snprintf(options + len, sizeof(options) - len, "%sro", len ? "," : "");
+	}
+	return mnt_util_mount_at(dev, target->parent_fd, target->name, fstype, options, err);
+}
+
+static int local_unmount_device(const char *path, struct error_info *err)
+{
+	int r = mnt_util_umount(path, 0, err);
+
+	return r == -EINVAL || r == -ENOENT ? 0 : r;
+}
+
+const struct volume_plugin local_plugin = {
+	.name = "local",
+	.can_support = local_can_support,
+	.validate = local_validate,
+	.get_volume_name = local_get_volume_name,
+	.set_up_at = local_set_up_at,
+	.tear_down_at = local_tear_down_at,
+	.check_set_up = local_check_set_up,
+	.construct_spec = local_construct_spec,
+	.uses_device = local_uses_device,
+	.mount_device = local_mount_device,
+	.unmount_device = local_unmount_device,
+};

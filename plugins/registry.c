@@ -1,0 +1,136 @@
+/* registry.c - the built-in volume plugins and the thin wrappers the core calls them through. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "plugin.h"
+
+extern const struct volume_plugin local_plugin;
+
+static const struct volume_plugin *const plugins[] = {
+	&local_plugin,
+};
+
+const struct volume_plugin *plugin_find_by_name(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(plugins); i++)
+		if (streq(plugins[i]->name, name))
+			return plugins[i];
+	return NULL;
+}
+
+const char *plugin_names(void)
+{
+	static char names[128];
+
+	if (!names[0])
+		for (size_t i = 0; i < ARRAY_SIZE(plugins); i++) {
+			if (i)
+				strcat(names, ", ");
+			strcat(names, plugins[i]->name);
+		}
+	return names;
+}
+
+int plugin_find_for_spec(const struct volume_spec *spec, const struct volume_plugin **ret,
+			 struct error_info *err)
+{
+	const struct volume_plugin *found = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(plugins); i++) {
+		if (!plugins[i]->can_support(spec))
+			continue;
+		if (found)
+			return err_set(err, -EINVAL, "type \"%s\": plugins %s and %s both accept it",
+				       spec->type, found->name, plugins[i]->name);
+		found = plugins[i];
+	}
+	if (!found)
+		return err_set(err, -EINVAL, "type \"%s\": no plugin supports it (have: %s)",
+			       spec->type, plugin_names());
+	*ret = found;
+	return 0;
+}
+
+int plugin_validate(const struct volume_plugin *p, const struct volume_spec *spec,
+		    struct error_info *err)
+{
+	return p->validate ? p->validate(spec, err) : 0;
+}
+
+char *plugin_get_volume_name(const struct volume_plugin *p, const struct volume_spec *spec)
+{
+	return p->get_volume_name(spec);
+}
+
+bool plugin_uses_device(const struct volume_plugin *p, const struct volume_spec *spec)
+{
+	return p->uses_device && p->uses_device(spec);
+}
+
+struct volume_mounter *plugin_new_mounter(const struct volume_plugin *p, struct volume_spec *spec,
+					  const char *pod_uid, bool read_only,
+					  const char *device_mount_path)
+{
+	struct volume_mounter *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->plugin = p;
+	m->spec = volume_spec_ref(spec);
+	m->pod_uid = pod_uid ? strdup(pod_uid) : NULL;
+	m->read_only = read_only || spec->read_only;
+	m->device_mount_path = device_mount_path ? strdup(device_mount_path) : NULL;
+	if ((pod_uid && !m->pod_uid) || (device_mount_path && !m->device_mount_path))
+		return plugin_free_mounter(m);
+	return m;
+}
+
+struct volume_mounter *plugin_free_mounter(struct volume_mounter *m)
+{
+	if (!m)
+		return NULL;
+	volume_spec_unref(m->spec);
+	free(m->pod_uid);
+	free(m->device_mount_path);
+	free(m);
+	return NULL;
+}
+
+void device_attachment_clear(struct device_attachment *att)
+{
+	free(att->device_path);
+	for (size_t i = 0; i < att->n_meta; i++) {
+		free(att->meta[i].key);
+		free(att->meta[i].value);
+	}
+	free(att->meta);
+	memset(att, 0, sizeof(*att));
+}
+
+int device_attachment_set_meta(struct device_attachment *att, const char *key, const char *value)
+{
+	struct volume_attr *m = realloc(att->meta, (att->n_meta + 1) * sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	att->meta = m;
+	m[att->n_meta].key = strdup(key);
+	m[att->n_meta].value = strdup(value);
+	if (!m[att->n_meta].key || !m[att->n_meta].value) {
+		free(m[att->n_meta].key);
+		free(m[att->n_meta].value);
+		return -ENOMEM;
+	}
+	att->n_meta++;
+	return 0;
+}
+
+const char *device_attachment_get_meta(const struct device_attachment *att, const char *key)
+{
+	for (size_t i = 0; i < att->n_meta; i++)
+		if (streq(att->meta[i].key, key))
+			return att->meta[i].value;
+	return NULL;
+}
