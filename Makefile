@@ -8,10 +8,14 @@
 #
 # Feature areas add their sources, packages and test steps in mk/*.mk.
 
+.DEFAULT_GOAL := all
 VERSION := 0.1.0
 PREFIX ?= /usr/local
 DESTDIR ?=
 BUILD ?= build
+ifeq ($(SANITIZE),1)
+BUILD := build-sanitize
+endif
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 
@@ -34,13 +38,12 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissin
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
-BUILD := build-sanitize
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CFLAGS += $(PKG_CFLAGS)
 
-AGENT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(AGENT_SRCS)) $(patsubst %.c,$(BUILD)/%.o,$(GEN_SRCS))
+AGENT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(AGENT_SRCS)) $(GEN_SRCS:.c=.o)
 TEST_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_LIB_SRCS))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 LIBAGENT := $(BUILD)/libvolagent.a
@@ -50,6 +53,10 @@ all: $(BUILD)/volagent
 
 $(BUILD)/%.o: %.c $(GEN_HDRS)
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+# Generated sources live in $(BUILD)/gen already; their objects go beside them.
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c $(GEN_HDRS)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(LIBAGENT): $(AGENT_OBJS)
@@ -62,21 +69,26 @@ $(BUILD)/volagent: $(BUILD)/agent/main.o $(LIBAGENT)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_LIB_OBJS) $(LIBAGENT)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA) $$($(PKG_CONFIG) --libs cmocka)
 
-$(BUILD)/tests/%.o: CFLAGS += -Itests/lib $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
-$(BUILD)/tests/lib/%.o: CFLAGS += -Itests/lib
+# Tests build fixed-size paths freely; truncation there is not a bug worth a warning.
+$(BUILD)/tests/%.o: CFLAGS += -Itests/lib -Wno-format-truncation $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+$(BUILD)/tests/lib/%.o: CFLAGS += -Itests/lib -Wno-format-truncation
 
 check: $(BUILD)/volagent $(TEST_BINS)
-	BUILD=$(BUILD) CHECK_SCRIPTS="$(CHECK_SCRIPTS)" tests/run-tests.sh $(TEST_BINS)
+	BUILD=$(BUILD) VOLAGENT_BIN=$(BUILD)/volagent CHECK_SCRIPTS="$(CHECK_SCRIPTS)" \
+		tests/run-tests.sh $(TEST_BINS)
 
 install: $(BUILD)/volagent
 	install -D -m 0755 $(BUILD)/volagent $(DESTDIR)$(PREFIX)/bin/volagent
 	install -D -m 0644 systemd/volagent.service $(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
-	sed -i 's|@BINDIR@|$(PREFIX)/bin|g' $(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
+	sed -i 's|@BINDIR@|$(PREFIX)/bin|g; s|@DOCDIR@|$(PREFIX)/share/doc/volagent|g' \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
+	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/volagent/README.md
 	install -D -m 0644 systemd/volagent.json $(DESTDIR)/etc/volagent/volagent.json.example
 	install -d -m 0755 $(DESTDIR)/etc/volagent/pods.d
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/volagent $(DESTDIR)$(PREFIX)/lib/systemd/system/volagent.service
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/volagent
 
 # Debian packages to build and run (deps) and to run every test (test-deps).
 deps:
@@ -87,4 +99,4 @@ test-deps:
 clean:
 	rm -rf build build-sanitize
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -type f -name '*.d' 2>/dev/null)

@@ -156,6 +156,7 @@ int cmd_run(int argc, char **argv)
 				   .backoff_max_ms = cfg.backoff_max_ms,
 				   .resync_ms = cfg.resync_ms,
 				   .refresh_min_interval_ms = 100,
+				   .device_inventory = cfg.device_inventory,
 			   },
 			   &rec, &err);
 	if (r == 0)

@@ -4,3 +4,5 @@
 #pragma once
 
 int cmd_run(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_osd_check(int argc, char **argv);

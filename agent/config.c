@@ -11,7 +11,7 @@
 #include "log.h"
 #include "macro.h"
 
-enum option_type { OPT_PATH, OPT_STRING, OPT_UINT, OPT_DURATION, OPT_LOG_LEVEL };
+enum option_type { OPT_PATH, OPT_STRING, OPT_UINT, OPT_DURATION, OPT_LOG_LEVEL, OPT_BOOL };
 
 struct option_def {
 	const char *name;	/* the flag without "--", and the config file key */
@@ -36,6 +36,8 @@ static const struct option_def options[] = {
 	  "longest wait between retries of a failing operation (the first is 500ms)" },
 	{ "resync-interval", OPT_DURATION, OFF(resync_ms), "60s",
 	  "full pass with a fresh read of the mount table this often" },
+	{ "device-inventory", OPT_BOOL, OFF(device_inventory), "true",
+	  "keep <state-dir>/devices.json current from udev events and log device renames" },
 };
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)
@@ -101,6 +103,11 @@ static int set_option(struct agent_config *cfg, const struct option_def *o, cons
 				       where, value);
 		*(unsigned *)field = (unsigned)u;
 		return 0;
+	case OPT_BOOL:
+		if (!streq(value, "true") && !streq(value, "false"))
+			return err_set(err, -EINVAL, "%s: \"%s\" is not true or false", where, value);
+		*(bool *)field = streq(value, "true");
+		return 0;
 	case OPT_DURATION:
 		if (config_parse_duration(value, (uint64_t *)field) < 0 ||
 		    *(uint64_t *)field == 0)
@@ -150,9 +157,13 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 		} else if (json_is_integer(v) && o->type == OPT_UINT) {
 			snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 			value = buf;
+		} else if (json_is_boolean(v) && o->type == OPT_BOOL) {
+			value = json_is_true(v) ? "true" : "false";
 		} else {
-			return err_set(err, -EINVAL, "%s: must be a string%s", where,
-				       o->type == OPT_UINT ? " or a number" : "");
+			return err_set(err, -EINVAL, "%s: must be a %s", where,
+				       o->type == OPT_UINT	 ? "string or a number"
+				       : o->type == OPT_BOOL ? "boolean"
+							     : "string");
 		}
 		r = set_option(cfg, o, value, where, err);
 		if (r < 0)
@@ -187,6 +198,14 @@ void config_done(struct agent_config *cfg)
 	cfg->config_path = NULL;
 }
 
+static bool longopts_has_arg(const struct option *longopts, const char *name)
+{
+	for (size_t k = 0; longopts[k].name; k++)
+		if (streq(longopts[k].name, name))
+			return longopts[k].has_arg == required_argument;
+	return false;
+}
+
 int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err)
 {
 	struct option longopts[ARRAY_SIZE(options) + 3];
@@ -205,7 +224,26 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
 	longopts[n] = (struct option){ 0 };
 
-	/* First pass: find --config and --help, and reject unknown flags. */
+	/* getopt_long accepts abbreviations ("--root" for "--root-dir"): a daemon must not guess
+	 * which directory it was given, so every flag has to be spelled out. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		size_t len;
+		bool known = false;
+
+		if (streq(a, "--"))
+			break;
+		if (!startswith(a, "--"))
+			continue;
+		len = strcspn(a + 2, "=");
+		for (size_t k = 0; longopts[k].name && !known; k++)
+			known = strlen(longopts[k].name) == len && !strncmp(longopts[k].name, a + 2, len);
+		if (!known)
+			return err_set(err, -EINVAL, "unknown option '%.*s'", (int)len + 2, a);
+		if (!strchr(a, '=') && longopts_has_arg(longopts, a + 2))
+			i++; /* skip the value, which may itself start with "--" */
+	}
+	/* First pass: find --config and --help. */
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", longopts, &idx)) != -1) {

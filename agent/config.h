@@ -21,6 +21,7 @@ struct agent_config {
 	unsigned workers;
 	uint64_t backoff_max_ms;
 	uint64_t resync_ms;
+	bool device_inventory;
 };
 
 /* Parses `volagent run` arguments (argv[0] is "run").  Returns 0, 1 when --help was given

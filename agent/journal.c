@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file-util.h"
 #include "journal.h"
 #include "macro.h"
 #include "path-util.h"
@@ -188,28 +189,12 @@ static json_t *device_to_json(const struct asw_device *d)
 	return o;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int journal_save(struct journal *j, const struct actual_state *a, struct error_info *err)
 {
 	json_auto_t *root = json_object();
 	json_t *devices = json_array();
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	_cleanup_free_ char *text = NULL, *tmp = NULL;
-	_cleanup_close_ int fd = -1, dfd = -1;
+	_cleanup_free_ char *text = NULL, *line = NULL;
 	void *v;
 	int r;
 
@@ -227,27 +212,11 @@ int journal_save(struct journal *j, const struct actual_state *a, struct error_i
 		json_array_append_new(devices, o);
 	}
 	text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
-	tmp = strdup_printf("%s.tmp", j->path);
-	if (!text || !tmp)
+	if (!text || !(line = strdup_printf("%s\n", text)))
 		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return err_set(err, -errno, "journal %s: %s", tmp, strerror(errno));
-	r = write_all(fd, text, strlen(text));
-	if (r == 0 && write_all(fd, "\n", 1) == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(tmp);
-		return err_set(err, r, "journal %s: %s", tmp, strerror(-r));
-	}
-	if (rename(tmp, j->path) < 0) {
-		r = -errno;
-		unlink(tmp);
-		return err_set(err, r, "journal %s: %s", j->path, strerror(-r));
-	}
-	dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd) < 0)
-		return err_set(err, -errno, "journal dir %s: %s", j->dir, strerror(errno));
+	r = file_write_atomic(j->dir, "journal.json", line, 0600, err);
+	if (r < 0)
+		return err_prefix(err, "journal");
 	j->saves++;
 	return 0;
 }

@@ -17,6 +17,8 @@ static int cmd_help(int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "run", cmd_run, "run the agent: converge mounts with the pod spec files (and CSI)" },
+	{ "devices", cmd_devices, "list block devices by stable identity" },
+	{ "osd-check", cmd_osd_check, "may each saved Ceph OSD be removed now? (rename-safe)" },
 	{ "version", cmd_version, "print the version" },
 	{ "help", cmd_help, "show this help" },
 };

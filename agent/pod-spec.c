@@ -216,8 +216,12 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 	if (r < 0)
 		return err_prefix(err, "%s", field);
 	r = plugin_validate(ret->plugin, spec, err);
-	if (r < 0)
-		return err_prefix(err, "%s.%s", field, src_key);
+	if (r < 0) {
+		/* The plugin names its own field ("path: ..."): make it "volumes[0].local.path". */
+		char msg[sizeof(err->msg)];
+		snprintf(msg, sizeof(msg), "%s", err_msg(err));
+		return err_set(err, r, "%s.%s.%s", field, src_key, msg);
+	}
 	ret->volume_name = plugin_get_volume_name(ret->plugin, spec);
 	ret->name = strdup(json_string_value(name));
 	if (!ret->volume_name || !ret->name)

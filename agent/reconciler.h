@@ -10,8 +10,8 @@
  * volume and target for pod-level work), with exponential backoff per failing operation.
  *
  * The loop sleeps in epoll on: the pods dir (inotify), the mount table (libmount monitor),
- * finished operations (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up
- * eventfd.  It never polls the mount table: it re-reads it when the monitor says it changed. */
+ * block device events (libudev monitor, for the device inventory), finished operations
+ * (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up eventfd.  It never polls the mount table: it re-reads it when the monitor says it changed. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,6 +28,7 @@ struct reconciler_config {
 	uint64_t backoff_max_ms;
 	uint64_t resync_ms;		/* full pass with a fresh table this often */
 	uint64_t refresh_min_interval_ms;	/* re-read the table at most this often in a burst */
+	bool device_inventory;		/* keep <state_dir>/devices.json current (devmon) */
 };
 
 struct reconciler_stats {

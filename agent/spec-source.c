@@ -253,7 +253,8 @@ int spec_source_scan(struct spec_source *s)
 			changed = 1;
 	}
 	/* In name order, so that which of two files claiming one uid wins is predictable. */
-	qsort(names, n, sizeof(char *), compare_names);
+	if (n > 0)
+		qsort(names, n, sizeof(char *), compare_names);
 	for (size_t i = 0; i < n; i++) {
 		if (load_file(s, names[i]))
 			changed = 1;

@@ -1,0 +1,55 @@
+/* file-util.c - see file-util.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "file-util.h"
+#include "macro.h"
+
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int file_write_atomic(const char *dir, const char *name, const char *data, mode_t mode,
+		      struct error_info *err)
+{
+	_cleanup_close_ int dfd = -1, fd = -1;
+	char tmp[256];
+	int r;
+
+	if (snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= (int)sizeof(tmp))
+		return err_set(err, -ENAMETOOLONG, "%s: name too long", name);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return err_set(err, -errno, "%s: %s", dir, strerror(errno));
+	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
+		return err_set(err, -errno, "%s/%s: %s", dir, tmp, strerror(errno));
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return err_set(err, -errno, "%s/%s: %s", dir, tmp, strerror(errno));
+	r = write_all(fd, data, strlen(data));
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlinkat(dfd, tmp, 0);
+		return err_set(err, r, "%s/%s: %s", dir, name, strerror(-r));
+	}
+	if (fsync(dfd) < 0)
+		return err_set(err, -errno, "%s: fsync: %s", dir, strerror(errno));
+	return 0;
+}

@@ -1,0 +1,696 @@
+/* grpc-core.c - a unary gRPC server on a unix socket over the gRPC core C API.  See
+ * grpc-core.h for the contract; this file is the only one that includes <grpc/...>.
+ *
+ * Every tag on the completion queue is either &g->shutdown_tag or a struct gcore_call, whose
+ * state says which event it is: CALL_REQUESTED (a new call arrived, or the request failed at
+ * shutdown) or CALL_REPLYING (the final batch completed).  The queue thread frees a call
+ * only after its final batch completed.  Counters under g->lock (owned calls, outstanding
+ * requests, the shutdown tag) decide when destroying the server and the queue is safe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
+#include <grpc/support/time.h>
+
+#include "grpc-core.h"
+#include "log.h"
+#include "macro.h"
+
+#define UNREGISTERED_REQUESTS 2
+
+struct gcore_method {
+	const char *path;
+	gcore_handler_fn handler;
+	void *userdata;
+	void *registered; /* grpc_server_register_method() handle */
+};
+
+enum call_state { CALL_REQUESTED, CALL_OWNED, CALL_REPLYING };
+
+struct gcore_call {
+	struct gcore *g;
+	struct gcore_method *m; /* NULL for a method that was not registered */
+	enum call_state state;
+	grpc_call *call;
+	gpr_timespec raw_deadline;
+	grpc_metadata_array md;
+	grpc_call_details details; /* unregistered calls only */
+	grpc_byte_buffer *payload;
+	grpc_slice request;
+	bool have_request;
+	bool have_deadline;
+	struct timespec deadline; /* CLOCK_MONOTONIC */
+	char *unknown_method;	  /* gpr_malloc'd path of an unregistered call */
+	grpc_byte_buffer *response;
+	int cancelled;
+};
+
+struct gcore {
+	struct gcore_config cfg;
+	char *socket_path;
+	char *lock_path;
+	int lock_fd;
+	grpc_server *server;
+	grpc_completion_queue *cq;
+	pthread_t thread;
+	struct gcore_method *methods;
+	size_t n_methods;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned owned;	    /* calls received and not yet through their final batch */
+	unsigned requested; /* requests outstanding in gRPC */
+	bool started;	    /* server started and queue thread running */
+	bool stopping;	    /* grpc_server_shutdown_and_notify called */
+	bool shutdown_tag_seen;
+	bool finished;	  /* server and queue destroyed */
+	bool leaked;	  /* gave up waiting for owned calls; never destroy */
+	int shutdown_tag; /* only its address is used */
+};
+
+static const char *const status_names[] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+const char *gcore_status_name(int code)
+{
+	if (code < 0 || (size_t)code >= ARRAY_SIZE(status_names))
+		return "UNKNOWN";
+	return status_names[code];
+}
+
+/* gRPC's log lines, into log.h: errors stay errors, everything else is debug. */
+static void gcore_log(gpr_log_func_args *a)
+{
+	if (a->severity == GPR_LOG_SEVERITY_ERROR)
+		log_event(LOG_LVL_ERROR, "grpc", a->message, "file", a->file, "line",
+			  LOG_INT(a->line), (char *)NULL);
+	else if (log_debug_enabled("grpc"))
+		log_event(LOG_LVL_DEBUG, "grpc", a->message, "file", a->file, "line",
+			  LOG_INT(a->line), (char *)NULL);
+}
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void gcore_log_init(void)
+{
+	gpr_set_log_function(gcore_log);
+}
+
+/* close(fd) when open; returns -1 for `fd = close_fd(fd);`. */
+static int close_fd(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static void timespec_add_ms(struct timespec *ts, long long ms)
+{
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
+{
+	struct gcore *g;
+	pthread_condattr_t ca;
+
+	if (!cfg || !cfg->socket_path || cfg->socket_path[0] != '/') {
+		err_set(err, -EINVAL, "socket path must be absolute");
+		return NULL;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	g->cfg = *cfg;
+	g->lock_fd = -1;
+	if (g->cfg.calls_per_method <= 0)
+		g->cfg.calls_per_method = 8;
+	g->socket_path = strdup(cfg->socket_path);
+	g->lock_path =
+	    cfg->lock_path ? strdup(cfg->lock_path) : strdup_printf("%s.lock", cfg->socket_path);
+	if (!g->socket_path || !g->lock_path) {
+		free(g->socket_path);
+		free(g->lock_path);
+		free(g);
+		err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	g->cfg.socket_path = g->socket_path;
+	g->cfg.lock_path = g->lock_path;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	pthread_once(&log_once, gcore_log_init);
+	grpc_init();
+	g->cq = grpc_completion_queue_create_for_next(NULL);
+	g->server = grpc_server_create(NULL, NULL);
+	grpc_server_register_completion_queue(g->server, g->cq, NULL);
+	return g;
+}
+
+int gcore_add_method(struct gcore *g, const char *path, gcore_handler_fn handler, void *userdata)
+{
+	struct gcore_method *m;
+	void *reg;
+
+	if (!g || !path || !handler || g->started || g->finished)
+		return -EINVAL;
+	m = realloc(g->methods, (g->n_methods + 1) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	g->methods = m;
+	reg = grpc_server_register_method(g->server, path, NULL,
+					  GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+	if (!reg)
+		return -EINVAL; /* registered twice */
+	g->methods[g->n_methods++] = (struct gcore_method){
+	    .path = path, .handler = handler, .userdata = userdata, .registered = reg};
+	return 0;
+}
+
+static void call_free(struct gcore_call *c)
+{
+	if (!c)
+		return;
+	if (c->have_request) {
+		/* The request may hold secrets: leave none in freed memory we own. */
+		explicit_bzero(GRPC_SLICE_START_PTR(c->request), GRPC_SLICE_LENGTH(c->request));
+		grpc_slice_unref(c->request);
+	}
+	if (c->payload)
+		grpc_byte_buffer_destroy(c->payload);
+	if (c->response)
+		grpc_byte_buffer_destroy(c->response);
+	if (c->call)
+		grpc_call_unref(c->call);
+	grpc_metadata_array_destroy(&c->md);
+	if (!c->m)
+		grpc_call_details_destroy(&c->details);
+	gpr_free(c->unknown_method);
+	free(c);
+}
+
+/* Keeps one more call of method m (NULL: any unregistered method) requested from gRPC. */
+static void request_call(struct gcore *g, struct gcore_method *m)
+{
+	struct gcore_call *c = calloc(1, sizeof(*c));
+	grpc_call_error e;
+
+	if (!c) {
+		log_event(LOG_LVL_ERROR, "grpc", "out of memory requesting a call", (char *)NULL);
+		return;
+	}
+	c->g = g;
+	c->m = m;
+	c->state = CALL_REQUESTED;
+	grpc_metadata_array_init(&c->md);
+	if (!m)
+		grpc_call_details_init(&c->details);
+
+	pthread_mutex_lock(&g->lock);
+	if (g->stopping) {
+		pthread_mutex_unlock(&g->lock);
+		call_free(c);
+		return;
+	}
+	g->requested++;
+	pthread_mutex_unlock(&g->lock);
+
+	if (m)
+		e = grpc_server_request_registered_call(g->server, m->registered, &c->call,
+							&c->raw_deadline, &c->md, &c->payload,
+							g->cq, g->cq, c);
+	else
+		e = grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq, g->cq,
+					     c);
+	if (e != GRPC_CALL_OK) {
+		log_event(LOG_LVL_ERROR, "grpc", "requesting a call failed", "error",
+			  grpc_call_error_to_string(e), (char *)NULL);
+		pthread_mutex_lock(&g->lock);
+		g->requested--;
+		pthread_cond_broadcast(&g->cond);
+		pthread_mutex_unlock(&g->lock);
+		call_free(c);
+	}
+}
+
+/* Converts the call's gRPC deadline into CLOCK_MONOTONIC, through the time left. */
+static void call_set_deadline(struct gcore_call *c, gpr_timespec raw)
+{
+	gpr_timespec d = gpr_convert_clock_type(raw, GPR_CLOCK_MONOTONIC);
+	gpr_timespec left;
+	long long ms;
+
+	if (d.tv_sec == INT64_MAX || raw.tv_sec == INT64_MAX)
+		return;
+	left = gpr_time_sub(d, gpr_now(GPR_CLOCK_MONOTONIC));
+	ms = (long long)left.tv_sec * 1000 + left.tv_nsec / 1000000;
+	if (ms < 0)
+		ms = 0;
+	clock_gettime(CLOCK_MONOTONIC, &c->deadline);
+	timespec_add_ms(&c->deadline, ms);
+	c->have_deadline = true;
+}
+
+static void on_new_call(struct gcore *g, struct gcore_call *c, int success)
+{
+	pthread_mutex_lock(&g->lock);
+	g->requested--;
+	if (success)
+		g->owned++;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	if (!success) {
+		/* Failed at shutdown: there is no call to answer. */
+		call_free(c);
+		return;
+	}
+	request_call(g, c->m); /* keep the number outstanding */
+	c->state = CALL_OWNED;
+
+	if (!c->m) {
+		c->unknown_method = grpc_slice_to_c_string(c->details.method);
+		call_set_deadline(c, c->details.deadline);
+		gcore_call_fail(c, GCORE_UNIMPLEMENTED, "unknown method");
+		return;
+	}
+	call_set_deadline(c, c->raw_deadline);
+	if (c->payload) {
+		grpc_byte_buffer_reader reader;
+
+		if (grpc_byte_buffer_reader_init(&reader, c->payload)) {
+			c->request = grpc_byte_buffer_reader_readall(&reader);
+			c->have_request = true;
+			grpc_byte_buffer_reader_destroy(&reader);
+		}
+		grpc_byte_buffer_destroy(c->payload);
+		c->payload = NULL;
+	}
+	c->m->handler(c, c->m->userdata);
+}
+
+/* The final batch of an answered call completed: release it. */
+static void call_finished(struct gcore *g, struct gcore_call *c)
+{
+	call_free(c);
+	pthread_mutex_lock(&g->lock);
+	g->owned--;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void *queue_thread(void *arg)
+{
+	struct gcore *g = arg;
+
+	for (;;) {
+		grpc_event ev =
+		    grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		struct gcore_call *c;
+
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			break;
+		if (ev.type != GRPC_OP_COMPLETE)
+			continue;
+		if (ev.tag == &g->shutdown_tag) {
+			pthread_mutex_lock(&g->lock);
+			g->shutdown_tag_seen = true;
+			pthread_cond_broadcast(&g->cond);
+			pthread_mutex_unlock(&g->lock);
+			continue;
+		}
+		c = ev.tag;
+		if (c->state == CALL_REQUESTED)
+			on_new_call(g, c, ev.success);
+		else if (c->state == CALL_REPLYING)
+			call_finished(g, c);
+	}
+	return NULL;
+}
+
+/* Creates and locks the lock file.  -EBUSY when another process holds it. */
+static int take_lock(struct gcore *g, struct error_info *err)
+{
+	int fd = open(g->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (fd < 0)
+		return err_set(err, -errno, "cannot open lock file %s: %s", g->lock_path,
+			       strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		close(fd);
+		if (r == -EBUSY)
+			return err_set(err, r,
+				       "another instance holds %s and serves %s; not touching it",
+				       g->lock_path, g->socket_path);
+		return err_set(err, r, "cannot lock %s: %s", g->lock_path, strerror(-r));
+	}
+	g->lock_fd = fd;
+	return 0;
+}
+
+/* With the lock held: removes a stale socket, refuses anything else in the way. */
+static int clear_stale_socket(struct gcore *g, struct error_info *err)
+{
+	struct stat st;
+
+	if (lstat(g->socket_path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return err_set(err, -errno, "cannot stat %s: %s", g->socket_path, strerror(errno));
+	}
+	if (!S_ISSOCK(st.st_mode))
+		return err_set(err, -EEXIST, "%s exists and is not a socket", g->socket_path);
+	if (unlink(g->socket_path) < 0)
+		return err_set(err, -errno, "cannot remove stale socket %s: %s", g->socket_path,
+			       strerror(errno));
+	return 0;
+}
+
+static int start_thread(struct gcore *g)
+{
+	sigset_t all, old;
+	int r;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&g->thread, NULL, queue_thread, g);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+int gcore_start(struct gcore *g, struct error_info *err)
+{
+	_cleanup_free_ char *addr = NULL;
+	grpc_server_credentials *creds;
+	mode_t old_umask;
+	int port, r;
+
+	if (!g || g->started || g->finished)
+		return err_set(err, -EINVAL, "server already started");
+	r = take_lock(g, err);
+	if (r < 0)
+		return r;
+	r = clear_stale_socket(g, err);
+	if (r < 0)
+		goto out_unlock;
+	addr = strdup_printf("unix:%s", g->socket_path);
+	if (!addr) {
+		r = err_set(err, -ENOMEM, "out of memory");
+		goto out_unlock;
+	}
+	creds = grpc_insecure_server_credentials_create();
+	/* The socket never exists with a looser mode than the final one.  umask is
+	 * process-wide: a file another thread creates in this instant is only made stricter. */
+	old_umask = umask(0177);
+	port = grpc_server_add_http2_port(g->server, addr, creds);
+	umask(old_umask);
+	grpc_server_credentials_release(creds);
+	if (port == 0) {
+		r = err_set(err, -EADDRINUSE, "gRPC could not listen on %s", addr);
+		goto out_unlock;
+	}
+
+	grpc_server_start(g->server);
+	r = start_thread(g);
+	if (r < 0) {
+		/* Nothing was requested, so nothing can be in flight: shut down inline. */
+		grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
+		grpc_server_cancel_all_calls(g->server);
+		for (;;) {
+			grpc_event ev = grpc_completion_queue_next(
+			    g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+			if (ev.type == GRPC_OP_COMPLETE && ev.tag == &g->shutdown_tag)
+				break;
+		}
+		grpc_server_destroy(g->server);
+		g->server = NULL;
+		grpc_completion_queue_shutdown(g->cq);
+		while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
+			   .type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(g->cq);
+		g->cq = NULL;
+		g->finished = true;
+		err_set(err, r, "cannot start the gRPC queue thread: %s", strerror(-r));
+		goto out_unlock;
+	}
+	g->started = true;
+	for (size_t i = 0; i < g->n_methods; i++)
+		for (int k = 0; k < g->cfg.calls_per_method; k++)
+			request_call(g, &g->methods[i]);
+	for (int k = 0; k < UNREGISTERED_REQUESTS; k++)
+		request_call(g, NULL);
+
+	if (g->cfg.gid != (gid_t)-1 && chown(g->socket_path, (uid_t)-1, g->cfg.gid) < 0) {
+		r = err_set(err, -errno, "cannot set the group of %s: %s", g->socket_path,
+			    strerror(errno));
+		gcore_shutdown(g, 0, 1000, NULL, NULL);
+		return r;
+	}
+	if (chmod(g->socket_path, g->cfg.mode) < 0) {
+		r = err_set(err, -errno, "cannot set the mode of %s: %s", g->socket_path,
+			    strerror(errno));
+		gcore_shutdown(g, 0, 1000, NULL, NULL);
+		return r;
+	}
+	return 0;
+
+out_unlock:
+	g->lock_fd = close_fd(g->lock_fd);
+	return r;
+}
+
+/* Waits, with g->lock held, until the server is idle or timeout_ms passed. */
+static bool wait_idle_locked(struct gcore *g, int timeout_ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	timespec_add_ms(&until, timeout_ms > 0 ? timeout_ms : 0);
+	for (;;) {
+		if (g->shutdown_tag_seen && g->owned == 0 && g->requested == 0)
+			return true;
+		if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT)
+			return g->shutdown_tag_seen && g->owned == 0 && g->requested == 0;
+	}
+}
+
+int gcore_shutdown(struct gcore *g, int grace_ms, int hard_ms, void (*on_grace_expired)(void *),
+		   void *userdata)
+{
+	bool idle, begin;
+
+	if (!g)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	if (!g->started || g->finished) {
+		pthread_mutex_unlock(&g->lock);
+		return 0;
+	}
+	begin = !g->stopping;
+	g->stopping = true;
+	pthread_mutex_unlock(&g->lock);
+
+	/* New calls now get UNAVAILABLE; calls in flight go on. */
+	if (begin)
+		grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
+	pthread_mutex_lock(&g->lock);
+	idle = wait_idle_locked(g, grace_ms);
+	pthread_mutex_unlock(&g->lock);
+	if (!idle) {
+		if (on_grace_expired)
+			on_grace_expired(userdata);
+		grpc_server_cancel_all_calls(g->server);
+		pthread_mutex_lock(&g->lock);
+		idle = wait_idle_locked(g, hard_ms);
+		pthread_mutex_unlock(&g->lock);
+		if (!idle) {
+			/* A call is still owned: shutting the queue down now would abort when
+			 * its owner answers.  Leave everything running. */
+			g->leaked = true;
+			return -ETIMEDOUT;
+		}
+	}
+	g->leaked = false;
+	grpc_server_destroy(g->server);
+	g->server = NULL;
+	grpc_completion_queue_shutdown(g->cq);
+	pthread_join(g->thread, NULL); /* the thread drains the queue to GRPC_QUEUE_SHUTDOWN */
+	grpc_completion_queue_destroy(g->cq);
+	g->cq = NULL;
+	g->finished = true;
+	return 0;
+}
+
+bool gcore_stopping(const struct gcore *g)
+{
+	bool r;
+
+	if (!g)
+		return false;
+	pthread_mutex_lock((pthread_mutex_t *)&g->lock);
+	r = g->stopping || g->finished;
+	pthread_mutex_unlock((pthread_mutex_t *)&g->lock);
+	return r;
+}
+
+struct gcore *gcore_free(struct gcore *g)
+{
+	if (!g)
+		return NULL;
+	if (g->started && !g->finished)
+		gcore_shutdown(g, 0, 2000, NULL, NULL);
+	if (g->leaked) {
+		/* Still owned calls: freeing anything would crash their owners later. */
+		log_event(LOG_LVL_WARNING, "grpc", "calls still in flight at exit, leaking server",
+			  "socket", g->socket_path, (char *)NULL);
+		return NULL;
+	}
+	if (g->server) {
+		/* Never started: no listener, nothing requested. */
+		grpc_server_destroy(g->server);
+		g->server = NULL;
+	}
+	if (g->cq) {
+		grpc_completion_queue_shutdown(g->cq);
+		while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
+			   .type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(g->cq);
+		g->cq = NULL;
+	}
+	grpc_shutdown();
+	/* The lock goes last: the socket gRPC unlinked at shutdown is ours until here. */
+	g->lock_fd = close_fd(g->lock_fd);
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+	free(g->methods);
+	free(g->socket_path);
+	free(g->lock_path);
+	free(g);
+	return NULL;
+}
+
+const char *gcore_call_method(const struct gcore_call *call)
+{
+	if (call->m)
+		return call->m->path;
+	return call->unknown_method ? call->unknown_method : "?";
+}
+
+const void *gcore_call_request(const struct gcore_call *call, size_t *ret_len)
+{
+	if (!call->have_request) {
+		*ret_len = 0;
+		return NULL;
+	}
+	*ret_len = GRPC_SLICE_LENGTH(call->request);
+	/* A non-NULL pointer even for an empty message. */
+	return *ret_len ? (const void *)GRPC_SLICE_START_PTR(call->request) : (const void *)"";
+}
+
+bool gcore_call_deadline(const struct gcore_call *call, struct timespec *ret_monotonic)
+{
+	if (!call->have_deadline)
+		return false;
+	*ret_monotonic = call->deadline;
+	return true;
+}
+
+/* Sends the final batch: status, message (for OK), and waits for the close. */
+static int call_answer(struct gcore_call *c, int code, const char *message, const void *data,
+		       size_t len)
+{
+	struct gcore *g = c->g;
+	grpc_op ops[4];
+	grpc_slice details;
+	grpc_call_error e;
+	size_t n = 0;
+
+	memset(ops, 0, sizeof(ops));
+	ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[n++].data.send_initial_metadata.count = 0;
+	if (code == GCORE_OK) {
+		grpc_slice s = grpc_slice_from_copied_buffer(data, len);
+
+		c->response = grpc_raw_byte_buffer_create(&s, 1);
+		grpc_slice_unref(s);
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = c->response;
+	}
+	details = grpc_slice_from_copied_string(message ? message : "");
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+	ops[n].data.send_status_from_server.status = (grpc_status_code)code;
+	ops[n++].data.send_status_from_server.status_details = message ? &details : NULL;
+	ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+
+	/* Set before the batch starts: its completion may arrive before start_batch returns. */
+	c->state = CALL_REPLYING;
+	e = grpc_call_start_batch(c->call, ops, n, c, NULL);
+	grpc_slice_unref(details);
+	if (e != GRPC_CALL_OK) {
+		log_event(LOG_LVL_ERROR, "grpc", "answering a call failed", "method",
+			  gcore_call_method(c), "error", grpc_call_error_to_string(e),
+			  (char *)NULL);
+		grpc_call_cancel(c->call, NULL);
+		call_finished(g, c);
+		return -EIO;
+	}
+	return 0;
+}
+
+int gcore_call_reply(struct gcore_call *call, const void *data, size_t len)
+{
+	return call_answer(call, GCORE_OK, NULL, data ? data : "", data ? len : 0);
+}
+
+int gcore_call_fail(struct gcore_call *call, int code, const char *message)
+{
+	if (code == GCORE_OK)
+		code = GCORE_UNKNOWN;
+	return call_answer(call, code, message ? message : "", NULL, 0);
+}

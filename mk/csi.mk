@@ -1,0 +1,35 @@
+# csi.mk - the CSI transport: protobuf-c code generated from proto/ at build time, and the
+# gRPC core and protobuf-c libraries.  Included by the top Makefile before it computes flags
+# and object lists.
+#
+# Generated files are build outputs under $(BUILD)/gen (never committed); the top Makefile has
+# settled BUILD (build, or build-sanitize for SANITIZE=1) before including this fragment.
+
+CSI_GEN := $(BUILD)/gen
+
+PROTOC_C ?= protoc-c
+# Protobuf's well-known types: Debian ships their .proto files, not C code for them.
+CSI_WKT_DIR ?= /usr/include
+CSI_WKT := google/protobuf/wrappers
+CSI_PROTOS := csi pluginregistration
+
+CSI_GEN_SRCS := $(foreach p,$(CSI_PROTOS) $(CSI_WKT),$(CSI_GEN)/$(p).pb-c.c)
+CSI_GEN_HDRS := $(CSI_GEN_SRCS:.c=.h)
+
+GEN_SRCS += $(CSI_GEN_SRCS)
+GEN_HDRS += $(CSI_GEN_HDRS)
+PKGS += libprotobuf-c
+# `pkg-config --libs grpc` lists ~70 absl libraries that only a static link needs.
+LIBS_EXTRA += -lgrpc -lgpr
+
+# Keep the generated sources: they are reached only through pattern rules.
+.SECONDARY: $(CSI_GEN_SRCS) $(CSI_GEN_HDRS)
+
+$(CSI_GEN)/%.pb-c.c $(CSI_GEN)/%.pb-c.h: proto/%.proto
+	@mkdir -p $(CSI_GEN)
+	$(PROTOC_C) -Iproto -I$(CSI_WKT_DIR) --c_out=$(CSI_GEN) $<
+
+$(CSI_GEN)/google/protobuf/%.pb-c.c $(CSI_GEN)/google/protobuf/%.pb-c.h: \
+		$(CSI_WKT_DIR)/google/protobuf/%.proto
+	@mkdir -p $(CSI_GEN)
+	$(PROTOC_C) -I$(CSI_WKT_DIR) --c_out=$(CSI_GEN) google/protobuf/$*.proto

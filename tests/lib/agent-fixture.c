@@ -1,0 +1,222 @@
+/* agent-fixture.c - see agent-fixture.h. */
+#include <errno.h>
+#include <libmount.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+
+struct agent_fixture *fixture_new(const char *tag)
+{
+	struct agent_fixture *f = calloc(1, sizeof(*f));
+
+	f->dir = test_mkdtemp(tag);
+	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
+	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
+	snprintf(f->pods, sizeof(f->pods), "%s/pods", f->dir);
+	snprintf(f->config, sizeof(f->config), "%s/config.json", f->dir);
+	snprintf(f->agent.log_path, sizeof(f->agent.log_path), "%s/agent.log", f->dir);
+	mkdir(f->pods, 0755);
+	/* An empty config file of its own: never the host's /etc/volagent. */
+	test_write_file(f->config, "{}\n");
+	return f;
+}
+
+/* Lazily detaches every mount below dir, deepest first. */
+static void unmount_below(const char *dir)
+{
+	for (int round = 0; round < 8; round++) {
+		struct libmnt_table *tb = mnt_new_table();
+		struct libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);
+		struct libmnt_fs *fs;
+		size_t len = strlen(dir);
+		int n = 0;
+
+		if (mnt_table_parse_file(tb, "/proc/self/mountinfo") == 0)
+			while (mnt_table_next_fs(tb, it, &fs) == 0) {
+				const char *t = mnt_fs_get_target(fs);
+				if (!strncmp(t, dir, len) && t[len] == '/') {
+					umount2(t, MNT_DETACH);
+					n++;
+				}
+			}
+		mnt_free_iter(it);
+		mnt_unref_table(tb);
+		if (!n)
+			break;
+	}
+}
+
+void fixture_free(struct agent_fixture *f)
+{
+	if (!f)
+		return;
+	if (f->agent.pid > 0)
+		test_agent_stop(&f->agent, SIGKILL);
+	unmount_below(f->dir);
+	for (int i = 0; i < f->n_loops; i++)
+		test_loop_detach(f->loops[i]);
+	if (getenv("VERBOSE")) {
+		char *log = test_read_file(f->agent.log_path);
+		fprintf(stderr, "--- agent log ---\n%s--- end ---\n", log ? log : "");
+		free(log);
+	}
+	test_rm_rf(f->dir);
+	free(f->dir);
+	free(f);
+}
+
+int fixture_start(struct agent_fixture *f, const char *const extra[])
+{
+	const char *args[48];
+	size_t n = 0;
+
+	args[n++] = "--root-dir";
+	args[n++] = f->root;
+	args[n++] = "--state-dir";
+	args[n++] = f->state;
+	args[n++] = "--pods-dir";
+	args[n++] = f->pods;
+	args[n++] = "--config";
+	args[n++] = f->config;
+	for (size_t i = 0; extra && extra[i] && n < 46; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	return test_agent_start(&f->agent, args);
+}
+
+int fixture_stop(struct agent_fixture *f, int sig)
+{
+	return test_agent_stop(&f->agent, sig);
+}
+
+int fixture_write_pod(struct agent_fixture *f, const char *name, const char *json)
+{
+	char tmp[1024], dst[1024];
+	int r;
+
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", f->pods, name);
+	snprintf(dst, sizeof(dst), "%s/%s", f->pods, name);
+	r = test_write_file(tmp, json);
+	if (r < 0)
+		return r;
+	return rename(tmp, dst) < 0 ? -errno : 0;
+}
+
+int fixture_remove_pod(struct agent_fixture *f, const char *name)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", f->pods, name);
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+const char *fixture_pod_dir(const struct agent_fixture *f, const char *uid, const char *name,
+			    char *buf)
+{
+	snprintf(buf, 512, "%s/pods/%s/volumes/kubernetes.io~local/%s", f->root, uid, name);
+	return buf;
+}
+
+const char *fixture_add_loop(struct agent_fixture *f, long long size)
+{
+	char img[600];
+
+	if (f->n_loops >= 4)
+		return NULL;
+	snprintf(img, sizeof(img), "%s/disk%d.img", f->dir, f->n_loops);
+	if (test_make_sparse(img, size) < 0 || test_loop_attach(img, f->loops[f->n_loops]) < 0)
+		return NULL;
+	return f->loops[f->n_loops++];
+}
+
+static bool is_mounted(void *arg)
+{
+	return test_is_mountpoint(arg);
+}
+
+static bool is_unmounted(void *arg)
+{
+	return !test_is_mountpoint(arg);
+}
+
+bool fixture_wait_mounted(const char *path, int timeout_ms)
+{
+	return test_wait_until(is_mounted, (void *)path, timeout_ms);
+}
+
+bool fixture_wait_unmounted(const char *path, int timeout_ms)
+{
+	return test_wait_until(is_unmounted, (void *)path, timeout_ms);
+}
+
+struct count_arg {
+	const struct agent_fixture *f;
+	int n;
+};
+
+static bool count_is(void *arg)
+{
+	struct count_arg *c = arg;
+
+	return test_count_mounts_under(c->f->root) == c->n;
+}
+
+bool fixture_wait_mount_count(const struct agent_fixture *f, int n, int timeout_ms)
+{
+	struct count_arg c = { f, n };
+
+	return test_wait_until(count_is, &c, timeout_ms);
+}
+
+struct log_arg {
+	const struct agent_fixture *f;
+	const char *text;
+};
+
+static bool log_has(void *arg)
+{
+	struct log_arg *l = arg;
+
+	return test_agent_log_contains(&l->f->agent, l->text);
+}
+
+bool fixture_wait_log(const struct agent_fixture *f, const char *text, int timeout_ms)
+{
+	struct log_arg l = { f, text };
+
+	return test_wait_until(log_has, &l, timeout_ms);
+}
+
+int fixture_log_count(const struct agent_fixture *f, const char *text)
+{
+	char *log = test_read_file(f->agent.log_path), *p = log;
+	int n = 0;
+
+	while (p && (p = strstr(p, text))) {
+		n++;
+		p += strlen(text);
+	}
+	free(log);
+	return n;
+}
+
+long fixture_log_find(const struct agent_fixture *f, const char *a, const char *b)
+{
+	char *log = test_read_file(f->agent.log_path), *line, *save = NULL;
+	long off = -1;
+
+	for (line = log ? strtok_r(log, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, a) && strstr(line, b)) {
+			off = line - log;
+			break;
+		}
+	free(log);
+	return off;
+}

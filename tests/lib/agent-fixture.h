@@ -1,0 +1,49 @@
+/* agent-fixture.h - one agent under test with its own root, state and pods dirs in a temp dir,
+ * for the integration tests.  Used from cmocka setup/teardown so that the agent is stopped and
+ * every mount under the temp dir is removed even when an assertion fails. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "testlib.h"
+
+struct agent_fixture {
+	char *dir;
+	char root[512];
+	char state[512];
+	char pods[512];
+	char config[512];
+	struct test_agent agent;
+	char loops[4][32];
+	int n_loops;
+};
+
+struct agent_fixture *fixture_new(const char *tag);
+/* Stops the agent (SIGTERM), detaches mounts under the temp dir, detaches loop devices, and
+ * removes the temp dir. */
+void fixture_free(struct agent_fixture *f);
+
+/* Starts `volagent run` with the fixture's dirs (and extra args, NULL-terminated). */
+int fixture_start(struct agent_fixture *f, const char *const extra[]);
+int fixture_stop(struct agent_fixture *f, int sig);
+
+/* Writes pods/<name> atomically (a dot-file, then rename): the agent sees the whole file. */
+int fixture_write_pod(struct agent_fixture *f, const char *name, const char *json);
+int fixture_remove_pod(struct agent_fixture *f, const char *name);
+/* "<root>/pods/<uid>/volumes/kubernetes.io~local/<name>" into buf (>= 512). */
+const char *fixture_pod_dir(const struct agent_fixture *f, const char *uid, const char *name,
+			    char *buf);
+/* A sparse image of size bytes in the temp dir, attached to a loop device; its path is stored
+ * in f->loops[i] and returned. */
+const char *fixture_add_loop(struct agent_fixture *f, long long size);
+
+bool fixture_wait_mounted(const char *path, int timeout_ms);
+bool fixture_wait_unmounted(const char *path, int timeout_ms);
+/* Waits until exactly n mounts exist below <root>. */
+bool fixture_wait_mount_count(const struct agent_fixture *f, int n, int timeout_ms);
+/* Waits until the agent's log contains text. */
+bool fixture_wait_log(const struct agent_fixture *f, const char *text, int timeout_ms);
+/* How many times text occurs in the agent's log. */
+int fixture_log_count(const struct agent_fixture *f, const char *text);
+/* Offset in the log of the first line containing all of a and b, or -1. */
+long fixture_log_find(const struct agent_fixture *f, const char *a, const char *b);

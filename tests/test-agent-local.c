@@ -1,0 +1,478 @@
+/* test-agent-local.c - the agent driven by pod spec files, with the local plugin, on real
+ * directories, loop devices, ext4 and xfs.  Runs as root in a private mount namespace; each
+ * test has its own agent, dirs and loop devices, torn down by the fixture even on failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <blkid.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "testlib.h"
+
+#define WAIT_MS 10000
+
+static int setup(void **state)
+{
+	*state = fixture_new("local");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+/* Makes dir/<name> with one file holding content; returns the dir path (static buffer). */
+static const char *make_source(struct agent_fixture *f, const char *name, const char *content)
+{
+	static char dirs[8][512];
+	static int next;
+	char *d = dirs[next++ % 8], file[600];
+
+	snprintf(d, 512, "%s/%s", f->dir, name);
+	mkdir(d, 0755);
+	snprintf(file, sizeof(file), "%s/hello", d);
+	test_write_file(file, content);
+	return d;
+}
+
+static char *read_in(const char *dir, const char *name)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return test_read_file(path);
+}
+
+static int write_in(const char *dir, const char *name, const char *content)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return test_write_file(path, content);
+}
+
+/* blkid's UUID of dev, or "" for none (formatting changes it). */
+static void fs_uuid(const char *dev, char *ret, size_t size)
+{
+	blkid_probe pr = blkid_new_probe_from_filename(dev);
+	const char *v = NULL;
+
+	ret[0] = '\0';
+	if (!pr)
+		return;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_UUID | BLKID_SUBLKS_TYPE);
+	if (blkid_do_safeprobe(pr) == 0 && blkid_probe_lookup_value(pr, "UUID", &v, NULL) == 0)
+		snprintf(ret, size, "%s", v);
+	blkid_free_probe(pr);
+}
+
+static bool path_is_gone(void *path)
+{
+	return access(path, F_OK) < 0 && errno == ENOENT;
+}
+
+static void test_add_and_remove_directory_volumes(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *data = make_source(f, "data", "data-content");
+	const char *logs = make_source(f, "logs", "log-content");
+	char spec[2048], dd[512], ld[512], poddir[600];
+	char *s;
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"pod-a\", \"name\": \"web-0\", \"namespace\": \"default\"},"
+		 " \"volumes\": [{\"name\": \"data\", \"local\": {\"path\": \"%s\"}},"
+		 " {\"name\": \"logs\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
+		 data, logs);
+	assert_int_equal(fixture_write_pod(f, "a.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "pod-a", "data", dd);
+	fixture_pod_dir(f, "pod-a", "logs", ld);
+	assert_true(fixture_wait_mounted(dd, WAIT_MS));
+	assert_true(fixture_wait_mounted(ld, WAIT_MS));
+
+	s = read_in(dd, "hello");
+	assert_string_equal(s, "data-content");
+	free(s);
+	/* The pod writes through its volume and the source sees it. */
+	assert_int_equal(write_in(dd, "from-pod", "x"), 0);
+	s = read_in(data, "from-pod");
+	assert_string_equal(s, "x");
+	free(s);
+	/* Read-only is in the mount table and enforced. */
+	assert_false(test_mount_is_ro(dd));
+	assert_true(test_mount_is_ro(ld));
+	assert_int_equal(write_in(ld, "nope", "x"), -EROFS);
+
+	assert_int_equal(fixture_remove_pod(f, "a.json"), 0);
+	assert_true(fixture_wait_unmounted(dd, WAIT_MS));
+	assert_true(fixture_wait_unmounted(ld, WAIT_MS));
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	/* The pod's dirs are gone (rmdir only), the sources are untouched. */
+	snprintf(poddir, sizeof(poddir), "%s/pods/pod-a", f->root);
+	assert_true(test_wait_until(path_is_gone, poddir, WAIT_MS));
+	s = read_in(data, "hello");
+	assert_string_equal(s, "data-content");
+	free(s);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_edit_applies_the_difference(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *a = make_source(f, "a", "A"), *b = make_source(f, "b", "B");
+	const char *c = make_source(f, "c", "C");
+	char spec[2048], da[512], db[512], dc[512];
+	int id_b;
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
+		 "{\"name\": \"a\", \"local\": {\"path\": \"%s\"}},"
+		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}}]}",
+		 a, b);
+	assert_int_equal(fixture_write_pod(f, "p.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "p", "a", da);
+	fixture_pod_dir(f, "p", "b", db);
+	fixture_pod_dir(f, "p", "c", dc);
+	assert_true(fixture_wait_mounted(da, WAIT_MS));
+	assert_true(fixture_wait_mounted(db, WAIT_MS));
+	id_b = test_mount_id(db);
+
+	/* Drop a, keep b, add c (written in place: the agent reads it on close). */
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
+		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}},"
+		 "{\"name\": \"c\", \"local\": {\"path\": \"%s\"}}]}",
+		 b, c);
+	{
+		char path[600];
+		snprintf(path, sizeof(path), "%s/p.json", f->pods);
+		assert_int_equal(test_write_file(path, spec), 0);
+	}
+	assert_true(fixture_wait_mounted(dc, WAIT_MS));
+	assert_true(fixture_wait_unmounted(da, WAIT_MS));
+	assert_int_equal(test_mount_id(db), id_b); /* untouched: not remounted */
+	assert_true(fixture_wait_mount_count(f, 2, WAIT_MS));
+
+	/* Switching b to read-only replaces its mount with a read-only one. */
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
+		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true},"
+		 "{\"name\": \"c\", \"local\": {\"path\": \"%s\"}}]}",
+		 b, c);
+	assert_int_equal(fixture_write_pod(f, "p.json", spec), 0);
+	assert_true(fixture_wait_log(f, "read_only=true", WAIT_MS));
+	assert_true(test_mount_is_ro(db));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_block_device_formatted_once_and_shared(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	char spec[1024], d1[512], d2[512], uuid1[64], uuid2[64], global[1024];
+	char *s;
+
+	assert_non_null(dev);
+	fs_uuid(dev, uuid1, sizeof(uuid1));
+	assert_string_equal(uuid1, ""); /* blank */
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"one\"}, \"volumes\": [{\"name\": \"disk\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 dev);
+	assert_int_equal(fixture_write_pod(f, "one.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "one", "disk", d1);
+	assert_true(fixture_wait_mounted(d1, WAIT_MS));
+	fs_uuid(dev, uuid1, sizeof(uuid1));
+	assert_string_not_equal(uuid1, ""); /* formatted, ext4 by default */
+	assert_int_equal(write_in(d1, "payload", "written-by-one"), 0);
+
+	/* A second pod on the same device: one node-wide mount, no reformat. */
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"two\"}, \"volumes\": [{\"name\": \"disk\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 dev);
+	assert_int_equal(fixture_write_pod(f, "two.json", spec), 0);
+	fixture_pod_dir(f, "two", "disk", d2);
+	assert_true(fixture_wait_mounted(d2, WAIT_MS));
+	s = read_in(d2, "payload");
+	assert_string_equal(s, "written-by-one");
+	free(s);
+	fs_uuid(dev, uuid2, sizeof(uuid2));
+	assert_string_equal(uuid1, uuid2);
+	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1);
+	assert_true(fixture_wait_mount_count(f, 3, WAIT_MS)); /* global + two binds */
+
+	/* The last pod going releases the device. */
+	snprintf(global, sizeof(global), "%s/plugins/kubernetes.io/local/mounts", f->root);
+	assert_int_equal(test_count_mounts_under(global), 1);
+	assert_int_equal(fixture_remove_pod(f, "one.json"), 0);
+	assert_true(fixture_wait_unmounted(d1, WAIT_MS));
+	assert_int_equal(test_count_mounts_under(global), 1);
+	assert_int_equal(fixture_remove_pod(f, "two.json"), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(fixture_wait_log(f, "device unmounted", WAIT_MS));
+	fs_uuid(dev, uuid2, sizeof(uuid2));
+	assert_string_equal(uuid1, uuid2);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_xfs_and_existing_filesystems(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *blank = fixture_add_loop(f, 512LL << 20);	/* xfs needs 300 MB */
+	const char *ext4 = fixture_add_loop(f, 64 << 20);
+	const char *gpt = fixture_add_loop(f, 64 << 20);
+	const char *ro_blank = fixture_add_loop(f, 64 << 20);
+	char spec[2048], d[512], uuid_before[64], uuid_after[64];
+	const char *sfdisk_argv[] = { "sh", "-c", NULL, NULL };
+	char cmd[256];
+
+	assert_non_null(ro_blank);
+	assert_int_equal(test_mkfs("ext4", ext4), 0);
+	fs_uuid(ext4, uuid_before, sizeof(uuid_before));
+	snprintf(cmd, sizeof(cmd), "echo 'label: gpt' | sfdisk -q %s", gpt);
+	sfdisk_argv[2] = cmd;
+	assert_int_equal(test_run(sfdisk_argv), 0);
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"x\"}, \"volumes\": ["
+		 "{\"name\": \"fresh\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
+		 "{\"name\": \"wrongtype\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
+		 "{\"name\": \"table\", \"local\": {\"path\": \"%s\"}},"
+		 "{\"name\": \"roblank\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
+		 blank, ext4, gpt, ro_blank);
+	assert_int_equal(fixture_write_pod(f, "x.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "x", "fresh", d);
+	assert_true(fixture_wait_mounted(d, 30000));
+	assert_true(fixture_wait_log(f, "holds a ext4 filesystem but fsType is xfs", WAIT_MS));
+	assert_true(fixture_wait_log(f, "carries a gpt partition table", WAIT_MS));
+	assert_true(fixture_wait_log(f, "has no filesystem and the volume is read-only", WAIT_MS));
+	/* Only the blank device was formatted, as xfs; the others are untouched. */
+	{
+		char *out = NULL;
+		const char *argv[] = { "findmnt", "-n", "-o", "FSTYPE", d, NULL };
+		assert_int_equal(test_run_capture(argv, &out), 0);
+		assert_string_equal(out, "xfs\n");
+		free(out);
+	}
+	fs_uuid(ext4, uuid_after, sizeof(uuid_after));
+	assert_string_equal(uuid_before, uuid_after);
+	fs_uuid(ro_blank, uuid_after, sizeof(uuid_after));
+	assert_string_equal(uuid_after, "");
+	assert_int_equal(test_count_mounts_under(f->root), 2); /* fresh: global + bind */
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_existing_filesystem_keeps_data(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	char spec[1024], d[512], mnt[600];
+	const char *argv[] = { "sh", "-c", NULL, NULL };
+	char cmd[1024];
+	char *s;
+
+	assert_int_equal(test_mkfs("ext4", dev), 0);
+	snprintf(mnt, sizeof(mnt), "%s/premount", f->dir);
+	mkdir(mnt, 0755);
+	snprintf(cmd, sizeof(cmd), "mount %s %s && echo old-data > %s/keep && umount %s", dev, mnt,
+		 mnt, mnt);
+	argv[2] = cmd;
+	assert_int_equal(test_run(argv), 0);
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"k\"}, \"volumes\": [{\"name\": \"disk\", "
+		 "\"local\": {\"path\": \"%s\", \"fsType\": \"ext4\"}}]}",
+		 dev);
+	assert_int_equal(fixture_write_pod(f, "k.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "k", "disk", d);
+	assert_true(fixture_wait_mounted(d, WAIT_MS));
+	s = read_in(d, "keep");
+	assert_string_equal(s, "old-data\n");
+	free(s);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_move_between_pods_unmounts_first(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	const char *dir = make_source(f, "shared", "S");
+	char spec[2048], da[512], db[512], ba[512], bb[512], global[1024];
+	long unmounted_a, mounted_b, dev_unmounted_a, dev_mounted_b;
+	char *s;
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": ["
+		 "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
+		 "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
+		 dir, dev);
+	assert_int_equal(fixture_write_pod(f, "app.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "pod-a", "dir", da);
+	fixture_pod_dir(f, "pod-a", "blk", ba);
+	fixture_pod_dir(f, "pod-b", "dir", db);
+	fixture_pod_dir(f, "pod-b", "blk", bb);
+	assert_true(fixture_wait_mounted(da, WAIT_MS));
+	assert_true(fixture_wait_mounted(ba, WAIT_MS));
+	assert_int_equal(write_in(ba, "state", "from-a"), 0);
+	snprintf(global, sizeof(global), "%s/plugins/kubernetes.io/local/mounts", f->root);
+	assert_int_equal(test_count_mounts_under(global), 1);
+
+	/* One edit moves both volumes from pod-a to pod-b. */
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": ["
+		 "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
+		 "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
+		 dir, dev);
+	assert_int_equal(fixture_write_pod(f, "app.json", spec), 0);
+	assert_true(fixture_wait_mounted(db, WAIT_MS));
+	assert_true(fixture_wait_mounted(bb, WAIT_MS));
+	assert_false(test_is_mountpoint(da));
+	assert_false(test_is_mountpoint(ba));
+
+	/* The log is written by the one reconciler thread in the order it learned of each
+	 * result, and a mount into pod-b is only started after pod-a's unmount finished. */
+	unmounted_a = fixture_log_find(f, "msg=\"volume unmounted\"", "pod-a/volumes/kubernetes.io~local/dir");
+	mounted_b = fixture_log_find(f, "msg=\"volume mounted\"", "pod-b/volumes/kubernetes.io~local/dir");
+	dev_unmounted_a = fixture_log_find(f, "msg=\"volume unmounted\"", "pod-a/volumes/kubernetes.io~local/blk");
+	dev_mounted_b = fixture_log_find(f, "msg=\"volume mounted\"", "pod-b/volumes/kubernetes.io~local/blk");
+	assert_true(unmounted_a >= 0 && mounted_b >= 0 && dev_unmounted_a >= 0 && dev_mounted_b >= 0);
+	assert_true(unmounted_a < mounted_b);
+	assert_true(dev_unmounted_a < dev_mounted_b);
+	/* The device stayed mounted node-wide (still wanted), and its data moved with it. */
+	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1);
+	assert_int_equal(fixture_log_count(f, "msg=\"device unmounted\""), 0);
+	assert_int_equal(test_count_mounts_under(global), 1);
+	s = read_in(bb, "state");
+	assert_string_equal(s, "from-a");
+	free(s);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_malformed_files_change_nothing(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *src = make_source(f, "src", "v");
+	char spec[1024], d[512], path[600];
+	int id;
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"good\"}, \"volumes\": [{\"name\": \"v\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 src);
+	assert_int_equal(fixture_write_pod(f, "good.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "good", "v", d);
+	assert_true(fixture_wait_mounted(d, WAIT_MS));
+	id = test_mount_id(d);
+
+	/* A broken new file is rejected, naming the file, the field and the reason. */
+	assert_int_equal(fixture_write_pod(f, "broken.json",
+					   "{\"pod\": {\"uid\": \"b\"}, \"volumes\": ["
+					   "{\"name\": \"v\", \"local\": {\"path\": \"rel\"}}]}"),
+			 0);
+	assert_true(fixture_wait_log(f, "field=volumes[0].local.path", WAIT_MS));
+	assert_true(fixture_log_find(f, "rejected pod spec file", "broken.json") >= 0);
+	/* A file claiming a uid another file has is rejected too. */
+	assert_int_equal(fixture_write_pod(f, "thief.json",
+					   "{\"pod\": {\"uid\": \"good\"}, \"volumes\": []}"),
+			 0);
+	assert_true(fixture_wait_log(f, "pod.uid", WAIT_MS));
+	assert_true(fixture_log_find(f, "is already declared by good.json", "thief.json") >= 0);
+	/* Garbage over the good pod's own file keeps what it declared before. */
+	assert_int_equal(fixture_write_pod(f, "good.json", "{\"pod\": "), 0);
+	assert_true(fixture_wait_log(f, "previous=kept", WAIT_MS));
+	/* Editor leftovers are never read. */
+	snprintf(path, sizeof(path), "%s/.good.json.swp", f->pods);
+	test_write_file(path, "{");
+	snprintf(path, sizeof(path), "%s/good.json~", f->pods);
+	test_write_file(path, "{");
+	snprintf(path, sizeof(path), "%s/4913", f->pods);
+	test_write_file(path, "{");
+
+	/* Give the agent time to act wrongly, then check that nothing changed. */
+	usleep(300 * 1000);
+	assert_int_equal(test_mount_id(d), id);
+	assert_int_equal(test_count_mounts_under(f->root), 1);
+	assert_int_equal(fixture_log_count(f, "rejected pod spec file"), 3);
+	assert_int_equal(kill(f->agent.pid, 0), 0); /* still running */
+
+	/* Fixing the file is picked up. */
+	assert_int_equal(fixture_write_pod(f, "good.json", "{\"pod\": {\"uid\": \"good\"}, "
+							   "\"volumes\": []}"),
+			 0);
+	assert_true(fixture_wait_unmounted(d, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_symlinks_are_refused(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *real = make_source(f, "real", "r");
+	char spec[2048], link[600], d[512], parent[600], escape[600];
+
+	/* A source path through a symlink. */
+	snprintf(link, sizeof(link), "%s/link", f->dir);
+	assert_int_equal(symlink(real, link), 0);
+	/* A symlink planted where the pod volume dir goes, pointing outside the root. */
+	snprintf(parent, sizeof(parent), "%s/pods/trap/volumes/kubernetes.io~local", f->root);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
+	snprintf(escape, sizeof(escape), "%s/escape", f->dir);
+	mkdir(escape, 0755);
+	snprintf(d, sizeof(d), "%s/planted", parent);
+	assert_int_equal(symlink(escape, d), 0);
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"trap\"}, \"volumes\": ["
+		 "{\"name\": \"vialink\", \"local\": {\"path\": \"%s/sub\"}},"
+		 "{\"name\": \"planted\", \"local\": {\"path\": \"%s\"}}]}",
+		 link, real);
+	mkdir(real, 0755);
+	{
+		char sub[600];
+		snprintf(sub, sizeof(sub), "%s/sub", real);
+		mkdir(sub, 0755);
+	}
+	assert_int_equal(fixture_write_pod(f, "trap.json", spec), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "component \\\"link\\\" is a symlink", WAIT_MS));
+	assert_true(fixture_wait_log(f, "a symlink is never followed", WAIT_MS));
+	assert_int_equal(test_count_mounts_under(f->root), 0);
+	assert_int_equal(test_count_mounts_under(escape), 0);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_add_and_remove_directory_volumes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_edit_applies_the_difference, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_device_formatted_once_and_shared, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_xfs_and_existing_filesystems, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_existing_filesystem_keeps_data, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_move_between_pods_unmounts_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_files_change_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlinks_are_refused, setup, teardown),
+	};
+
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

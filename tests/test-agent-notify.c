@@ -1,0 +1,142 @@
+/* test-agent-notify.c - the systemd notify protocol, spoken to a real NOTIFY_SOCKET as systemd
+ * would listen on it: READY=1 once reconstruction is done (not before the mounts found were
+ * adopted), STATUS= with the counts, WATCHDOG=1 pings at half the WATCHDOG_USEC interval from
+ * the reconciler loop, and STOPPING=1 on SIGTERM. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "testlib.h"
+
+struct listener {
+	int fd;
+	char path[108];
+	char all[65536];	/* every message, each followed by '\n' */
+};
+
+static void listen_notify(struct listener *l, const char *dir)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(l->path, sizeof(l->path), "%s/notify.sock", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", l->path);
+	l->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(l->fd >= 0);
+	assert_int_equal(bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	l->all[0] = '\0';
+}
+
+/* Collects messages for ms milliseconds. */
+static void collect(struct listener *l, int ms)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		struct pollfd p = { .fd = l->fd, .events = POLLIN };
+		char buf[4096];
+		ssize_t n;
+		long left;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = ms - ((now.tv_sec - start.tv_sec) * 1000 +
+			     (now.tv_nsec - start.tv_nsec) / 1000000);
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return;
+		n = recv(l->fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		strncat(l->all, buf, sizeof(l->all) - strlen(l->all) - 2);
+		strcat(l->all, "\n");
+	}
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+static int setup(void **state)
+{
+	*state = fixture_new("notify");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+static void test_ready_status_watchdog_stopping(void **state)
+{
+	struct agent_fixture *f = *state;
+	struct listener l;
+	char src[600], spec[1024], d[512];
+
+	snprintf(src, sizeof(src), "%s/src", f->dir);
+	mkdir(src, 0755);
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"n1\"}, \"volumes\": [{\"name\": \"v\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 src);
+	assert_int_equal(fixture_write_pod(f, "n1.json", spec), 0);
+	listen_notify(&l, f->dir);
+	setenv("NOTIFY_SOCKET", l.path, 1);
+	setenv("WATCHDOG_USEC", "200000", 1); /* 200 ms: pings every 100 ms */
+	assert_int_equal(fixture_start(f, NULL), 0);
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("WATCHDOG_USEC");
+
+	collect(&l, 1200);
+	assert_int_equal(count(l.all, "READY=1"), 1);
+	assert_true(count(l.all, "WATCHDOG=1") >= 5);
+	assert_non_null(strstr(l.all, "STATUS=desired=1 mounted=1 failing=0"));
+	fixture_pod_dir(f, "n1", "v", d);
+	assert_true(test_is_mountpoint(d));
+
+	/* A restart with a mount to adopt: READY comes only after the adoption. */
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	l.all[0] = '\0';
+	setenv("NOTIFY_SOCKET", l.path, 1);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	unsetenv("NOTIFY_SOCKET");
+	collect(&l, 800);
+	assert_int_equal(count(l.all, "READY=1"), 1);
+	assert_int_equal(count(l.all, "WATCHDOG=1"), 0); /* no WATCHDOG_USEC this time */
+	assert_true(fixture_log_find(f, "adopted existing mount", "n1") <
+		    fixture_log_find(f, "startup reconstruction complete", "pod_mounts=1"));
+	kill(f->agent.pid, SIGTERM);
+	collect(&l, 800);
+	assert_non_null(strstr(l.all, "STOPPING=1"));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	close(l.fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_ready_status_watchdog_stopping, setup, teardown),
+	};
+
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

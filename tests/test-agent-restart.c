@@ -1,0 +1,307 @@
+/* test-agent-restart.c - restarts and crashes: a restarted agent adopts correct mounts without
+ * remounting them (the mount ID is unchanged), unmounts what no spec wants any more, survives a
+ * corrupt journal, and converges after SIGKILL in the middle of mounting many volumes with no
+ * leaked mount, no lost volume and no lost data.  Root, private mount namespace. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "testlib.h"
+
+#define WAIT_MS 20000
+
+static int setup(void **state)
+{
+	*state = fixture_new("restart");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+static void write_dir_pod(struct agent_fixture *f, const char *uid, const char *src)
+{
+	char spec[1024], name[128];
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"v\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 uid, src);
+	snprintf(name, sizeof(name), "%s.json", uid);
+	assert_int_equal(fixture_write_pod(f, name, spec), 0);
+}
+
+static void write_block_pod(struct agent_fixture *f, const char *uid, const char *dev)
+{
+	char spec[1024], name[128];
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"disk\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 uid, dev);
+	snprintf(name, sizeof(name), "%s.json", uid);
+	assert_int_equal(fixture_write_pod(f, name, spec), 0);
+}
+
+static const char *make_dir(struct agent_fixture *f, const char *name, char *buf)
+{
+	snprintf(buf, 512, "%s/%s", f->dir, name);
+	mkdir(buf, 0755);
+	return buf;
+}
+
+/* Every mount ID below root, as "target id\n" lines in mount order. */
+static char *mount_ids(const struct agent_fixture *f)
+{
+	const char *argv[] = { "findmnt", "-rn", "-o", "TARGET,ID", "--task", "self", NULL };
+	char *out = NULL, *res = calloc(1, 1 << 20), *line, *save = NULL;
+	char argv_task[32];
+
+	snprintf(argv_task, sizeof(argv_task), "%d", (int)getpid());
+	argv[5] = argv_task;
+	assert_int_equal(test_run_capture(argv, &out), 0);
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strncmp(line, f->root, strlen(f->root)) == 0) {
+			strcat(res, line);
+			strcat(res, "\n");
+		}
+	free(out);
+	return res;
+}
+
+static void test_restart_adopts_without_remount(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	char src[512], d[512], *before, *after;
+
+	make_dir(f, "src", src);
+	write_dir_pod(f, "p1", src);
+	write_dir_pod(f, "p2", src);
+	write_block_pod(f, "b1", dev);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 4, WAIT_MS)); /* 2 binds, global + bind */
+	before = mount_ids(f);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	assert_int_equal(test_count_mounts_under(f->root), 4); /* stopping unmounts nothing */
+
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "startup reconstruction complete", WAIT_MS));
+	assert_true(fixture_wait_log(f, "pod_mounts=3 devices=1", WAIT_MS));
+	assert_int_equal(fixture_log_count(f, "adopted existing mount"), 3);
+	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 3);	/* first run only */
+	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1);	/* first run only */
+	usleep(200 * 1000);
+	after = mount_ids(f);
+	assert_string_equal(before, after); /* same mounts, same IDs: nothing was remounted */
+	fixture_pod_dir(f, "b1", "disk", d);
+	assert_true(test_is_mountpoint(d));
+	free(before);
+	free(after);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_pods_deleted_while_down_are_unmounted(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	char src[512], keep[512], podsdir[600];
+
+	make_dir(f, "src", src);
+	write_dir_pod(f, "gone", src);
+	write_dir_pod(f, "stays", src);
+	write_block_pod(f, "gone-blk", dev);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 4, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+
+	assert_int_equal(fixture_remove_pod(f, "gone.json"), 0);
+	assert_int_equal(fixture_remove_pod(f, "gone-blk.json"), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 1, WAIT_MS));
+	fixture_pod_dir(f, "stays", "v", keep);
+	assert_true(test_is_mountpoint(keep));
+	assert_true(fixture_wait_log(f, "device unmounted", WAIT_MS));
+	/* Only the remaining pod's dir is left. */
+	snprintf(podsdir, sizeof(podsdir), "%s/pods/gone", f->root);
+	assert_int_not_equal(access(podsdir, F_OK), 0);
+	snprintf(podsdir, sizeof(podsdir), "%s/pods/gone-blk", f->root);
+	assert_int_not_equal(access(podsdir, F_OK), 0);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void test_corrupt_journal_is_survived(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	char path[600], *before, *after;
+
+	write_block_pod(f, "b", dev);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 2, WAIT_MS));
+	before = mount_ids(f);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+
+	snprintf(path, sizeof(path), "%s/journal.json", f->state);
+	assert_int_equal(test_write_file(path, "{\"version\": 1, \"devices\": [tru"), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "journal is corrupt", WAIT_MS));
+	assert_true(fixture_wait_log(f, "found a device mount the journal did not record",
+				     WAIT_MS));
+	assert_true(fixture_wait_log(f, "startup reconstruction complete", WAIT_MS));
+	usleep(200 * 1000);
+	after = mount_ids(f);
+	assert_string_equal(before, after);
+	snprintf(path, sizeof(path), "%s/journal.json.corrupt", f->state);
+	assert_int_equal(access(path, F_OK), 0); /* kept for a human to look at */
+	/* The device is known again: removing the pod releases it. */
+	assert_int_equal(fixture_remove_pod(f, "b.json"), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	free(before);
+	free(after);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+static void fill_random(char *buf, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		buf[i] = (char)('a' + (seed >> 16) % 26);
+	}
+	buf[n - 1] = '\0';
+}
+
+static void test_sigkill_while_mounting_many(void **state)
+{
+	enum { ROUNDS = 5, PER_ROUND = 80, DATA = 1 << 20 };
+	struct agent_fixture *f = *state;
+	const char *dev1 = fixture_add_loop(f, 64 << 20), *dev2 = fixture_add_loop(f, 64 << 20);
+	char *data1 = malloc(DATA), *data2 = malloc(DATA), *back;
+	char src[4][512], d1[512], d2[512], path[600];
+	int pods = 0, kills = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "src%d", i);
+		make_dir(f, name, src[i]);
+	}
+	/* Data first, synced to the devices. */
+	write_block_pod(f, "blk1", dev1);
+	write_block_pod(f, "blk2", dev2);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	fixture_pod_dir(f, "blk1", "disk", d1);
+	fixture_pod_dir(f, "blk2", "disk", d2);
+	assert_true(fixture_wait_mounted(d1, WAIT_MS));
+	assert_true(fixture_wait_mounted(d2, WAIT_MS));
+	fill_random(data1, DATA, 1);
+	fill_random(data2, DATA, 2);
+	snprintf(path, sizeof(path), "%s/data", d1);
+	assert_int_equal(test_write_file(path, data1), 0);
+	snprintf(path, sizeof(path), "%s/data", d2);
+	assert_int_equal(test_write_file(path, data2), 0);
+
+	/* Rounds of: a burst of new pods, SIGKILL somewhere in it, restart. */
+	srand(42);
+	for (int round = 0; round < ROUNDS; round++) {
+		int kill_at = rand() % PER_ROUND;
+		for (int i = 0; i < PER_ROUND; i++) {
+			char uid[32];
+			snprintf(uid, sizeof(uid), "r%d-p%d", round, i);
+			write_dir_pod(f, uid, src[i % 4]);
+			pods++;
+			if (i == kill_at && f->agent.pid > 0) {
+				assert_int_equal(fixture_stop(f, SIGKILL), 128 + SIGKILL);
+				kills++;
+			}
+		}
+		if (f->agent.pid <= 0)
+			assert_int_equal(fixture_start(f, NULL), 0);
+		/* The next kill hits whatever the restarted agent is doing. */
+		usleep((useconds_t)(rand() % 20000));
+		if (round % 2 == 0) {
+			assert_int_equal(fixture_stop(f, SIGKILL), 128 + SIGKILL);
+			kills++;
+			assert_int_equal(fixture_start(f, NULL), 0);
+		}
+	}
+	/* Converged: every desired volume mounted once, nothing else. */
+	assert_true(fixture_wait_mount_count(f, pods + 4, 60000));
+	assert_true(fixture_wait_log(f, "startup reconstruction complete", WAIT_MS));
+	snprintf(path, sizeof(path), "%s/data", d1);
+	back = test_read_file(path);
+	assert_non_null(back);
+	assert_true(strcmp(back, data1) == 0);
+	free(back);
+	snprintf(path, sizeof(path), "%s/data", d2);
+	back = test_read_file(path);
+	assert_non_null(back);
+	assert_true(strcmp(back, data2) == 0);
+	free(back);
+
+	/* The journal is readable and names both devices. */
+	{
+		json_error_t jerr;
+		json_t *j;
+		snprintf(path, sizeof(path), "%s/journal.json", f->state);
+		j = json_load_file(path, 0, &jerr);
+		assert_non_null(j);
+		assert_int_equal(json_array_size(json_object_get(j, "devices")), 2);
+		json_decref(j);
+	}
+	/* Deleting every spec leaves no mount and no pod dir behind. */
+	{
+		const char *argv[] = { "sh", "-c", NULL, NULL };
+		char cmd[700];
+		snprintf(cmd, sizeof(cmd), "rm -f %s/*.json", f->pods);
+		argv[2] = cmd;
+		assert_int_equal(test_run(argv), 0);
+	}
+	assert_true(fixture_wait_mount_count(f, 0, 60000));
+	snprintf(path, sizeof(path), "%s/pods", f->root);
+	{
+		const char *argv[] = { "find", path, "-mindepth", "1", NULL };
+		char *out = NULL;
+		for (int i = 0; i < 200; i++) {
+			free(out);
+			out = NULL;
+			assert_int_equal(test_run_capture(argv, &out), 0);
+			if (!out[0])
+				break;
+			usleep(50 * 1000);
+		}
+		assert_string_equal(out, "");
+		free(out);
+	}
+	print_message("survived %d SIGKILLs with %d pods\n", kills, pods);
+	free(data1);
+	free(data2);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pods_deleted_while_down_are_unmounted, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_journal_is_survived, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sigkill_while_mounting_many, setup, teardown),
+	};
+
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,120 @@
+/* test-config.c - defaults, the config file, flags overriding it, and the errors that name the
+ * flag or key at fault. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "testlib.h"
+
+static int parse(struct agent_config *cfg, struct error_info *err, const char *const *args)
+{
+	char *argv[32];
+	int argc = 0;
+
+	argv[argc++] = (char *)"run";
+	for (; *args; args++)
+		argv[argc++] = (char *)*args;
+	argv[argc] = NULL;
+	return config_parse(argc, argv, cfg, err);
+}
+
+static void test_durations(void **state)
+{
+	uint64_t ms;
+
+	assert_int_equal(config_parse_duration("500ms", &ms), 0);
+	assert_int_equal(ms, 500);
+	assert_int_equal(config_parse_duration("30s", &ms), 0);
+	assert_int_equal(ms, 30000);
+	assert_int_equal(config_parse_duration("2m", &ms), 0);
+	assert_int_equal(ms, 120000);
+	assert_int_equal(config_parse_duration("1h", &ms), 0);
+	assert_int_equal(ms, 3600000);
+	assert_int_equal(config_parse_duration("10", &ms), -EINVAL);
+	assert_int_equal(config_parse_duration("-1s", &ms), -EINVAL);
+	assert_int_equal(config_parse_duration("s", &ms), -EINVAL);
+	assert_int_equal(config_parse_duration("5d", &ms), -EINVAL);
+}
+
+static void test_defaults_file_and_flags(void **state)
+{
+	char *dir = test_mkdtemp("config"), path[600];
+	struct agent_config cfg;
+	struct error_info err = { 0 };
+
+	snprintf(path, sizeof(path), "%s/c.json", dir);
+	assert_int_equal(test_write_file(path, "{\"root-dir\": \"/srv/va\", \"workers\": 3, "
+					       "\"backoff-max\": \"30s\"}"),
+			 0);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", path, "--workers", "5",
+							     NULL }),
+			 0);
+	assert_string_equal(cfg.root_dir, "/srv/va");			/* from the file */
+	assert_int_equal(cfg.workers, 5);				/* the flag wins */
+	assert_int_equal(cfg.backoff_max_ms, 30000);
+	assert_string_equal(cfg.pods_dir, "/etc/volagent/pods.d");	/* the default */
+	assert_string_equal(cfg.state_dir, "/var/lib/volagent/state");
+	assert_int_equal(cfg.resync_ms, 60000);
+	config_done(&cfg);
+	test_rm_rf(dir);
+	free(dir);
+}
+
+static void expect_error(const char *const *args, const char *text)
+{
+	struct agent_config cfg;
+	struct error_info err = { 0 };
+
+	assert_int_equal(parse(&cfg, &err, args), -EINVAL);
+	if (!strstr(err_msg(&err), text))
+		fail_msg("expected \"%s\" in \"%s\"", text, err_msg(&err));
+	config_done(&cfg);
+}
+
+static void test_errors_name_the_culprit(void **state)
+{
+	char *dir = test_mkdtemp("config"), bad[600], unknown[600], badtype[600];
+
+	expect_error((const char *[]){ "--no-such-flag", NULL }, "'--no-such-flag'");
+	/* No abbreviations: "--root" is not "--root-dir". */
+	expect_error((const char *[]){ "--root", "/x", NULL }, "unknown option '--root'");
+	expect_error((const char *[]){ "--root=/x", NULL }, "unknown option '--root'");
+	expect_error((const char *[]){ "--workers", "0", NULL }, "--workers: \"0\"");
+	expect_error((const char *[]){ "--workers", "many", NULL }, "--workers: \"many\"");
+	expect_error((const char *[]){ "--root-dir", "relative", NULL },
+		     "--root-dir: must be an absolute path");
+	expect_error((const char *[]){ "--backoff-max", "soon", NULL }, "--backoff-max");
+	expect_error((const char *[]){ "--log-level", "loud", NULL }, "--log-level: \"loud\"");
+	expect_error((const char *[]){ "extra", NULL }, "unexpected argument 'extra'");
+	expect_error((const char *[]){ "--config", "/nonexistent/volagent.json", NULL },
+		     "/nonexistent/volagent.json");
+	snprintf(bad, sizeof(bad), "%s/bad.json", dir);
+	test_write_file(bad, "{\"workers\": ");
+	expect_error((const char *[]){ "--config", bad, NULL }, "line 1");
+	snprintf(unknown, sizeof(unknown), "%s/unknown.json", dir);
+	test_write_file(unknown, "{\"root_dir\": \"/x\"}");
+	expect_error((const char *[]){ "--config", unknown, NULL }, "key \"root_dir\": unknown key");
+	snprintf(badtype, sizeof(badtype), "%s/badtype.json", dir);
+	test_write_file(badtype, "{\"pods-dir\": 7}");
+	expect_error((const char *[]){ "--config", badtype, NULL }, "key \"pods-dir\": must be a string");
+	test_rm_rf(dir);
+	free(dir);
+	log_set_level(LOG_LVL_INFO);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_defaults_file_and_flags),
+		cmocka_unit_test(test_errors_name_the_culprit),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

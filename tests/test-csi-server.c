@@ -1,0 +1,1213 @@
+/* test-csi-server.c - the CSI transport (csi-server, grpc-core, registration) driven over its
+ * real unix socket by an independent client: Python grpcio with stubs generated at test time
+ * from the project's proto files (tests/csi/csi_client.py, run with /usr/bin/python3).
+ *
+ * The server runs in this process, on a kubelet root in a temp dir.  Its backend is a test
+ * double (struct test_backend below): the real backend, the core's reconciler, is not wired
+ * to the transport yet, and what is tested here is the transport itself - decoding,
+ * validation, the per-volume in-flight set, worker dispatch, shutdown.  The double records
+ * what it was given and can block on a condition variable, which is how a call is kept in
+ * flight on purpose. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "csi-server.h"
+#include "log.h"
+#include "macro.h"
+#include "testlib.h"
+
+#define PYTHON "/usr/bin/python3"
+#define CLIENT "tests/csi/csi_client.py"
+#define DRIVER "test.csi.volagent.io"
+#define NODE "test-node"
+#define CANARY "s3cr3t-CANARY-7f1d"
+
+static char *stub_dir;
+
+/* --- the test double backend ------------------------------------------------------------ */
+
+struct test_backend {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int entered;  /* blocking ops that have started */
+	bool release; /* lets blocking ops return */
+	int calls;
+	char last_volume[256];
+	char last_path[512];
+	char last_fs[64];
+	char last_flags[256];
+	char last_ctx[128];
+	int last_access_type;
+	int last_mode;
+	bool last_readonly;
+	size_t last_nsecrets;
+	long long last_required;
+	long long last_remaining_ms; /* of the request's deadline */
+};
+
+static struct test_backend tb = {.lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cond = PTHREAD_COND_INITIALIZER};
+
+static void tb_reset(void)
+{
+	pthread_mutex_lock(&tb.lock);
+	tb.entered = 0;
+	tb.release = false;
+	tb.calls = 0;
+	tb.last_volume[0] = tb.last_path[0] = tb.last_fs[0] = tb.last_flags[0] = '\0';
+	tb.last_ctx[0] = '\0';
+	tb.last_access_type = tb.last_mode = 0;
+	tb.last_readonly = false;
+	tb.last_nsecrets = 0;
+	tb.last_required = 0;
+	pthread_mutex_unlock(&tb.lock);
+}
+
+static void tb_release(void)
+{
+	pthread_mutex_lock(&tb.lock);
+	tb.release = true;
+	pthread_cond_broadcast(&tb.cond);
+	pthread_mutex_unlock(&tb.lock);
+}
+
+static bool tb_entered_pred(void *arg)
+{
+	int want = *(int *)arg, n;
+
+	pthread_mutex_lock(&tb.lock);
+	n = tb.entered;
+	pthread_mutex_unlock(&tb.lock);
+	return n >= want;
+}
+
+static int tb_calls(void)
+{
+	int n;
+
+	pthread_mutex_lock(&tb.lock);
+	n = tb.calls;
+	pthread_mutex_unlock(&tb.lock);
+	return n;
+}
+
+/* What every op does, chosen by the volume id's prefix. */
+static int tb_behave(const char *volume_id, const char *path, const struct csi_map *secrets,
+		     struct csi_reply *reply)
+{
+	pthread_mutex_lock(&tb.lock);
+	tb.calls++;
+	snprintf(tb.last_volume, sizeof(tb.last_volume), "%s", volume_id);
+	snprintf(tb.last_path, sizeof(tb.last_path), "%s", path);
+	tb.last_nsecrets = secrets ? secrets->n : 0;
+	if (startswith(volume_id, "block")) {
+		tb.entered++;
+		pthread_cond_broadcast(&tb.cond);
+		while (!tb.release)
+			pthread_cond_wait(&tb.cond, &tb.lock);
+	}
+	pthread_mutex_unlock(&tb.lock);
+	if (startswith(volume_id, "fail-secret")) {
+		/* A careless backend: the server must withhold this message. */
+		reply->code = CSI_INTERNAL;
+		snprintf(reply->message, sizeof(reply->message), "mount failed, password=%s",
+			 csi_map_get(secrets, "password") ? csi_map_get(secrets, "password") : "");
+		return -EIO;
+	}
+	if (startswith(volume_id, "notfound"))
+		return -ENOENT;
+	return 0;
+}
+
+static void tb_capability(const struct csi_volume_capability *c)
+{
+	pthread_mutex_lock(&tb.lock);
+	tb.last_access_type = c->access_type;
+	tb.last_mode = c->access_mode;
+	snprintf(tb.last_fs, sizeof(tb.last_fs), "%s", c->fs_type);
+	tb.last_flags[0] = '\0';
+	for (size_t i = 0; i < c->n_mount_flags; i++) {
+		strncat(tb.last_flags, c->mount_flags[i],
+			sizeof(tb.last_flags) - strlen(tb.last_flags) - 2);
+		strcat(tb.last_flags, ",");
+	}
+	pthread_mutex_unlock(&tb.lock);
+}
+
+static int tb_stage(void *u, const struct csi_stage_request *req, struct csi_reply *reply)
+{
+	const char *ctx = csi_map_get(&req->volume_context, "ctxkey");
+
+	tb_capability(&req->capability);
+	pthread_mutex_lock(&tb.lock);
+	snprintf(tb.last_ctx, sizeof(tb.last_ctx), "%s", ctx ? ctx : "");
+	pthread_mutex_unlock(&tb.lock);
+	return tb_behave(req->volume_id, req->staging_target_path, &req->secrets, reply);
+}
+
+static int tb_unstage(void *u, const struct csi_unstage_request *req, struct csi_reply *reply)
+{
+	return tb_behave(req->volume_id, req->staging_target_path, NULL, reply);
+}
+
+static int tb_publish(void *u, const struct csi_publish_request *req, struct csi_reply *reply)
+{
+	tb_capability(&req->capability);
+	pthread_mutex_lock(&tb.lock);
+	tb.last_readonly = req->readonly;
+	tb.last_remaining_ms = csi_deadline_remaining_ms(&req->deadline);
+	pthread_mutex_unlock(&tb.lock);
+	return tb_behave(req->volume_id, req->target_path, &req->secrets, reply);
+}
+
+static int tb_unpublish(void *u, const struct csi_unpublish_request *req, struct csi_reply *reply)
+{
+	return tb_behave(req->volume_id, req->target_path, NULL, reply);
+}
+
+static int tb_stats(void *u, const struct csi_stats_request *req, struct csi_reply *reply)
+{
+	reply->bytes =
+	    (struct csi_usage){.valid = true, .total = 1000, .used = 400, .available = 600};
+	reply->inodes = (struct csi_usage){.valid = true, .total = 100, .used = 1, .available = 99};
+	reply->has_condition = true;
+	snprintf(reply->condition_message, sizeof(reply->condition_message), "healthy");
+	if (startswith(req->volume_id, "block"))
+		return 0; /* stats never block here: they have their own in-flight slot */
+	return tb_behave(req->volume_id, req->volume_path, NULL, reply);
+}
+
+static int tb_expand(void *u, const struct csi_expand_request *req, struct csi_reply *reply)
+{
+	pthread_mutex_lock(&tb.lock);
+	tb.last_required = req->required_bytes;
+	pthread_mutex_unlock(&tb.lock);
+	reply->capacity_bytes = req->required_bytes;
+	return tb_behave(req->volume_id, req->volume_path, &req->secrets, reply);
+}
+
+static const struct csi_node_ops full_ops = {
+    .stage = tb_stage,
+    .unstage = tb_unstage,
+    .publish = tb_publish,
+    .unpublish = tb_unpublish,
+    .get_volume_stats = tb_stats,
+    .expand = tb_expand,
+};
+
+/* --- fixture ---------------------------------------------------------------------------- */
+
+struct fx {
+	char *tmp;
+	char root[512];
+	char sock[600];
+	char endpoint[620];
+	struct csi_server *s;
+	pid_t bg_pid[2];
+	char bg_out[2][700];
+	int saved_stderr;
+	char log_path[700];
+};
+
+static struct csi_server_config fx_config(struct fx *f)
+{
+	return (struct csi_server_config){
+	    .endpoint = f->endpoint,
+	    .driver_name = DRIVER,
+	    .node_id = NODE,
+	    .kubelet_root = f->root,
+	    .registration = true,
+	    .max_volumes_per_node = 16,
+	    .workers = 2,
+	    .grace_ms = 5000,
+	};
+}
+
+static int fx_start(struct fx *f, const struct csi_node_ops *ops)
+{
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = {0};
+
+	f->s = csi_server_new(&cfg, ops, NULL, &err);
+	if (!f->s) {
+		fprintf(stderr, "csi_server_new: %s\n", err_msg(&err));
+		return -1;
+	}
+	if (csi_server_start(f->s, &err) < 0) {
+		fprintf(stderr, "csi_server_start: %s\n", err_msg(&err));
+		f->s = csi_server_free(f->s);
+		return -1;
+	}
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	tb_reset();
+	/* Not under $TMPDIR: a unix socket path must fit in 108 bytes. */
+	f->tmp = strdup("/tmp/vcsi-XXXXXX");
+	if (!f->tmp || !mkdtemp(f->tmp))
+		abort();
+	f->saved_stderr = -1;
+	snprintf(f->root, sizeof(f->root), "%s/kubelet", f->tmp);
+	snprintf(f->sock, sizeof(f->sock), "%s/plugins/%s/csi.sock", f->root, DRIVER);
+	snprintf(f->endpoint, sizeof(f->endpoint), "unix://%s", f->sock);
+	mkdir(f->root, 0755);
+	*state = f;
+	return 0;
+}
+
+static void bg_kill(struct fx *f);
+static void log_capture_end(struct fx *f);
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	log_capture_end(f);
+	tb_release();
+	bg_kill(f);
+	f->s = csi_server_free(f->s);
+	test_rm_rf(f->tmp);
+	free(f->tmp);
+	free(f);
+	log_set_level(LOG_LVL_INFO);
+	return 0;
+}
+
+/* --- running the client ----------------------------------------------------------------- */
+
+static const char **client_argv(const char *sock, const char *input, const char *timeout)
+{
+	static const char *argv[16];
+	size_t n = 0;
+
+	argv[n++] = PYTHON;
+	argv[n++] = CLIENT;
+	argv[n++] = "--socket";
+	argv[n++] = sock;
+	argv[n++] = "--stub-dir";
+	argv[n++] = stub_dir;
+	argv[n++] = "--input";
+	argv[n++] = input;
+	argv[n++] = "--timeout";
+	argv[n++] = timeout;
+	argv[n] = NULL;
+	return argv;
+}
+
+static char *write_input(struct fx *f, const char *name, const char *calls)
+{
+	char *path;
+
+	if (asprintf(&path, "%s/%s.calls", f->tmp, name) < 0)
+		abort();
+	assert_int_equal(test_write_file(path, calls), 0);
+	return path;
+}
+
+/* Runs the calls (one per line) and returns the answers, one line each (caller frees). */
+static char *client_run(struct fx *f, const char *sock, const char *calls)
+{
+	_cleanup_free_ char *input = write_input(f, "calls", calls);
+	char *out = NULL, *err = NULL;
+	int r;
+
+	r = test_run_capture2(client_argv(sock, input, "10"), &out, &err);
+	if (r != 0)
+		fprintf(stderr, "client exited %d:\n%s\n", r, err ? err : "");
+	assert_int_equal(r, 0);
+	free(err);
+	return out;
+}
+
+/* The n-th line (from 0) of out, copied into buf. */
+static const char *line_n(const char *out, int n, char *buf, size_t size)
+{
+	const char *p = out;
+
+	for (int i = 0; i < n && p; i++) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p || !*p) {
+		snprintf(buf, size, "(no line %d)", n);
+		return buf;
+	}
+	snprintf(buf, size, "%.*s", (int)strcspn(p, "\n"), p);
+	return buf;
+}
+
+#define assert_contains(hay, needle)                                                               \
+	do {                                                                                       \
+		const char *_h = (hay), *_n = (needle);                                            \
+		if (!strstr(_h, _n))                                                               \
+			fail_msg("expected \"%s\" in: %s", _n, _h);                                \
+	} while (0)
+#define assert_not_contains(hay, needle)                                                           \
+	do {                                                                                       \
+		const char *_h = (hay), *_n = (needle);                                            \
+		if (strstr(_h, _n))                                                                \
+			fail_msg("did not expect \"%s\" in: %s", _n, _h);                          \
+	} while (0)
+
+/* Starts client i (0 or 1) in the background; bg_wait() collects its answers. */
+static void bg_start(struct fx *f, int i, const char *calls)
+{
+	char name[16];
+	_cleanup_free_ char *input = NULL;
+	const char **argv;
+	pid_t pid;
+	int fd;
+
+	snprintf(name, sizeof(name), "bg%d", i);
+	input = write_input(f, name, calls);
+	argv = client_argv(f->sock, input, "20");
+	snprintf(f->bg_out[i], sizeof(f->bg_out[i]), "%s/bg%d.out", f->tmp, i);
+	fd = open(f->bg_out[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(fd, 1);
+		dup2(getenv("VERBOSE") ? 2 : null, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fd);
+	f->bg_pid[i] = pid;
+}
+
+static char *bg_wait(struct fx *f, int i)
+{
+	char *out;
+	int status;
+
+	assert_true(f->bg_pid[i] > 0);
+	while (waitpid(f->bg_pid[i], &status, 0) < 0)
+		assert_int_equal(errno, EINTR);
+	f->bg_pid[i] = 0;
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	out = test_read_file(f->bg_out[i]);
+	if (getenv("VERBOSE"))
+		fprintf(stderr, "background client %d answered: %s", i, out ? out : "(null)\n");
+	return out;
+}
+
+static void bg_kill(struct fx *f)
+{
+	for (int i = 0; i < 2; i++)
+		if (f->bg_pid[i] > 0) {
+			kill(f->bg_pid[i], SIGKILL);
+			waitpid(f->bg_pid[i], NULL, 0);
+			f->bg_pid[i] = 0;
+		}
+}
+
+/* Sends this process's stderr (and so the server's log) to a file. */
+static void log_capture_begin(struct fx *f)
+{
+	int fd;
+
+	snprintf(f->log_path, sizeof(f->log_path), "%s/server.log", f->tmp);
+	fd = open(f->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	f->saved_stderr = dup(2);
+	dup2(fd, 2);
+	close(fd);
+}
+
+static void log_capture_end(struct fx *f)
+{
+	if (f->saved_stderr < 0)
+		return;
+	fflush(stderr);
+	dup2(f->saved_stderr, 2);
+	close(f->saved_stderr);
+	f->saved_stderr = -1;
+	if (getenv("VERBOSE")) {
+		_cleanup_free_ char *log = test_read_file(f->log_path);
+		fprintf(stderr, "--- server log\n%s---\n", log ? log : "");
+	}
+}
+
+static int wait_entered(int n)
+{
+	return test_wait_until(tb_entered_pred, &n, 10000) ? 0 : -1;
+}
+
+/* --- tests ------------------------------------------------------------------------------ */
+
+#define CAP_MOUNT                                                                                  \
+	"\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\", \"mount_flags\": "             \
+	"[\"noatime\", \"nodev\"]}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+#define CAP_BLOCK                                                                                  \
+	"\"volume_capability\": {\"block\": {}, \"access_mode\": {\"mode\": "                      \
+	"\"MULTI_NODE_MULTI_WRITER\"}}"
+
+static void test_identity(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *out = NULL, *out2 = NULL;
+	char l[1024];
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	out = client_run(f, f->sock,
+			 "Identity/Probe {}\n"
+			 "Identity/GetPluginInfo {}\n"
+			 "Identity/GetPluginCapabilities {}\n");
+	assert_string_equal(line_n(out, 0, l, sizeof(l)), "OK {\"ready\": false}");
+	assert_string_equal(line_n(out, 1, l, sizeof(l)),
+			    "OK {\"name\": \"" DRIVER "\", \"vendor_version\": \"" VOLAGENT_VERSION
+			    "\"}");
+	line_n(out, 2, l, sizeof(l));
+	assert_contains(l, "VOLUME_ACCESSIBILITY_CONSTRAINTS");
+	assert_contains(l, "{\"volume_expansion\": {\"type\": \"ONLINE\"}}");
+
+	csi_server_set_ready(f->s, true);
+	out2 = client_run(f, f->sock, "Identity/Probe {}\n");
+	assert_string_equal(line_n(out2, 0, l, sizeof(l)), "OK {\"ready\": true}");
+}
+
+static void test_node_info_and_capabilities(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *out = NULL;
+	char l[1024];
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	out = client_run(f, f->sock, "Node/NodeGetCapabilities {}\nNode/NodeGetInfo {}\n");
+	line_n(out, 0, l, sizeof(l));
+	assert_contains(l, "STAGE_UNSTAGE_VOLUME");
+	assert_contains(l, "GET_VOLUME_STATS");
+	assert_contains(l, "VOLUME_CONDITION");
+	assert_contains(l, "EXPAND_VOLUME");
+	assert_string_equal(line_n(out, 1, l, sizeof(l)),
+			    "OK {\"accessible_topology\": {\"segments\": {\"" CSI_TOPOLOGY_KEY
+			    "\": \"" NODE "\"}}, \"max_volumes_per_node\": \"16\", \"node_id\": "
+			    "\"" NODE "\"}");
+}
+
+/* One call per line, and the start of the answer each must get. */
+struct case_ {
+	const char *call;
+	const char *want;
+};
+
+static void run_cases(struct fx *f, const struct case_ *cases, size_t n)
+{
+	_cleanup_free_ char *calls = NULL, *out = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&calls, &len);
+	char l[2048];
+
+	for (size_t i = 0; i < n; i++)
+		fprintf(m, "%s\n", cases[i].call);
+	fclose(m);
+	out = client_run(f, f->sock, calls);
+	for (size_t i = 0; i < n; i++) {
+		line_n(out, (int)i, l, sizeof(l));
+		if (!startswith(l, cases[i].want))
+			fail_msg("call %zu: %s\n  want: %s...\n  got:  %s", i, cases[i].call,
+				 cases[i].want, l);
+	}
+}
+
+static void test_missing_fields(void **state)
+{
+	struct fx *f = *state;
+	char stg[600], tgt[600], calls[20][2048];
+	struct case_ cases[20];
+	size_t n = 0;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
+		 f->root);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+#define CASE(want_, ...)                                                                           \
+	do {                                                                                       \
+		snprintf(calls[n], sizeof(calls[n]), __VA_ARGS__);                                 \
+		cases[n].call = calls[n];                                                          \
+		cases[n].want = want_;                                                             \
+		n++;                                                                               \
+	} while (0)
+	CASE("ERR INVALID_ARGUMENT volume_id: required",
+	     "Node/NodeStageVolume {\"staging_target_path\": \"%s\", " CAP_MOUNT "}", stg);
+	CASE("ERR INVALID_ARGUMENT staging_target_path: required",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", " CAP_MOUNT "}");
+	CASE("ERR INVALID_ARGUMENT volume_capability: required",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\"}", stg);
+	CASE("ERR INVALID_ARGUMENT volume_capability.access_type: required",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", "
+	     "\"volume_capability\": {\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}}",
+	     stg);
+	CASE("ERR INVALID_ARGUMENT volume_capability.access_mode: required",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", "
+	     "\"volume_capability\": {\"mount\": {}}}",
+	     stg);
+	CASE("ERR INVALID_ARGUMENT volume_capability.access_mode.mode: unknown",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", "
+	     "\"volume_capability\": {\"mount\": {}, \"access_mode\": {}}}",
+	     stg);
+	CASE("ERR INVALID_ARGUMENT volume_id: required",
+	     "Node/NodeUnstageVolume {\"staging_target_path\": \"%s\"}", stg);
+	CASE("ERR INVALID_ARGUMENT staging_target_path: required",
+	     "Node/NodeUnstageVolume {\"volume_id\": \"v1\"}");
+	CASE("ERR INVALID_ARGUMENT volume_id: required",
+	     "Node/NodePublishVolume {\"target_path\": \"%s\", \"staging_target_path\": "
+	     "\"%s\", " CAP_MOUNT "}",
+	     tgt, stg);
+	CASE("ERR INVALID_ARGUMENT target_path: required",
+	     "Node/NodePublishVolume {\"volume_id\": \"v1\", \"staging_target_path\": "
+	     "\"%s\", " CAP_MOUNT "}",
+	     stg);
+	CASE("ERR INVALID_ARGUMENT volume_capability: required",
+	     "Node/NodePublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\", "
+	     "\"staging_target_path\": \"%s\"}",
+	     tgt, stg);
+	CASE("ERR FAILED_PRECONDITION staging_target_path: required",
+	     "Node/NodePublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\", " CAP_MOUNT
+	     "}",
+	     tgt);
+	CASE("ERR INVALID_ARGUMENT volume_id: required",
+	     "Node/NodeUnpublishVolume {\"target_path\": \"%s\"}", tgt);
+	CASE("ERR INVALID_ARGUMENT target_path: required",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\"}");
+	CASE("ERR INVALID_ARGUMENT volume_id: required",
+	     "Node/NodeGetVolumeStats {\"volume_path\": \"%s\"}", tgt);
+	CASE("ERR INVALID_ARGUMENT volume_path: required",
+	     "Node/NodeGetVolumeStats {\"volume_id\": \"v1\"}");
+	CASE("ERR INVALID_ARGUMENT volume_id: required",
+	     "Node/NodeExpandVolume {\"volume_path\": \"%s\"}", tgt);
+	CASE("ERR INVALID_ARGUMENT volume_path: required",
+	     "Node/NodeExpandVolume {\"volume_id\": \"v1\"}");
+	CASE("ERR INVALID_ARGUMENT capacity_range.limit_bytes: below required_bytes",
+	     "Node/NodeExpandVolume {\"volume_id\": \"v1\", \"volume_path\": \"%s\", "
+	     "\"capacity_range\": {\"required_bytes\": 10, \"limit_bytes\": 5}}",
+	     tgt);
+	CASE("ERR INVALID_ARGUMENT capacity_range.required_bytes: negative",
+	     "Node/NodeExpandVolume {\"volume_id\": \"v1\", \"volume_path\": \"%s\", "
+	     "\"capacity_range\": {\"required_bytes\": -1}}",
+	     tgt);
+	run_cases(f, cases, n);
+	assert_int_equal(tb_calls(), 0); /* nothing invalid reached the backend */
+}
+
+static void test_paths(void **state)
+{
+	struct fx *f = *state;
+	char calls[8][2048], link[600], pods[600], outside[600];
+	struct case_ cases[8];
+	size_t n = 0;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(pods, sizeof(pods), "%s/pods", f->root);
+	snprintf(outside, sizeof(outside), "%s/outside", f->tmp);
+	mkdir(pods, 0755);
+	mkdir(outside, 0755);
+	snprintf(link, sizeof(link), "%s/pods/evil", f->root);
+	assert_int_equal(symlink(outside, link), 0);
+
+	CASE("ERR INVALID_ARGUMENT target_path: /etc/x is not under the kubelet root",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": \"/etc/x\"}");
+	CASE("ERR INVALID_ARGUMENT target_path: ",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"%s/pods/../../../etc\"}",
+	     f->root);
+	CASE("ERR INVALID_ARGUMENT target_path: ",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\"}", f->root);
+	CASE("ERR INVALID_ARGUMENT target_path: relative/x is not an absolute path",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"relative/x\"}");
+	CASE("ERR INVALID_ARGUMENT target_path: ",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"%s/pods//x\"}",
+	     f->root);
+	CASE("ERR INVALID_ARGUMENT target_path: ",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"%s/pods/evil/mount\"}",
+	     f->root);
+	CASE("ERR INVALID_ARGUMENT staging_target_path: ",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": "
+	     "\"%s/pods/evil\", " CAP_MOUNT "}",
+	     f->root);
+	/* A path that does not exist yet below a real directory is fine. */
+	CASE("OK {}",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"%s/pods/uid/volumes/x/mount\"}",
+	     f->root);
+	run_cases(f, cases, n);
+	assert_int_equal(tb_calls(), 1);
+}
+
+static void test_dispatch_decodes(void **state)
+{
+	struct fx *f = *state;
+	char calls[8][2048], stg[600], tgt[600];
+	struct case_ cases[8];
+	size_t n = 0;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
+		 f->root);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+
+	CASE("OK {}",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", "
+	     "\"volume_context\": {\"ctxkey\": \"ctxval\"}, " CAP_MOUNT "}",
+	     stg);
+	run_cases(f, cases, n);
+	assert_string_equal(tb.last_volume, "v1");
+	assert_string_equal(tb.last_path, stg);
+	assert_string_equal(tb.last_fs, "ext4");
+	assert_string_equal(tb.last_flags, "noatime,nodev,");
+	assert_string_equal(tb.last_ctx, "ctxval");
+	assert_int_equal(tb.last_access_type, CSI_ACCESS_MOUNT);
+	assert_int_equal(tb.last_mode, CSI_MODE_SINGLE_NODE_WRITER);
+
+	n = 0;
+	CASE("OK {}",
+	     "Node/NodePublishVolume {\"volume_id\": \"v2\", \"target_path\": \"%s\", "
+	     "\"staging_target_path\": \"%s\", \"readonly\": true, " CAP_BLOCK "}",
+	     tgt, stg);
+	run_cases(f, cases, n);
+	assert_string_equal(tb.last_volume, "v2");
+	assert_string_equal(tb.last_path, tgt);
+	assert_true(tb.last_readonly);
+	/* The client's 10 s timeout arrives as the request's deadline (gRPC rounds the
+	 * grpc-timeout header up, so a little more than 10 s may be left). */
+	assert_in_range(tb.last_remaining_ms, 5001, 11000);
+	assert_int_equal(tb.last_access_type, CSI_ACCESS_BLOCK);
+	assert_int_equal(tb.last_mode, CSI_MODE_MULTI_NODE_MULTI_WRITER);
+
+	n = 0;
+	CASE("OK {\"usage\": [{\"available\": \"600\", \"total\": \"1000\", \"unit\": \"BYTES\", "
+	     "\"used\": \"400\"}, {\"available\": \"99\", \"total\": \"100\", \"unit\": "
+	     "\"INODES\", \"used\": \"1\"}], \"volume_condition\": {\"message\": \"healthy\"}}",
+	     "Node/NodeGetVolumeStats {\"volume_id\": \"v2\", \"volume_path\": \"%s\"}", tgt);
+	CASE("OK {\"capacity_bytes\": \"2048\"}",
+	     "Node/NodeExpandVolume {\"volume_id\": \"v2\", \"volume_path\": \"%s\", "
+	     "\"capacity_range\": {\"required_bytes\": 2048}}",
+	     tgt);
+	CASE("ERR NOT_FOUND",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"notfound-1\", "
+	     "\"target_path\": \"%s\"}",
+	     tgt);
+	CASE("OK {}",
+	     "Node/NodeUnstageVolume {\"volume_id\": \"v1\", \"staging_target_path\": "
+	     "\"%s\"}",
+	     stg);
+	run_cases(f, cases, n);
+	assert_int_equal(tb.last_required, 2048);
+	assert_int_equal(tb_calls(), 6);
+}
+
+/* The in-flight set: a second call on a volume whose operation is still running is ABORTED,
+ * other volumes and the stats slot are not affected, and the slot frees with the answer. */
+static void test_aborted_while_in_flight(void **state)
+{
+	struct fx *f = *state;
+	char calls[8][2048], bgcall[2048], stg[600], tgt[600];
+	struct case_ cases[8];
+	_cleanup_free_ char *bgout = NULL;
+	size_t n = 0;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
+		 f->root);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodePublishVolume {\"volume_id\": \"block-1\", \"target_path\": \"%s\", "
+		 "\"staging_target_path\": \"%s\", " CAP_MOUNT "}\n",
+		 tgt, stg);
+	bg_start(f, 0, bgcall);
+	assert_int_equal(wait_entered(1), 0);
+
+	CASE("ERR ABORTED an operation on volume block-1 is already in progress",
+	     "Node/NodeStageVolume {\"volume_id\": \"block-1\", \"staging_target_path\": "
+	     "\"%s\", " CAP_MOUNT "}",
+	     stg);
+	CASE("ERR ABORTED",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"block-1\", "
+	     "\"target_path\": \"%s\"}",
+	     tgt);
+	CASE("ERR ABORTED",
+	     "Node/NodeExpandVolume {\"volume_id\": \"block-1\", "
+	     "\"volume_path\": \"%s\"}",
+	     tgt);
+	CASE("OK {}",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"other\", \"target_path\": "
+	     "\"%s\"}",
+	     tgt);
+	/* Stats have a slot of their own. */
+	CASE("OK {\"usage\"",
+	     "Node/NodeGetVolumeStats {\"volume_id\": \"block-1\", "
+	     "\"volume_path\": \"%s\"}",
+	     tgt);
+	run_cases(f, cases, n);
+
+	tb_release();
+	bgout = bg_wait(f, 0);
+	assert_string_equal(bgout, "OK {}\n");
+
+	n = 0;
+	CASE("OK {}",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"block-1\", \"target_path\": "
+	     "\"%s\"}",
+	     tgt);
+	run_cases(f, cases, n);
+}
+
+static void test_unimplemented(void **state)
+{
+	static const struct csi_node_ops publish_only = {
+	    .publish = tb_publish,
+	    .unpublish = tb_unpublish,
+	};
+	struct fx *f = *state;
+	char calls[8][2048], tgt[600];
+	struct case_ cases[8];
+	size_t n = 0;
+
+	assert_int_equal(fx_start(f, &publish_only), 0);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	CASE("ERR UNIMPLEMENTED NodeStageVolume is not implemented",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\"}");
+	CASE("ERR UNIMPLEMENTED", "Node/NodeUnstageVolume {}");
+	CASE("ERR UNIMPLEMENTED", "Node/NodeGetVolumeStats {}");
+	CASE("ERR UNIMPLEMENTED", "Node/NodeExpandVolume {}");
+	CASE("OK {}", "Node/NodeGetCapabilities {}");
+	CASE("ERR UNIMPLEMENTED", "RAW /csi.v1.Controller/CreateVolume");
+	/* Without a stage op, publish needs no staging path. */
+	CASE("OK {}",
+	     "Node/NodePublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\", " CAP_MOUNT
+	     "}",
+	     tgt);
+	CASE("OK {\"capabilities\": [{\"service\": {\"type\": "
+	     "\"VOLUME_ACCESSIBILITY_CONSTRAINTS\"}}]}",
+	     "Identity/GetPluginCapabilities {}");
+	run_cases(f, cases, n);
+}
+
+static void test_second_instance_refused(void **state)
+{
+	struct fx *f = *state;
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = {0};
+	struct csi_server *second;
+	struct stat before, after;
+	_cleanup_free_ char *out = NULL;
+	char l[256];
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	assert_int_equal(stat(f->sock, &before), 0);
+	second = csi_server_new(&cfg, &full_ops, NULL, &err);
+	assert_non_null(second);
+	assert_int_equal(csi_server_start(second, &err), -EBUSY);
+	assert_contains(err_msg(&err), "another instance");
+	assert_contains(err_msg(&err), f->sock);
+	second = csi_server_free(second);
+
+	assert_int_equal(stat(f->sock, &after), 0);
+	assert_true(before.st_ino == after.st_ino);
+	out = client_run(f, f->sock, "Identity/GetPluginInfo {}\n");
+	assert_contains(line_n(out, 0, l, sizeof(l)), "OK {\"name\": \"" DRIVER "\"");
+}
+
+static void test_socket_mode(void **state)
+{
+	struct fx *f = *state;
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = {0};
+	char reg[700];
+	struct stat st;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	assert_int_equal(lstat(f->sock, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0600);
+	snprintf(reg, sizeof(reg), "%s/plugins_registry/" DRIVER "-reg.sock", f->root);
+	assert_int_equal(lstat(reg, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0600);
+	f->s = csi_server_free(f->s);
+	/* gRPC removes the sockets at shutdown. */
+	assert_int_equal(lstat(f->sock, &st), -1);
+	assert_int_equal(lstat(reg, &st), -1);
+
+	/* With a group: 0660 and that group. */
+	cfg.socket_group = "1";
+	cfg.registration = false;
+	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
+	assert_non_null(f->s);
+	assert_int_equal(csi_server_start(f->s, &err), 0);
+	assert_int_equal(lstat(f->sock, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0660);
+	assert_int_equal(st.st_gid, 1);
+}
+
+static void test_registration(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *out = NULL, *log = NULL;
+	char reg[700], want[1200], l[1200];
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(reg, sizeof(reg), "%s/plugins_registry/" DRIVER "-reg.sock", f->root);
+	log_capture_begin(f);
+	out = client_run(f, reg,
+			 "Registration/GetInfo {}\n"
+			 "Registration/NotifyRegistrationStatus {\"plugin_registered\": false, "
+			 "\"error\": \"node-boom-42\"}\n"
+			 "Registration/NotifyRegistrationStatus {\"plugin_registered\": true}\n");
+	log_capture_end(f);
+	snprintf(want, sizeof(want),
+		 "OK {\"endpoint\": \"%s\", \"name\": \"" DRIVER "\", \"supported_versions\": "
+		 "[\"1.0.0\"], \"type\": \"CSIPlugin\"}",
+		 f->sock);
+	assert_string_equal(line_n(out, 0, l, sizeof(l)), want);
+	assert_string_equal(line_n(out, 1, l, sizeof(l)), "OK {}");
+	assert_string_equal(line_n(out, 2, l, sizeof(l)), "OK {}");
+	log = test_read_file(f->log_path);
+	assert_non_null(log);
+	assert_contains(log, "level=error msg=\"kubelet plugin registration failed\"");
+	assert_contains(log, "error=node-boom-42");
+	assert_contains(log, "msg=\"registered with kubelet\"");
+}
+
+/* A secret value sent with every RPC that has secrets, through success, validation failures
+ * and a backend that puts it in its message, never shows in an answer or in the log. */
+static void test_secrets_canary(void **state)
+{
+	struct fx *f = *state;
+	char calls[8][2048], stg[600], tgt[600];
+	struct case_ cases[8];
+	_cleanup_free_ char *log = NULL, *all = NULL, *out = NULL;
+	size_t n = 0, len = 0;
+	FILE *m;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	log_set_level(LOG_LVL_DEBUG);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
+		 f->root);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+#define SECRETS "\"secrets\": {\"password\": \"" CANARY "\", \"user\": \"u\"}"
+	CASE(
+	    "OK {}",
+	    "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
+	    ", " CAP_MOUNT "}",
+	    stg);
+	CASE(
+	    "ERR INVALID_ARGUMENT volume_capability: required",
+	    "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
+	    "}",
+	    stg);
+	CASE("ERR INTERNAL error message withheld",
+	     "Node/NodeStageVolume {\"volume_id\": \"fail-secret\", \"staging_target_path\": "
+	     "\"%s\", " SECRETS ", " CAP_MOUNT "}",
+	     stg);
+	/* A secret value in a path: the message that names the path is withheld. */
+	CASE("ERR INVALID_ARGUMENT error message withheld",
+	     "Node/NodePublishVolume {\"volume_id\": \"v1\", \"target_path\": \"/etc/%s\", "
+	     "\"staging_target_path\": \"%s\", " SECRETS ", " CAP_MOUNT "}",
+	     CANARY, stg);
+	CASE("ERR INTERNAL error message withheld",
+	     "Node/NodePublishVolume {\"volume_id\": \"fail-secret-2\", \"target_path\": \"%s\", "
+	     "\"staging_target_path\": \"%s\", " SECRETS ", " CAP_MOUNT "}",
+	     tgt, stg);
+	CASE("OK {}",
+	     "Node/NodePublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\", "
+	     "\"staging_target_path\": \"%s\", " SECRETS ", " CAP_MOUNT "}",
+	     tgt, stg);
+	CASE("ERR NOT_FOUND",
+	     "Node/NodeExpandVolume {\"volume_id\": \"notfound-3\", \"volume_path\": "
+	     "\"%s\", " SECRETS "}",
+	     tgt);
+	CASE("ERR INTERNAL error message withheld",
+	     "Node/NodeExpandVolume {\"volume_id\": \"fail-secret-3\", \"volume_path\": "
+	     "\"%s\", " SECRETS "}",
+	     tgt);
+	m = open_memstream(&all, &len);
+	for (size_t i = 0; i < n; i++)
+		fprintf(m, "%s\n", cases[i].call);
+	fclose(m);
+	log_capture_begin(f);
+	out = client_run(f, f->sock, all);
+	log_capture_end(f);
+	for (size_t i = 0; i < n; i++) {
+		char l[2048];
+
+		line_n(out, (int)i, l, sizeof(l));
+		if (!startswith(l, cases[i].want))
+			fail_msg("call %zu: want %s, got %s", i, cases[i].want, l);
+	}
+	assert_not_contains(out, CANARY);
+	log = test_read_file(f->log_path);
+	assert_non_null(log);
+	assert_contains(log, "CSI call failed"); /* the log was captured at all */
+	assert_not_contains(log, CANARY);
+	assert_int_equal(tb.last_nsecrets, 2);
+}
+
+struct shutdown_arg {
+	struct csi_server *s;
+	int grace_ms;
+	int r;
+};
+
+static void *shutdown_thread(void *p)
+{
+	struct shutdown_arg *a = p;
+
+	a->r = csi_server_shutdown(a->s, a->grace_ms);
+	return NULL;
+}
+
+static bool stopping_pred(void *arg)
+{
+	return csi_server_stopping(arg);
+}
+
+/* SIGTERM's path: the call in flight finishes, a new one is refused, nothing aborts. */
+static void test_graceful_shutdown(void **state)
+{
+	struct fx *f = *state;
+	char bgcall[2048], tgt[600];
+	struct shutdown_arg a = {0};
+	_cleanup_free_ char *bgout = NULL, *out = NULL;
+	struct timespec pause = {0, 300 * 1000 * 1000};
+	pthread_t t;
+	struct stat st;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-9\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 0, bgcall);
+	assert_int_equal(wait_entered(1), 0);
+
+	a.s = f->s;
+	a.grace_ms = 10000;
+	assert_int_equal(pthread_create(&t, NULL, shutdown_thread, &a), 0);
+	assert_true(test_wait_until(stopping_pred, f->s, 5000));
+	nanosleep(&pause, NULL);
+
+	out = client_run(f, f->sock, "Identity/Probe {}\n");
+	assert_true(startswith(out, "ERR UNAVAILABLE"));
+
+	tb_release();
+	pthread_join(t, NULL);
+	assert_int_equal(a.r, 0);
+	bgout = bg_wait(f, 0);
+	assert_string_equal(bgout, "OK {}\n");
+	assert_int_equal(lstat(f->sock, &st), -1);
+}
+
+/* The grace runs out with an op still blocked: its call is cancelled, the server waits for
+ * the op to return before destroying anything (the order that never aborts), and a request
+ * queued behind it never reaches the backend. */
+static void *release_later(void *p)
+{
+	struct timespec d = {1, 0};
+
+	nanosleep(&d, NULL);
+	tb_release();
+	return NULL;
+}
+
+static void test_shutdown_after_grace(void **state)
+{
+	struct fx *f = *state;
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = {0};
+	char bgcall[2048], tgt[600];
+	_cleanup_free_ char *bgout = NULL, *bgout2 = NULL;
+	struct timespec pause = {0, 300 * 1000 * 1000};
+	pthread_t t;
+
+	cfg.workers = 1;
+	cfg.registration = false;
+	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
+	assert_non_null(f->s);
+	assert_int_equal(csi_server_start(f->s, &err), 0);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-8\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 0, bgcall);
+	assert_int_equal(wait_entered(1), 0);
+	/* The only worker is busy: this one waits in the queue. */
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"queued\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 1, bgcall);
+	nanosleep(&pause, NULL);
+
+	assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
+	assert_int_equal(csi_server_shutdown(f->s, 200), 0);
+	pthread_join(t, NULL);
+	bgout = bg_wait(f, 0);
+	bgout2 = bg_wait(f, 1);
+	assert_true(startswith(bgout, "ERR UNAVAILABLE")); /* "Cancelling all calls" */
+	assert_true(startswith(bgout2, "ERR UNAVAILABLE"));
+	assert_int_equal(tb_calls(), 1); /* the queued call never reached the backend */
+}
+
+static int count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static bool threads_at_most(void *arg)
+{
+	return count_dir("/proc/self/task") <= *(int *)arg;
+}
+
+/* A full life cycle leaves no descriptor and no thread behind. */
+static void test_no_leaks(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *out = NULL;
+	int fds, threads;
+
+	/* A first cycle lets gRPC create whatever it keeps for the process. */
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	f->s = csi_server_free(f->s);
+	fds = count_dir("/proc/self/fd");
+	threads = count_dir("/proc/self/task");
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	out = client_run(f, f->sock, "Identity/Probe {}\nNode/NodeGetInfo {}\n");
+	assert_true(startswith(out, "OK"));
+	f->s = csi_server_free(f->s);
+	assert_int_equal(count_dir("/proc/self/fd"), fds);
+	assert_true(test_wait_until(threads_at_most, &threads, 5000));
+}
+
+static void test_endpoint_and_config(void **state)
+{
+	struct csi_server_config cfg = {.driver_name = "bad/name"};
+	struct error_info err = {0};
+	char *p = NULL, *def;
+
+	assert_int_equal(csi_endpoint_parse("unix:///run/x/csi.sock", &p, &err), 0);
+	assert_string_equal(p, "/run/x/csi.sock");
+	free(p);
+	assert_int_equal(csi_endpoint_parse("unix:/run/y.sock", &p, &err), 0);
+	assert_string_equal(p, "/run/y.sock");
+	free(p);
+	assert_int_equal(csi_endpoint_parse("/run/z.sock", &p, &err), 0);
+	assert_string_equal(p, "/run/z.sock");
+	free(p);
+	assert_int_equal(csi_endpoint_parse("tcp://127.0.0.1:10000", &p, &err), -EINVAL);
+	assert_int_equal(csi_endpoint_parse("unix://relative", &p, &err), -EINVAL);
+
+	def = csi_default_endpoint(NULL, "drv.example.com");
+	assert_string_equal(def, "unix:///var/lib/kubelet/plugins/drv.example.com/csi.sock");
+	unsetenv("CSI_ENDPOINT");
+	assert_string_equal(csi_endpoint_from_env_or(def), def);
+	setenv("CSI_ENDPOINT", "unix:///e.sock", 1);
+	assert_string_equal(csi_endpoint_from_env_or(def), "unix:///e.sock");
+	unsetenv("CSI_ENDPOINT");
+	free(def);
+
+	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
+	assert_int_equal(err.code, -EINVAL);
+	assert_contains(err.msg, "driver name");
+	cfg.driver_name = "ok.driver";
+	cfg.kubelet_root = "var/lib/kubelet";
+	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
+	assert_contains(err.msg, "kubelet root");
+	cfg.kubelet_root = "/var/lib/kubelet/";
+	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
+	assert_null(csi_server_free(NULL));
+	assert_int_equal(csi_code_from_errno(-ENOENT), CSI_NOT_FOUND);
+	assert_int_equal(csi_code_from_errno(-EBUSY), CSI_ABORTED);
+	assert_int_equal(csi_code_from_errno(-EIO), CSI_INTERNAL);
+}
+
+static int group_setup(void **state)
+{
+	const char *argv[] = {PYTHON, "-c", "import grpc, grpc_tools", NULL};
+	sigset_t set;
+
+	if (test_run(argv) != 0) {
+		fprintf(stderr, "skipped: %s lacks grpc (python3-grpcio python3-grpc-tools)\n",
+			PYTHON);
+		exit(77);
+	}
+	/* As the agent's main does: gRPC's threads must not take these. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	log_init_from_env();
+	stub_dir = test_mkdtemp("csi-stubs");
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	test_rm_rf(stub_dir);
+	free(stub_dir);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_endpoint_and_config),
+	    cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_node_info_and_capabilities, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_missing_fields, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dispatch_decodes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_aborted_while_in_flight, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unimplemented, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_second_instance_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_socket_mode, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_secrets_canary, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shutdown_after_grace, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_no_leaks, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,71 @@
+/* test-hashmap.c - put, get, remove while iterating, growth past many buckets. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+
+static void test_basic(void **state)
+{
+	struct hashmap *h = hashmap_new();
+	int a = 1, b = 2;
+
+	assert_int_equal(hashmap_put(h, "a", &a), 0);
+	assert_int_equal(hashmap_put(h, "a", &b), -EEXIST);
+	assert_int_equal(hashmap_put(h, "b", &b), 0);
+	assert_ptr_equal(hashmap_get(h, "a"), &a);
+	assert_ptr_equal(hashmap_get(h, "b"), &b);
+	assert_null(hashmap_get(h, "c"));
+	assert_int_equal(hashmap_size(h), 2);
+	assert_ptr_equal(hashmap_remove(h, "a"), &a);
+	assert_null(hashmap_remove(h, "a"));
+	assert_int_equal(hashmap_size(h), 1);
+	hashmap_free(h);
+	assert_null(hashmap_free(NULL));
+}
+
+static void test_many_and_remove_while_iterating(void **state)
+{
+	enum { N = 20000 };
+	struct hashmap *h = hashmap_new();
+	char (*keys)[16] = calloc(N, 16);
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	const char *key;
+	size_t seen = 0;
+	void *v;
+
+	for (int i = 0; i < N; i++) {
+		snprintf(keys[i], 16, "k%d", i);
+		assert_int_equal(hashmap_put(h, keys[i], keys[i]), 0);
+	}
+	assert_int_equal(hashmap_size(h), N);
+	for (int i = 0; i < N; i += 997)
+		assert_ptr_equal(hashmap_get(h, keys[i]), keys[i]);
+	/* Remove every even key during iteration; each entry is seen exactly once. */
+	while (hashmap_iterate(h, &it, &v, &key)) {
+		assert_ptr_equal(v, key);
+		seen++;
+		if (atoi(key + 1) % 2 == 0)
+			assert_ptr_equal(hashmap_remove(h, key), v);
+	}
+	assert_int_equal(seen, N);
+	assert_int_equal(hashmap_size(h), N / 2);
+	assert_null(hashmap_get(h, "k0"));
+	assert_non_null(hashmap_get(h, "k1"));
+	hashmap_free(h);
+	free(keys);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_basic),
+		cmocka_unit_test(test_many_and_remove_while_iterating),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,189 @@
+/* test-pod-spec.c - golden tests of the pod spec parser: every file in tests/files/specs/good
+ * must parse to the text in tests/expected/specs/<name>.out, and every file in
+ * tests/files/specs/bad must be rejected with exactly the message in <name>.err.
+ * VOLAGENT_UPDATE_GOLDEN=1 rewrites the expected files (review the diff before committing). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pod-spec.h"
+#include "testlib.h"
+
+#define FILES "tests/files/specs"
+#define EXPECTED "tests/expected/specs"
+
+static int cmp_attr(const void *a, const void *b)
+{
+	return strcmp(((const struct volume_attr *)a)->key, ((const struct volume_attr *)b)->key);
+}
+
+/* A stable text form of a parsed spec. */
+static char *dump(const struct pod_spec *p)
+{
+	char *buf;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+
+	fprintf(f, "pod uid=%s name=%s namespace=%s\n", p->uid, p->name ? p->name : "-",
+		p->namespace ? p->namespace : "-");
+	for (size_t i = 0; i < p->n_volumes; i++) {
+		const struct pod_volume *v = &p->volumes[i];
+		struct volume_attr *attrs = calloc(v->spec->n_attrs + 1, sizeof(*attrs));
+
+		fprintf(f, "volume name=%s plugin=%s id=%s read_only=%s source_read_only=%s\n",
+			v->name, v->plugin->name, v->volume_name, v->read_only ? "true" : "false",
+			v->spec->read_only ? "true" : "false");
+		memcpy(attrs, v->spec->attrs, v->spec->n_attrs * sizeof(*attrs));
+		qsort(attrs, v->spec->n_attrs, sizeof(*attrs), cmp_attr);
+		for (size_t j = 0; j < v->spec->n_attrs; j++)
+			fprintf(f, "  attr %s=%s\n", attrs[j].key, attrs[j].value);
+		for (char **o = v->spec->mount_options; *o; o++)
+			fprintf(f, "  option %s\n", *o);
+		free(attrs);
+	}
+	fclose(f);
+	return buf;
+}
+
+static void check_golden(const char *expected_path, const char *actual)
+{
+	char *expected;
+
+	if (getenv("VOLAGENT_UPDATE_GOLDEN")) {
+		assert_int_equal(test_write_file(expected_path, actual), 0);
+		return;
+	}
+	expected = test_read_file(expected_path);
+	if (!expected)
+		fail_msg("missing golden file %s (actual:\n%s)", expected_path, actual);
+	if (strcmp(expected, actual) != 0)
+		fail_msg("%s differs.\nexpected:\n%s\nactual:\n%s", expected_path, expected, actual);
+	free(expected);
+}
+
+static int for_each_file(const char *dir, void (*fn)(const char *name))
+{
+	struct dirent **list;
+	int n = scandir(dir, &list, NULL, alphasort), count = 0;
+
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++) {
+		if (strstr(list[i]->d_name, ".json")) {
+			fn(list[i]->d_name);
+			count++;
+		}
+		free(list[i]);
+	}
+	free(list);
+	return count;
+}
+
+static void check_good(const char *name)
+{
+	char path[512], expected[512], stem[256];
+	struct error_info err = { 0 };
+	struct pod_spec *p = NULL;
+	char *text;
+	int r;
+
+	snprintf(path, sizeof(path), FILES "/good/%s", name);
+	snprintf(stem, sizeof(stem), "%.*s", (int)(strlen(name) - 5), name);
+	snprintf(expected, sizeof(expected), EXPECTED "/%s.out", stem);
+	r = pod_spec_parse_file(path, &p, &err);
+	if (r < 0)
+		fail_msg("%s was rejected: %s", path, err_msg(&err));
+	text = dump(p);
+	check_golden(expected, text);
+	free(text);
+	pod_spec_free(p);
+}
+
+static void check_bad(const char *name)
+{
+	char path[512], expected[512], stem[256], actual[600];
+	struct error_info err = { 0 };
+	struct pod_spec *p = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), FILES "/bad/%s", name);
+	snprintf(stem, sizeof(stem), "%.*s", (int)(strlen(name) - 5), name);
+	snprintf(expected, sizeof(expected), EXPECTED "/%s.err", stem);
+	r = pod_spec_parse_file(path, &p, &err);
+	if (r == 0)
+		fail_msg("%s was accepted", path);
+	assert_null(p);
+	snprintf(actual, sizeof(actual), "%s\n", err_msg(&err));
+	check_golden(expected, actual);
+}
+
+static void test_good_files(void **state)
+{
+	assert_true(for_each_file(FILES "/good", check_good) >= 3);
+}
+
+static void test_bad_files(void **state)
+{
+	assert_true(for_each_file(FILES "/bad", check_bad) >= 20);
+}
+
+static void test_missing_file(void **state)
+{
+	struct error_info err = { 0 };
+	struct pod_spec *p = NULL;
+
+	assert_int_equal(pod_spec_parse_file(FILES "/does-not-exist.json", &p, &err), -ENOENT);
+}
+
+static void test_volume_names(void **state)
+{
+	assert_true(pod_volume_name_is_valid("data"));
+	assert_true(pod_volume_name_is_valid("a-1"));
+	assert_false(pod_volume_name_is_valid(""));
+	assert_false(pod_volume_name_is_valid("-a"));
+	assert_false(pod_volume_name_is_valid("a-"));
+	assert_false(pod_volume_name_is_valid("a/b"));
+	assert_false(pod_volume_name_is_valid(".."));
+	assert_false(pod_volume_name_is_valid(
+		"a234567890123456789012345678901234567890123456789012345678901234"));
+}
+
+static void test_same_source_same_id(void **state)
+{
+	struct error_info err = { 0 };
+	struct pod_spec *a = NULL, *b = NULL;
+
+	assert_int_equal(pod_spec_parse_string("{\"pod\":{\"uid\":\"a\"},\"volumes\":[{\"name\":"
+					       "\"x\",\"local\":{\"path\":\"/srv/d\"}}]}",
+					       "a", &a, &err),
+			 0);
+	assert_int_equal(pod_spec_parse_string("{\"pod\":{\"uid\":\"b\"},\"volumes\":[{\"name\":"
+					       "\"y\",\"local\":{\"path\":\"/srv/d\"},"
+					       "\"readOnly\":true}]}",
+					       "b", &b, &err),
+			 0);
+	/* Two pods naming one source share one node-wide volume. */
+	assert_string_equal(a->volumes[0].volume_name, b->volumes[0].volume_name);
+	assert_true(volume_spec_equal(a->volumes[0].spec, b->volumes[0].spec));
+	assert_false(a->volumes[0].read_only);
+	assert_true(b->volumes[0].read_only);
+	pod_spec_free(a);
+	pod_spec_free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good_files),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_volume_names),
+		cmocka_unit_test(test_same_source_same_id),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
