@@ -21,6 +21,7 @@ struct asw_pod_mount {
 	char *plugin_name;
 	char *volume_name;		/* what is mounted here; NULL while unverified */
 	bool foreign;			/* verified to hold something no spec wants here */
+	bool broken;			/* its health check failed: torn down, then set up again */
 	bool read_only;
 	int mount_id;
 	uint64_t learned_gen;		/* table generation when this was learned */
@@ -35,6 +36,7 @@ struct asw_device {
 	bool attached;			/* attach done (or not needed) */
 	bool mounted;
 	bool read_only;
+	bool broken;			/* its health check failed: released, then staged again */
 	int mount_id;
 	uint64_t learned_gen;
 };

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "macro.h"
 #include "path-util.h"
+#include "plugin-settings.h"
 #include "reconciler.h"
 
 /* Makes dir (and its parents) if missing and checks it is a readable directory. */
@@ -109,6 +110,7 @@ int cmd_run(int argc, char **argv)
 	struct error_info err = { 0 };
 	struct reconciler *rec = NULL;
 	_cleanup_close_ int lock_fd = -1;
+	_cleanup_free_ char *rbd_run_dir = NULL;
 	sigset_t mask;
 	int r, rc = 0;
 
@@ -144,6 +146,16 @@ int cmd_run(int argc, char **argv)
 		config_done(&cfg);
 		return 1;
 	}
+	rbd_run_dir = strdup_printf("%s/rbd", cfg.state_dir);
+	plugin_settings_set(&(struct plugin_settings){
+		.nfs_mode = cfg.nfs_mode,
+		.nfs_op_timeout_ms = cfg.nfs_timeout_ms,
+		.nfs_connect_timeout_ms = cfg.nfs_connect_timeout_ms,
+		.nfs_unmount_escalate_ms = cfg.nfs_unmount_escalate_ms,
+		.rbd_attach_methods = cfg.rbd_attach_methods,
+		.rbd_op_timeout_ms = cfg.rbd_timeout_ms,
+		.rbd_run_dir = rbd_run_dir,
+	});
 	log_info("starting", "version", VOLAGENT_VERSION, "root_dir", cfg.root_dir, "state_dir",
 		 cfg.state_dir, "pods_dir", cfg.pods_dir, "workers", LOG_INT(cfg.workers));
 
@@ -157,6 +169,7 @@ int cmd_run(int argc, char **argv)
 				   .resync_ms = cfg.resync_ms,
 				   .refresh_min_interval_ms = 100,
 				   .device_inventory = cfg.device_inventory,
+				   .health_interval_ms = cfg.health_interval_ms,
 			   },
 			   &rec, &err);
 	if (r == 0)

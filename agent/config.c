@@ -38,6 +38,20 @@ static const struct option_def options[] = {
 	  "full pass with a fresh read of the mount table this often" },
 	{ "device-inventory", OPT_BOOL, OFF(device_inventory), "true",
 	  "keep <state-dir>/devices.json current from udev events and log device renames" },
+	{ "health-interval", OPT_DURATION, OFF(health_interval_ms), "10s",
+	  "check mounted network and attached volumes this often, and heal broken ones" },
+	{ "nfs-mode", OPT_STRING, OFF(nfs_mode), "shared",
+	  "shared: one NFS mount per export on the node, bound into pods; direct: one per pod" },
+	{ "nfs-timeout", OPT_DURATION, OFF(nfs_timeout_ms), "30s",
+	  "an NFS mount, unmount or statfs is given up after this" },
+	{ "nfs-connect-timeout", OPT_DURATION, OFF(nfs_connect_timeout_ms), "2s",
+	  "the TCP reachability check of the NFS server before mounting" },
+	{ "nfs-unmount-escalate", OPT_DURATION, OFF(nfs_unmount_escalate_ms), "10s",
+	  "a stuck NFS unmount is retried with MNT_FORCE, then MNT_DETACH, after this" },
+	{ "rbd-attach-methods", OPT_STRING, OFF(rbd_attach_methods), "krbd,nbd,fuse",
+	  "how rbd images are attached, tried in this order (krbd, nbd, fuse)" },
+	{ "rbd-timeout", OPT_DURATION, OFF(rbd_timeout_ms), "30s",
+	  "librados/librbd calls and attach helpers give up after this" },
 };
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)
@@ -206,6 +220,26 @@ static bool longopts_has_arg(const struct option *longopts, const char *name)
 	return false;
 }
 
+/* Checks of values that are more than a type: the choices of the plugin options. */
+static int check_choices(const struct agent_config *cfg, struct error_info *err)
+{
+	_cleanup_free_ char *methods = strdup(cfg->rbd_attach_methods);
+	char *save = NULL;
+
+	if (!streq(cfg->nfs_mode, "shared") && !streq(cfg->nfs_mode, "direct"))
+		return err_set(err, -EINVAL, "nfs-mode: \"%s\" is not shared or direct",
+			       cfg->nfs_mode);
+	if (!methods)
+		return -ENOMEM;
+	for (char *m = strtok_r(methods, ",", &save); m; m = strtok_r(NULL, ",", &save))
+		if (!streq(m, "krbd") && !streq(m, "nbd") && !streq(m, "fuse"))
+			return err_set(err, -EINVAL,
+				       "rbd-attach-methods: \"%s\" is not krbd, nbd or fuse", m);
+	if (!cfg->rbd_attach_methods[0])
+		return err_set(err, -EINVAL, "rbd-attach-methods: must name at least one method");
+	return 0;
+}
+
 int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err)
 {
 	struct option longopts[ARRAY_SIZE(options) + 3];
@@ -279,5 +313,5 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return check_choices(cfg, err);
 }

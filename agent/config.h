@@ -22,6 +22,13 @@ struct agent_config {
 	uint64_t backoff_max_ms;
 	uint64_t resync_ms;
 	bool device_inventory;
+	uint64_t health_interval_ms;
+	char *nfs_mode;
+	uint64_t nfs_timeout_ms;
+	uint64_t nfs_connect_timeout_ms;
+	uint64_t nfs_unmount_escalate_ms;
+	char *rbd_attach_methods;
+	uint64_t rbd_timeout_ms;
 };
 
 /* Parses `volagent run` arguments (argv[0] is "run").  Returns 0, 1 when --help was given

@@ -70,6 +70,8 @@ struct reconciler {
 	bool ready;
 	uint64_t last_refresh_ms;
 	uint64_t last_resync_ms;
+	uint64_t last_health_ms;
+	bool health_due;
 	uint64_t watchdog_interval_ms;
 	uint64_t last_watchdog_ms;
 	char last_status[128];
@@ -150,7 +152,8 @@ static struct volume_op *new_op(struct reconciler *r, enum volume_op_kind kind, 
 /* Marks op as in flight and queues it on list (submitted after the journal is saved). */
 static void start_op(struct reconciler *r, struct volume_op *op, struct volume_op ***tail)
 {
-	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE;
+	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
+		      (op->kind == VOLUME_OP_CHECK_HEALTH && op->device);
 	struct vol_busy *b = busy_get(r, op->volume_name, true);
 
 	if (device) {
@@ -175,7 +178,8 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 {
 	struct vol_busy *b = busy_get(r, op->volume_name, false);
 
-	if (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE) {
+	if (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
+	    (op->kind == VOLUME_OP_CHECK_HEALTH && op->device)) {
 		if (b)
 			b->device_op = false;
 	} else {
@@ -309,10 +313,60 @@ static void queue_unmount_device(struct reconciler *r, const struct asw_device *
 	start_op(r, op, tail);
 }
 
-static bool pod_mount_is_wanted(const struct asw_pod_mount *pm, const struct dsw_pod_volume *pv)
+static bool pod_mount_is_wanted(struct reconciler *r, const struct asw_pod_mount *pm,
+				const struct dsw_pod_volume *pv)
 {
-	return pv && !pm->foreign && pm->volume_name && streq(pm->volume_name, pv->volume->name) &&
-	       pm->read_only == pv->read_only;
+	const struct asw_device *d;
+
+	if (!pv || pm->foreign || pm->broken || !pm->volume_name ||
+	    !streq(pm->volume_name, pv->volume->name) || pm->read_only != pv->read_only)
+		return false;
+	/* A pod bind of a broken device goes first, so the device can be released. */
+	d = pv->volume->uses_device ? asw_get_device(r->asw, pv->volume->name) : NULL;
+	return !d || !d->broken;
+}
+
+/* Queues a health check of every mounted volume whose plugin has one: the node-wide mount of
+ * device volumes, the pod mounts of the others. */
+static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
+		struct asw_device *d = v;
+		const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
+		_cleanup_free_ char *key = key_for("health", d->mount_path);
+		struct volume_op *op;
+
+		if (!p || !p->check_health || !d->spec || !d->mounted || d->broken || !key ||
+		    !device_op_allowed(r, d->volume_name))
+			continue;
+		op = new_op(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
+			    d->spec);
+		if (!op)
+			continue;
+		op->device = true;
+		start_op(r, op, tail);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
+		struct asw_pod_mount *pm = v;
+		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
+		_cleanup_free_ char *key = key_for("health", pm->target);
+		struct volume_op *op;
+
+		if (!pv || pv->volume->uses_device || !pv->volume->plugin->check_health ||
+		    !pod_mount_is_wanted(r, pm, pv) || !key ||
+		    !pod_op_allowed(r, pm->target, pm->volume_name))
+			continue;
+		op = new_op(r, VOLUME_OP_CHECK_HEALTH, key, pm->target, pm->volume_name,
+			    pv->volume->plugin, pv->volume->spec);
+		if (!op)
+			continue;
+		op->pod_uid = strdup(pm->pod_uid);
+		start_op(r, op, tail);
+	}
 }
 
 static void reconcile_pass(struct reconciler *r)
@@ -347,7 +401,7 @@ static void reconcile_pass(struct reconciler *r)
 				queue_tear_down(r, pm, &tail);
 			continue;
 		}
-		if (pod_mount_is_wanted(pm, pv)) {
+		if (pod_mount_is_wanted(r, pm, pv)) {
 			mounted++;
 			continue;
 		}
@@ -370,6 +424,8 @@ static void reconcile_pass(struct reconciler *r)
 			continue;
 		if (vol->uses_device) {
 			struct asw_device *d = asw_get_device(r->asw, vol->name);
+			if (d && d->broken)
+				continue; /* released first, then staged again */
 			if (!d || !d->mounted) {
 				if (device_op_allowed(r, vol->name))
 					queue_mount_device(r, vol, &tail);
@@ -383,13 +439,17 @@ static void reconcile_pass(struct reconciler *r)
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
 		struct asw_device *d = v;
 
-		if (dsw_get_volume(r->dsw, d->volume_name) || unverified > 0 ||
+		if ((dsw_get_volume(r->dsw, d->volume_name) && !d->broken) || unverified > 0 ||
 		    hashmap_get(held, d->volume_name) || !device_op_allowed(r, d->volume_name))
 			continue;
 		queue_unmount_device(r, d, &tail);
 	}
 	hashmap_free(releasing);
 	hashmap_free(held);
+	if (r->health_due) {
+		r->health_due = false;
+		queue_health_checks(r, &tail);
+	}
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
 	if (journal_flush(r->journal, r->asw, &err) < 0)
@@ -447,6 +507,27 @@ static void report_result(struct reconciler *r, struct volume_op *op)
 			 "target", op->target);
 }
 
+static void apply_health(struct reconciler *r, struct volume_op *op)
+{
+	struct asw_device *d = op->device ? asw_get_device(r->asw, op->volume_name) : NULL;
+	struct asw_pod_mount *pm = op->device ? NULL : asw_get_pod_mount(r->asw, op->target);
+
+	if (op->result < 0) {
+		log_debug("reconcile", "health check could not run", "volume", op->volume_name,
+			  "path", op->target, "error", err_msg(&op->err));
+		return;
+	}
+	if (!op->broken || (!d && !pm))
+		return;
+	log_warning("volume is broken, healing it: unmounting and setting it up again", "volume",
+		    op->volume_name, "path", op->target, "reason", err_msg(&op->err));
+	if (d)
+		d->broken = true;
+	else
+		pm->broken = true;
+	r->pass_needed = true;
+}
+
 static void apply_result(struct reconciler *r, struct volume_op *op)
 {
 	uint64_t gen = mount_table_generation(r->table);
@@ -454,6 +535,10 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	const char *name;
 
 	finish_op(r, op);
+	if (op->kind == VOLUME_OP_CHECK_HEALTH) {
+		apply_health(r, op);
+		return;
+	}
 	report_result(r, op);
 	switch (op->kind) {
 	case VOLUME_OP_SET_UP:
@@ -519,10 +604,14 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	case VOLUME_OP_UNMOUNT_DEVICE:
 		if (op->result < 0)
 			break;
-		log_info("device unmounted", "volume", op->volume_name, "target", op->target);
+		d = asw_get_device(r->asw, op->volume_name);
+		log_info("device unmounted", "volume", op->volume_name, "target", op->target,
+			 "reason", d && d->broken ? "broken, will be staged again" : NULL);
 		asw_remove_device(r->asw, op->volume_name);
 		journal_mark_dirty(r->journal);
 		break;
+	case VOLUME_OP_CHECK_HEALTH:
+		break; /* handled by apply_health */
 	}
 	r->pass_needed = true;
 }
@@ -706,6 +795,8 @@ static void arm_timer(struct reconciler *r)
 
 	if (b < next)
 		next = b;
+	if (r->cfg.health_interval_ms && r->last_health_ms + r->cfg.health_interval_ms < next)
+		next = r->last_health_ms + r->cfg.health_interval_ms;
 	if (r->table_dirty) {
 		uint64_t t = r->last_refresh_ms + r->cfg.refresh_min_interval_ms;
 		if (t < next)
@@ -787,6 +878,11 @@ static void *reconciler_main(void *arg)
 			r->last_resync_ms = now;
 			r->table_dirty = true;
 			r->last_refresh_ms = 0; /* a resync reads the table now */
+		}
+		if (r->cfg.health_interval_ms && now - r->last_health_ms >= r->cfg.health_interval_ms) {
+			r->last_health_ms = now;
+			r->health_due = true;
+			r->pass_needed = true;
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
@@ -918,7 +1014,7 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 		return k;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		r->watchdog_interval_ms = usec / 2000; /* ping twice per interval */
-	r->last_resync_ms = now_ms();
+	r->last_resync_ms = r->last_health_ms = now_ms();
 	r->pass_needed = true;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);

@@ -29,6 +29,7 @@ struct reconciler_config {
 	uint64_t resync_ms;		/* full pass with a fresh table this often */
 	uint64_t refresh_min_interval_ms;	/* re-read the table at most this often in a burst */
 	bool device_inventory;		/* keep <state_dir>/devices.json current (devmon) */
+	uint64_t health_interval_ms;	/* check_health of mounted volumes this often; 0: never */
 };
 
 struct reconciler_stats {

@@ -22,6 +22,7 @@ static const char *const kind_names[] = {
 	[VOLUME_OP_VERIFY] = "verify",
 	[VOLUME_OP_MOUNT_DEVICE] = "mount_device",
 	[VOLUME_OP_UNMOUNT_DEVICE] = "unmount_device",
+	[VOLUME_OP_CHECK_HEALTH] = "check_health",
 };
 
 const char *volume_op_kind_name(enum volume_op_kind kind)
@@ -240,6 +241,16 @@ static int run_unmount_device(struct volume_op *op)
 	return 0;
 }
 
+/* A failed check is not a failed operation: op->result stays 0 unless the check itself could
+ * not run, and op->broken says whether the mount needs healing. */
+static int run_check_health(struct volume_op *op)
+{
+	int r = op->plugin->check_health(op->spec, op->target, &op->err);
+
+	op->broken = r == -ENOTCONN || r == -ESTALE || r == -EIO || r == -ETIMEDOUT;
+	return op->broken ? 0 : r;
+}
+
 static void volume_op_run(struct executor_job *job)
 {
 	struct volume_op *op = volume_op_from_job(job);
@@ -260,6 +271,9 @@ static void volume_op_run(struct executor_job *job)
 		break;
 	case VOLUME_OP_UNMOUNT_DEVICE:
 		op->result = run_unmount_device(op);
+		break;
+	case VOLUME_OP_CHECK_HEALTH:
+		op->result = run_check_health(op);
 		break;
 	}
 	if (op->result < 0 && !op->err.code)

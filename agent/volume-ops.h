@@ -17,6 +17,7 @@ enum volume_op_kind {
 	VOLUME_OP_VERIFY,
 	VOLUME_OP_MOUNT_DEVICE,
 	VOLUME_OP_UNMOUNT_DEVICE,
+	VOLUME_OP_CHECK_HEALTH,
 };
 
 struct volume_op {
@@ -36,12 +37,14 @@ struct volume_op {
 	char *device_mount_path;	/* SET_UP and VERIFY of device volumes */
 	struct device_attachment att;	/* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */
 	bool startup;			/* a VERIFY of the startup reconstruction */
+	bool device;			/* CHECK_HEALTH of a device's node-wide mount */
 
 	/* results */
 	int result;			/* 0 or -errno */
 	struct error_info err;
 	int mount_id;			/* of the new mount, SET_UP and MOUNT_DEVICE */
 	bool verified;			/* VERIFY: the target holds this volume */
+	bool broken;			/* CHECK_HEALTH: the mount must be healed */
 	uint64_t duration_ms;
 };
 

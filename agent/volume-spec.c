@@ -36,6 +36,12 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 		free(s->attrs[i].value);
 	}
 	free(s->attrs);
+	for (size_t i = 0; i < s->n_secrets; i++) {
+		explicit_bzero(s->secrets[i].value, strlen(s->secrets[i].value));
+		free(s->secrets[i].key);
+		free(s->secrets[i].value);
+	}
+	free(s->secrets);
 	for (char **o = s->mount_options; o && *o; o++)
 		free(*o);
 	free(s->mount_options);
@@ -44,41 +50,63 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 	return NULL;
 }
 
-int volume_spec_set(struct volume_spec *s, const char *key, const char *value)
+/* Adds or replaces key in the list *attrs of *n entries. */
+static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, const char *value)
 {
 	struct volume_attr *a;
 	char *v = strdup(value);
 
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < s->n_attrs; i++)
-		if (streq(s->attrs[i].key, key)) {
-			free(s->attrs[i].value);
-			s->attrs[i].value = v;
+	for (size_t i = 0; i < *n; i++)
+		if (streq((*attrs)[i].key, key)) {
+			explicit_bzero((*attrs)[i].value, strlen((*attrs)[i].value));
+			free((*attrs)[i].value);
+			(*attrs)[i].value = v;
 			return 0;
 		}
-	a = realloc(s->attrs, (s->n_attrs + 1) * sizeof(*a));
+	a = realloc(*attrs, (*n + 1) * sizeof(*a));
 	if (!a) {
 		free(v);
 		return -ENOMEM;
 	}
-	s->attrs = a;
-	a[s->n_attrs].key = strdup(key);
-	a[s->n_attrs].value = v;
-	if (!a[s->n_attrs].key) {
+	*attrs = a;
+	a[*n].key = strdup(key);
+	a[*n].value = v;
+	if (!a[*n].key) {
 		free(v);
 		return -ENOMEM;
 	}
-	s->n_attrs++;
+	(*n)++;
 	return 0;
+}
+
+static const char *attrs_get(const struct volume_attr *attrs, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (streq(attrs[i].key, key))
+			return attrs[i].value;
+	return NULL;
+}
+
+int volume_spec_set(struct volume_spec *s, const char *key, const char *value)
+{
+	return attrs_set(&s->attrs, &s->n_attrs, key, value);
 }
 
 const char *volume_spec_get(const struct volume_spec *s, const char *key)
 {
-	for (size_t i = 0; i < s->n_attrs; i++)
-		if (streq(s->attrs[i].key, key))
-			return s->attrs[i].value;
-	return NULL;
+	return attrs_get(s->attrs, s->n_attrs, key);
+}
+
+int volume_spec_set_secret(struct volume_spec *s, const char *key, const char *value)
+{
+	return attrs_set(&s->secrets, &s->n_secrets, key, value);
+}
+
+const char *volume_spec_get_secret(const struct volume_spec *s, const char *key)
+{
+	return attrs_get(s->secrets, s->n_secrets, key);
 }
 
 int volume_spec_add_mount_option(struct volume_spec *s, const char *opt)

@@ -22,6 +22,11 @@ struct volume_spec {
 	size_t n_attrs;
 	char **mount_options;		/* NULL-terminated; never NULL after volume_spec_new */
 	bool read_only;
+	/* Credentials that came with the request (CSI `secrets`), e.g. a CephX key.  Never
+	 * logged, never written to a file by the core, wiped when the spec is freed; not part of
+	 * volume_spec_equal (a rotated secret is the same volume). */
+	struct volume_attr *secrets;
+	size_t n_secrets;
 };
 
 struct volume_spec *volume_spec_new(const char *type);
@@ -33,6 +38,10 @@ int volume_spec_set(struct volume_spec *s, const char *key, const char *value);
 /* The value of key, or NULL. */
 const char *volume_spec_get(const struct volume_spec *s, const char *key);
 int volume_spec_add_mount_option(struct volume_spec *s, const char *opt);
+/* Adds or replaces a secret.  Returns 0 or -ENOMEM. */
+int volume_spec_set_secret(struct volume_spec *s, const char *key, const char *value);
+/* The secret key, or NULL. */
+const char *volume_spec_get_secret(const struct volume_spec *s, const char *key);
 /* Whether two specs describe the same source the same way (type, fields, options, ro). */
 bool volume_spec_equal(const struct volume_spec *a, const struct volume_spec *b);
 

@@ -120,6 +120,18 @@ struct volume_plugin {
 	/* Undoes attach.  Optional: NULL means there is nothing to undo. */
 	int (*detach)(const struct volume_spec *spec, const struct device_attachment *att,
 		      struct error_info *err);
+
+	/* --- health --- */
+
+	/* Whether the mount at path (the device's node-wide mount for device volumes, else a pod
+	 * volume dir) still works.  Returns 0 when healthy; -ENOTCONN, -ESTALE or -EIO (with a
+	 * message) when it is broken and must be healed: the core then unmounts the pod mounts,
+	 * unmounts and detaches the device, and sets everything up again.  Must return within
+	 * the plugin's own timeout even when the server behind the mount is dead (run the probe
+	 * in a helper thread or process and give up waiting).  Optional: NULL means never
+	 * checked. */
+	int (*check_health)(const struct volume_spec *spec, const char *path,
+			    struct error_info *err);
 };
 
 /* The registry: a static table of the built-in plugins. */

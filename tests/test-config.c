@@ -93,6 +93,9 @@ static void test_errors_name_the_culprit(void **state)
 	expect_error((const char *[]){ "--backoff-max", "soon", NULL }, "--backoff-max");
 	expect_error((const char *[]){ "--log-level", "loud", NULL }, "--log-level: \"loud\"");
 	expect_error((const char *[]){ "extra", NULL }, "unexpected argument 'extra'");
+	expect_error((const char *[]){ "--nfs-mode", "sometimes", NULL }, "nfs-mode: \"sometimes\"");
+	expect_error((const char *[]){ "--rbd-attach-methods", "krbd,iscsi", NULL }, "\"iscsi\"");
+	expect_error((const char *[]){ "--device-inventory", "yes", NULL }, "not true or false");
 	expect_error((const char *[]){ "--config", "/nonexistent/volagent.json", NULL },
 		     "/nonexistent/volagent.json");
 	snprintf(bad, sizeof(bad), "%s/bad.json", dir);
