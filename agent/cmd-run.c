@@ -73,7 +73,7 @@ static int take_instance_lock(const char *state_dir, int *ret_fd, struct error_i
 	return 0;
 }
 
-static int wait_for_signal(void)
+static int wait_for_signal(struct reconciler *rec)
 {
 	sigset_t mask;
 	int fd;
@@ -94,7 +94,8 @@ static int wait_for_signal(void)
 		if (n != sizeof(si))
 			break;
 		if (si.ssi_signo == SIGHUP) {
-			log_info("SIGHUP ignored: spec files are watched, no reload is needed");
+			/* Spec files are watched, so there is nothing to reload: resync instead. */
+			reconciler_request_resync(rec);
 			continue;
 		}
 		log_info("stopping", "signal", strsignal((int)si.ssi_signo));
@@ -179,7 +180,7 @@ int cmd_run(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	r = wait_for_signal();
+	r = wait_for_signal(rec);
 	if (r < 0) {
 		log_error("cannot wait for signals", "error", strerror(-r));
 		rc = 1;

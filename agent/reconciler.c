@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ struct reconciler {
 	pthread_t thread;
 	bool thread_started;
 	bool stop;			/* set under stats_lock */
+	bool resync_requested;		/* set under stats_lock */
 
 	bool table_dirty;
 	bool pass_needed;
@@ -838,6 +840,35 @@ static bool should_stop(struct reconciler *r)
 	return stop;
 }
 
+static bool take_resync_request(struct reconciler *r)
+{
+	bool requested;
+
+	pthread_mutex_lock(&r->stats_lock);
+	requested = r->resync_requested;
+	r->resync_requested = false;
+	pthread_mutex_unlock(&r->stats_lock);
+	return requested;
+}
+
+/* A resync an operator asked for: the table is read and a pass run now, and both are timed. */
+static void forced_resync(struct reconciler *r)
+{
+	struct timespec a, b, c;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	refresh_table(r);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	r->pass_needed = false;
+	reconcile_pass(r);
+	clock_gettime(CLOCK_MONOTONIC, &c);
+	log_info("forced resync", "table_entries", LOG_INT(mount_table_size(r->table)),
+		 "desired_pod_volumes", LOG_INT(hashmap_size(dsw_pod_volumes(r->dsw))),
+		 "refresh_us",
+		 LOG_INT((b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000),
+		 "pass_us", LOG_INT((c.tv_sec - b.tv_sec) * 1000000 + (c.tv_nsec - b.tv_nsec) / 1000));
+}
+
 static void handle_event(struct reconciler *r, int fd)
 {
 	uint64_t n;
@@ -886,6 +917,8 @@ static void *reconciler_main(void *arg)
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
+		if (take_resync_request(r))
+			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
 			refresh_table(r);
 		if (r->pass_needed) {
@@ -1024,6 +1057,16 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 		return err_set(err, k, "cannot start the reconciler thread: %s", strerror(-k));
 	r->thread_started = true;
 	return 0;
+}
+
+void reconciler_request_resync(struct reconciler *r)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&r->stats_lock);
+	r->resync_requested = true;
+	pthread_mutex_unlock(&r->stats_lock);
+	(void)!write(r->wake_fd, &one, sizeof(one));
 }
 
 void reconciler_stop(struct reconciler *r)

@@ -54,6 +54,9 @@ int reconciler_start(struct reconciler *r, struct error_info *err);
 /* Asks the thread to stop, waits for operations in flight to finish, saves the journal. */
 void reconciler_stop(struct reconciler *r);
 struct reconciler *reconciler_free(struct reconciler *r);
+/* Asks for a full resync now: a fresh read of the mount table and a full pass, whose duration
+ * is logged ("forced resync").  Safe from any thread. */
+void reconciler_request_resync(struct reconciler *r);
 /* Whether the startup reconstruction is complete (every mount found was adopted or removed). */
 bool reconciler_is_ready(struct reconciler *r);
 /* A consistent copy of the counters (taken by the reconciler thread after each pass). */
