@@ -15,7 +15,24 @@ struct actual_state {
 	/* Targets unmounted since the last table refresh, with the generation then: a table
 	 * read before the unmount must not bring them back as unverified mounts. */
 	struct hashmap *unmounted;
+	struct hashmap *tracked;	/* target -> tracked_target */
 };
+
+struct tracked_target {
+	char *target;
+	char *pod_uid;
+	char *outer_name;
+	char *plugin_name;
+};
+
+static void tracked_free(struct tracked_target *t)
+{
+	free(t->target);
+	free(t->pod_uid);
+	free(t->outer_name);
+	free(t->plugin_name);
+	free(t);
+}
 
 struct unmounted {
 	char *target;
@@ -33,7 +50,9 @@ struct actual_state *asw_new(const char *root_dir)
 	a->pod_mounts = hashmap_new();
 	a->devices = hashmap_new();
 	a->unmounted = hashmap_new();
-	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->unmounted)
+	a->tracked = hashmap_new();
+	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->unmounted ||
+	    !a->tracked)
 		return asw_free(a);
 	return a;
 }
@@ -85,6 +104,10 @@ struct actual_state *asw_free(struct actual_state *a)
 		device_free(v);
 	if (a->unmounted)
 		clear_unmounted(a->unmounted);
+	it = HASHMAP_ITER_INIT;
+	while (a->tracked && hashmap_iterate(a->tracked, &it, &v, NULL))
+		tracked_free(v);
+	hashmap_free(a->tracked);
 	hashmap_free(a->pod_mounts);
 	hashmap_free(a->devices);
 	hashmap_free(a->unmounted);
@@ -254,6 +277,41 @@ no:
 	return false;
 }
 
+int asw_track_target(struct actual_state *a, const char *target, const char *pod_uid,
+		     const char *outer_name, const char *plugin_name)
+{
+	struct tracked_target *t;
+
+	if (hashmap_get(a->tracked, target))
+		return 0;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->target = strdup(target);
+	t->pod_uid = strdup(pod_uid);
+	t->outer_name = strdup(outer_name);
+	t->plugin_name = strdup(plugin_name);
+	if (!t->target || !t->pod_uid || !t->outer_name || !t->plugin_name ||
+	    hashmap_put(a->tracked, t->target, t) < 0) {
+		tracked_free(t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void asw_untrack_target(struct actual_state *a, const char *target)
+{
+	struct tracked_target *t = hashmap_remove(a->tracked, target);
+
+	if (t)
+		tracked_free(t);
+}
+
+bool asw_is_tracked(const struct actual_state *a, const char *target)
+{
+	return hashmap_get(a->tracked, target) != NULL;
+}
+
 bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 {
 	uint64_t gen = mount_table_generation(t);
@@ -282,12 +340,20 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 		const char *uid, *plugin, *name;
 		char *buf;
 
-		if (!startswith(mi->target, a->pods_prefix) ||
+		const struct tracked_target *tt = hashmap_get(a->tracked, mi->target);
+
+		if ((!tt && !startswith(mi->target, a->pods_prefix)) ||
 		    hashmap_get(a->pod_mounts, mi->target))
 			continue;
 		u = hashmap_get(a->unmounted, mi->target);
 		if (u && u->gen >= gen)
 			continue; /* the table was read before we unmounted it */
+		if (tt) {
+			asw_set_pod_mount(a, mi->target, tt->pod_uid, tt->outer_name,
+					  tt->plugin_name, NULL, mi->read_only, mi->id, 0);
+			changed = true;
+			continue;
+		}
 		if (!asw_parse_pod_volume_dir(a->root_dir, mi->target, &buf, &uid, &plugin, &name))
 			continue;
 		asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only, mi->id,

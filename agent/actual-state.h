@@ -64,9 +64,16 @@ struct asw_device *asw_get_device(const struct actual_state *a, const char *volu
 void asw_remove_device(struct actual_state *a, const char *volume_name);
 const struct hashmap *asw_devices(const struct actual_state *a);
 
+/* Targets outside <root>/pods whose mounts the state must learn from the table too (CSI
+ * publish targets below the kubelet root).  The strings are copied. */
+int asw_track_target(struct actual_state *a, const char *target, const char *pod_uid,
+		     const char *outer_name, const char *plugin_name);
+void asw_untrack_target(struct actual_state *a, const char *target);
+bool asw_is_tracked(const struct actual_state *a, const char *target);
+
 /* Brings the state in line with a freshly read table: pod mounts that the table no longer
- * shows are dropped (unless learned after the table was read), mounts under <root>/pods the
- * state does not know are added as unverified, and each device's mounted flag follows the
+ * shows are dropped (unless learned after the table was read), mounts under <root>/pods or at
+ * a tracked target that the state does not know are added as unverified, and each device's mounted flag follows the
  * table.  Returns true when anything changed. */
 bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t);
 

@@ -1,6 +1,9 @@
 /* cmd-run.c - `volagent run`: the daemon.  Parses the configuration, takes the instance lock,
- * starts the reconciler, and waits for SIGTERM/SIGINT on a signalfd; then stops in reverse
- * order.  Stopping leaves every mount in place, as kubelet does: a restarted agent adopts them. */
+ * builds the reconciler, starts the CSI server (when enabled) and then the reconciler, and
+ * waits for SIGTERM/SIGINT on a signalfd; then stops in reverse order: the CSI server first
+ * (calls in flight finish within the grace period, new ones get UNAVAILABLE), then the
+ * reconciler.  Stopping leaves every mount in place, as kubelet does: a restarted agent adopts
+ * them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +18,8 @@
 #include "backoff.h"
 #include "commands.h"
 #include "config.h"
+#include "csi-node.h"
+#include "csi-server.h"
 #include "log.h"
 #include "macro.h"
 #include "path-util.h"
@@ -73,6 +78,54 @@ static int take_instance_lock(const char *state_dir, int *ret_fd, struct error_i
 	return 0;
 }
 
+/* Probe answers ready once the reconciler has adopted what it found. */
+static void csi_ready(void *userdata)
+{
+	csi_server_set_ready(userdata, true);
+}
+
+/* Builds and starts the CSI server.  Returns 0 (also when CSI is off) or -errno. */
+static int start_csi(const struct agent_config *cfg, struct csi_node_config *node,
+		     struct csi_server **ret, struct error_info *err)
+{
+	const char *env = getenv("CSI_ENDPOINT");
+	_cleanup_free_ char *def = NULL;
+	const char *endpoint = cfg->csi_endpoint;
+	struct csi_server *s;
+	int r;
+
+	*ret = NULL;
+	if (!cfg->csi && !(env && *env))
+		return 0;
+	if (!endpoint[0]) {
+		def = csi_default_endpoint(cfg->kubelet_root_dir, cfg->driver_name);
+		if (!def)
+			return -ENOMEM;
+		endpoint = csi_endpoint_from_env_or(def);
+	}
+	s = csi_server_new(&(struct csi_server_config){
+				   .endpoint = endpoint,
+				   .driver_name = cfg->driver_name,
+				   .node_id = cfg->node_id,
+				   .kubelet_root = cfg->kubelet_root_dir,
+				   .registration = cfg->csi_registration,
+				   .socket_group = cfg->csi_socket_group[0] ? cfg->csi_socket_group : NULL,
+				   .max_volumes_per_node = cfg->max_volumes_per_node,
+				   .workers = (int)cfg->csi_workers,
+				   .grace_ms = (int)cfg->csi_grace_ms,
+			   },
+			   &csi_node_ops, node, err);
+	if (!s)
+		return err->code ? err->code : -ENOMEM;
+	r = csi_server_start(s, err);
+	if (r < 0) {
+		csi_server_free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
 static int wait_for_signal(struct reconciler *rec)
 {
 	sigset_t mask;
@@ -110,6 +163,8 @@ int cmd_run(int argc, char **argv)
 	struct agent_config cfg;
 	struct error_info err = { 0 };
 	struct reconciler *rec = NULL;
+	struct csi_server *csi = NULL;
+	struct csi_node_config node = { 0 };
 	_cleanup_close_ int lock_fd = -1;
 	_cleanup_free_ char *rbd_run_dir = NULL;
 	sigset_t mask;
@@ -171,8 +226,16 @@ int cmd_run(int argc, char **argv)
 				   .refresh_min_interval_ms = 100,
 				   .device_inventory = cfg.device_inventory,
 				   .health_interval_ms = cfg.health_interval_ms,
+				   .kubelet_root = cfg.kubelet_root_dir,
 			   },
 			   &rec, &err);
+	if (r == 0) {
+		node.reconciler = rec;
+		node.stats_timeout_ms = (int)cfg.stats_timeout_ms;
+		r = start_csi(&cfg, &node, &csi, &err);
+	}
+	if (r == 0 && csi)
+		reconciler_set_on_ready(rec, csi_ready, csi);
 	if (r == 0)
 		r = reconciler_start(rec, &err);
 	if (r < 0) {
@@ -187,6 +250,9 @@ int cmd_run(int argc, char **argv)
 	}
 	sd_notify(0, "STOPPING=1");
 out:
+	if (csi && csi_server_shutdown(csi, (int)cfg.csi_grace_ms) < 0)
+		log_warning("a CSI call was still running after the grace period");
+	csi = csi_server_free(csi);
 	reconciler_free(rec);
 	log_info("stopped");
 	config_done(&cfg);

@@ -11,7 +11,7 @@
 #include "log.h"
 #include "macro.h"
 
-enum option_type { OPT_PATH, OPT_STRING, OPT_UINT, OPT_DURATION, OPT_LOG_LEVEL, OPT_BOOL };
+enum option_type { OPT_PATH, OPT_STRING, OPT_UINT, OPT_COUNT, OPT_DURATION, OPT_LOG_LEVEL, OPT_BOOL };
 
 struct option_def {
 	const char *name;	/* the flag without "--", and the config file key */
@@ -52,6 +52,28 @@ static const struct option_def options[] = {
 	  "how rbd images are attached, tried in this order (krbd, nbd, fuse)" },
 	{ "rbd-timeout", OPT_DURATION, OFF(rbd_timeout_ms), "30s",
 	  "librados/librbd calls and attach helpers give up after this" },
+	{ "csi", OPT_BOOL, OFF(csi), "false",
+	  "serve the CSI Identity and Node services (on by itself when CSI_ENDPOINT is set)" },
+	{ "csi-endpoint", OPT_STRING, OFF(csi_endpoint), "",
+	  "unix socket of the CSI services; empty: $CSI_ENDPOINT, else "
+	  "unix://<kubelet-root-dir>/plugins/<driver-name>/csi.sock" },
+	{ "driver-name", OPT_STRING, OFF(driver_name), "csi.volagent.io",
+	  "the CSI driver name kubelet knows this plugin by" },
+	{ "node-id", OPT_STRING, OFF(node_id), "", "the CSI node id; empty: the hostname" },
+	{ "kubelet-root-dir", OPT_PATH, OFF(kubelet_root_dir), "/var/lib/kubelet",
+	  "CSI target and staging paths must lie below it" },
+	{ "csi-registration", OPT_BOOL, OFF(csi_registration), "true",
+	  "serve kubelet's plugin registration (no node-driver-registrar sidecar needed)" },
+	{ "csi-socket-group", OPT_STRING, OFF(csi_socket_group), "",
+	  "group of the CSI socket (mode 0660); empty: root only (0600)" },
+	{ "max-volumes-per-node", OPT_COUNT, OFF(max_volumes_per_node), "0",
+	  "reported by NodeGetInfo; 0: no limit reported" },
+	{ "csi-workers", OPT_UINT, OFF(csi_workers), "16",
+	  "CSI calls handled at once (each waits for its mount)" },
+	{ "csi-grace", OPT_DURATION, OFF(csi_grace_ms), "10s",
+	  "on SIGTERM, CSI calls in flight get this long to finish" },
+	{ "stats-timeout", OPT_DURATION, OFF(stats_timeout_ms), "5s",
+	  "NodeGetVolumeStats gives up on a hung mount after this and reports it abnormal" },
 };
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)
@@ -109,6 +131,14 @@ static int set_option(struct agent_config *cfg, const struct option_def *o, cons
 		free(*(char **)field);
 		*(char **)field = strdup(value);
 		return *(char **)field ? 0 : -ENOMEM;
+	case OPT_COUNT:
+		errno = 0;
+		u = strtoul(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || u > 1000000)
+			return err_set(err, -EINVAL, "%s: \"%s\" is not a number from 0 to 1000000",
+				       where, value);
+		*(unsigned *)field = (unsigned)u;
+		return 0;
 	case OPT_UINT:
 		errno = 0;
 		u = strtoul(value, &end, 10);
@@ -168,14 +198,14 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 			return err_set(err, -EINVAL, "%s: unknown key", where);
 		if (json_is_string(v)) {
 			value = json_string_value(v);
-		} else if (json_is_integer(v) && o->type == OPT_UINT) {
+		} else if (json_is_integer(v) && (o->type == OPT_UINT || o->type == OPT_COUNT)) {
 			snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 			value = buf;
 		} else if (json_is_boolean(v) && o->type == OPT_BOOL) {
 			value = json_is_true(v) ? "true" : "false";
 		} else {
 			return err_set(err, -EINVAL, "%s: must be a %s", where,
-				       o->type == OPT_UINT	 ? "string or a number"
+				       o->type == OPT_UINT || o->type == OPT_COUNT ? "string or a number"
 				       : o->type == OPT_BOOL ? "boolean"
 							     : "string");
 		}
@@ -193,9 +223,13 @@ void config_usage(FILE *f)
 		   "  --config FILE          JSON file whose keys are these options without \"--\"\n"
 		   "                         (default %s, if it exists)\n",
 		CONFIG_DEFAULT_PATH);
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-		fprintf(f, "  --%-20s %s (default %s)\n", options[i].name, options[i].help,
-			options[i].def);
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		char flag[64];
+		snprintf(flag, sizeof(flag), "%s%s", options[i].name,
+			 options[i].type == OPT_BOOL ? "[=BOOL]" : " VALUE");
+		fprintf(f, "  --%-26s %s (default: %s)\n", flag, options[i].help,
+			options[i].def[0] ? options[i].def : "empty");
+	}
 	fprintf(f, "  --help                 show this help\n");
 }
 
@@ -210,6 +244,16 @@ void config_done(struct agent_config *cfg)
 			*p = NULL;
 		}
 	cfg->config_path = NULL;
+}
+
+/* A bool flag's value: "--csi=false", "--csi false", or "--csi" alone for true. */
+static const char *bool_value(int argc, char **argv)
+{
+	if (optarg)
+		return optarg;
+	if (optind < argc && (streq(argv[optind], "true") || streq(argv[optind], "false")))
+		return argv[optind++];
+	return "true";
 }
 
 static bool longopts_has_arg(const struct option *longopts, const char *name)
@@ -252,7 +296,11 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 		r = set_option(cfg, &options[i], options[i].def, "default", err);
 		if (r < 0)
 			return r;
-		longopts[n++] = (struct option){ options[i].name, required_argument, NULL, 0 };
+		/* "--csi" alone means true; "--csi=false" turns it off. */
+		longopts[n++] = (struct option){ options[i].name,
+						 options[i].type == OPT_BOOL ? optional_argument
+									     : required_argument,
+						 NULL, 0 };
 	}
 	longopts[n++] = (struct option){ "config", required_argument, NULL, 0 };
 	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
@@ -290,6 +338,8 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 				       argv[optind - 1]);
 		if (c == 0 && streq(longopts[idx].name, "config"))
 			config_path = optarg;
+		else if (c == 0 && longopts[idx].has_arg == optional_argument)
+			(void)bool_value(argc, argv);
 	}
 	if (optind < argc)
 		return err_set(err, -EINVAL, "unexpected argument '%s'", argv[optind]);
@@ -309,7 +359,8 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 			continue;
 		o = find_option(longopts[idx].name);
 		snprintf(where, sizeof(where), "--%s", o->name);
-		r = set_option(cfg, o, optarg, where, err);
+		r = set_option(cfg, o,
+			       o->type == OPT_BOOL ? bool_value(argc, argv) : optarg, where, err);
 		if (r < 0)
 			return r;
 	}

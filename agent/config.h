@@ -29,6 +29,18 @@ struct agent_config {
 	uint64_t nfs_unmount_escalate_ms;
 	char *rbd_attach_methods;
 	uint64_t rbd_timeout_ms;
+	/* CSI */
+	bool csi;
+	char *csi_endpoint;
+	char *driver_name;
+	char *node_id;
+	char *kubelet_root_dir;
+	bool csi_registration;
+	char *csi_socket_group;
+	unsigned max_volumes_per_node;
+	unsigned csi_workers;
+	uint64_t csi_grace_ms;
+	uint64_t stats_timeout_ms;
 };
 
 /* Parses `volagent run` arguments (argv[0] is "run").  Returns 0, 1 when --help was given

@@ -57,6 +57,8 @@ static void volume_free(struct dsw_volume *v)
 	volume_spec_unref(v->spec);
 	free(v->name);
 	free(v->device_mount_path);
+	free(v->volume_id);
+	free(v->fingerprint);
 	free(v);
 }
 
@@ -65,6 +67,7 @@ static void pod_volume_free(struct dsw_pod_volume *pv)
 	free(pv->target);
 	free(pv->pod_uid);
 	free(pv->outer_name);
+	free(pv->fingerprint);
 	free(pv);
 }
 
@@ -84,7 +87,7 @@ static void drop_pod_volume(struct desired_state *d, const char *target)
 		return;
 	if (!pv->read_only)
 		pv->volume->n_read_write--;
-	if (--pv->volume->n_pod_volumes == 0) {
+	if (--pv->volume->n_pod_volumes == 0 && !pv->volume->staged) {
 		hashmap_remove(d->volumes, pv->volume->name);
 		volume_free(pv->volume);
 	}
@@ -113,6 +116,14 @@ struct desired_state *dsw_free(struct desired_state *d)
 	while (hashmap_iterate(d->pods, &it, &v, NULL)) {
 		struct dsw_pod *p = v;
 		dsw_remove_pod(d, p->uid);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(d->pod_volumes, &it, &v, NULL)) /* CSI: not part of a pod */
+		drop_pod_volume(d, ((struct dsw_pod_volume *)v)->target);
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(d->volumes, &it, &v, NULL)) { /* staged CSI volumes */
+		hashmap_remove(d->volumes, ((struct dsw_volume *)v)->name);
+		volume_free(v);
 	}
 	hashmap_free(d->volumes);
 	hashmap_free(d->pod_volumes);
@@ -215,6 +226,99 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 			pv->volume->n_read_write++;
 		pod->targets[pod->n_targets++] = pv->target;
 	}
+	return 0;
+}
+
+static struct dsw_volume *new_csi_volume(struct desired_state *d, const char *name,
+					  const char *volume_id, struct volume_spec *spec,
+					  const struct volume_plugin *plugin)
+{
+	struct dsw_volume *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v->name = strdup(name);
+	v->volume_id = strdup(volume_id);
+	v->spec = volume_spec_ref(spec);
+	v->plugin = plugin;
+	v->csi = true;
+	v->uses_device = plugin_uses_device(plugin, spec);
+	if (!v->name || !v->volume_id || hashmap_put(d->volumes, v->name, v) < 0) {
+		volume_free(v);
+		return NULL;
+	}
+	return v;
+}
+
+struct dsw_volume *dsw_csi_stage(struct desired_state *d, const char *name, const char *volume_id,
+				 struct volume_spec *spec, const struct volume_plugin *plugin,
+				 const char *staging_path, const char *fingerprint)
+{
+	struct dsw_volume *v = new_csi_volume(d, name, volume_id, spec, plugin);
+
+	if (!v)
+		return NULL;
+	v->staged = true;
+	v->fingerprint = strdup(fingerprint);
+	/* Kubelet's staging dir is where the device goes (a volume with no device needs none). */
+	v->device_mount_path = v->uses_device ? strdup(staging_path) : NULL;
+	if (!v->fingerprint || (v->uses_device && !v->device_mount_path)) {
+		hashmap_remove(d->volumes, v->name);
+		volume_free(v);
+		return NULL;
+	}
+	return v;
+}
+
+struct dsw_volume *dsw_csi_volume(struct desired_state *d, const char *name, const char *volume_id,
+				  struct volume_spec *spec, const struct volume_plugin *plugin)
+{
+	return new_csi_volume(d, name, volume_id, spec, plugin);
+}
+
+void dsw_csi_unstage(struct desired_state *d, struct dsw_volume *v)
+{
+	v->staged = false;
+	if (v->n_pod_volumes == 0) {
+		hashmap_remove(d->volumes, v->name);
+		volume_free(v);
+	}
+}
+
+struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volume *v,
+				       const char *target, const char *pod_uid,
+				       const char *outer_name, bool read_only,
+				       const char *fingerprint)
+{
+	struct dsw_pod_volume *pv = calloc(1, sizeof(*pv));
+
+	if (!pv)
+		return NULL;
+	pv->target = strdup(target);
+	pv->pod_uid = strdup(pod_uid);
+	pv->outer_name = strdup(outer_name);
+	pv->fingerprint = strdup(fingerprint);
+	pv->read_only = read_only || v->spec->read_only;
+	pv->volume = v;
+	pv->csi = true;
+	if (!pv->target || !pv->pod_uid || !pv->outer_name || !pv->fingerprint ||
+	    hashmap_put(d->pod_volumes, pv->target, pv) < 0) {
+		pod_volume_free(pv);
+		return NULL;
+	}
+	v->n_pod_volumes++;
+	if (!pv->read_only)
+		v->n_read_write++;
+	return pv;
+}
+
+int dsw_csi_unpublish(struct desired_state *d, const char *target)
+{
+	struct dsw_pod_volume *pv = hashmap_get(d->pod_volumes, target);
+
+	if (!pv || !pv->csi)
+		return -ENOENT;
+	drop_pod_volume(d, target);
 	return 0;
 }
 

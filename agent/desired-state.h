@@ -21,6 +21,13 @@ struct dsw_volume {
 	char *device_mount_path;	/* where the device is mounted, for device volumes */
 	size_t n_pod_volumes;		/* how many pod volumes use it */
 	size_t n_read_write;		/* how many of them want it writable */
+	/* CSI: the volume came from NodeStage/NodePublish.  name is "csi:<volume_id>", the
+	 * device is mounted at the staging path kubelet gave, and it stays desired while staged
+	 * even with no pod volume. */
+	bool csi;
+	bool staged;
+	char *volume_id;
+	char *fingerprint;		/* what NodeStage asked, to tell a compatible repeat */
 };
 
 struct dsw_pod_volume {
@@ -29,6 +36,8 @@ struct dsw_pod_volume {
 	char *outer_name;		/* the volume's name in the pod */
 	bool read_only;			/* pod-level readOnly or the source's */
 	struct dsw_volume *volume;
+	bool csi;			/* from NodePublish: target is below the kubelet root */
+	char *fingerprint;		/* CSI: what NodePublish asked */
 };
 
 struct desired_state;
@@ -42,6 +51,26 @@ struct desired_state *dsw_free(struct desired_state *d);
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err);
 /* Forgets pod uid and its volumes.  Returns 0, or -ENOENT when it was not known. */
 int dsw_remove_pod(struct desired_state *d, const char *uid);
+
+/* CSI NodeStage: makes volume name (spec, staged at staging_path) desired.  A volume of that
+ * name must not exist yet; see dsw_get_volume.  Returns the volume, or NULL on ENOMEM. */
+struct dsw_volume *dsw_csi_stage(struct desired_state *d, const char *name, const char *volume_id,
+				 struct volume_spec *spec, const struct volume_plugin *plugin,
+				 const char *staging_path, const char *fingerprint);
+/* CSI NodeUnstage: the volume no longer needs to be staged; it goes once no pod uses it. */
+void dsw_csi_unstage(struct desired_state *d, struct dsw_volume *v);
+/* CSI NodePublish without a stage (a volume that needs none): makes the volume desired
+ * unstaged.  Returns the volume, or NULL on ENOMEM. */
+struct dsw_volume *dsw_csi_volume(struct desired_state *d, const char *name, const char *volume_id,
+				  struct volume_spec *spec, const struct volume_plugin *plugin);
+/* CSI NodePublish: v mounted at target.  Returns the pod volume, or NULL on ENOMEM or when
+ * target is already desired. */
+struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volume *v,
+				       const char *target, const char *pod_uid,
+				       const char *outer_name, bool read_only,
+				       const char *fingerprint);
+/* CSI NodeUnpublish: target is no longer desired.  Returns 0 or -ENOENT. */
+int dsw_csi_unpublish(struct desired_state *d, const char *target);
 
 struct dsw_volume *dsw_get_volume(const struct desired_state *d, const char *name);
 struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const char *target);

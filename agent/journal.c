@@ -120,7 +120,7 @@ static void move_aside(struct journal *j)
 }
 
 int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
-		 struct error_info *err)
+		 json_t **ret_csi, struct error_info *err)
 {
 	json_auto_t *root = NULL;
 	json_error_t jerr;
@@ -130,6 +130,7 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 	int r;
 
 	*ret_same_boot = false;
+	*ret_csi = NULL;
 	if (access(j->path, F_OK) < 0 && errno == ENOENT)
 		return 0;
 	root = json_load_file(j->path, JSON_REJECT_DUPLICATES, &jerr);
@@ -164,6 +165,7 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 			return err_prefix(err, "%s (moved aside)", j->path);
 		}
 	}
+	*ret_csi = json_incref(json_object_get(root, "csi"));
 	return 0;
 }
 
@@ -189,7 +191,8 @@ static json_t *device_to_json(const struct asw_device *d)
 	return o;
 }
 
-int journal_save(struct journal *j, const struct actual_state *a, struct error_info *err)
+int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
+		 struct error_info *err)
 {
 	json_auto_t *root = json_object();
 	json_t *devices = json_array();
@@ -205,6 +208,8 @@ int journal_save(struct journal *j, const struct actual_state *a, struct error_i
 	json_object_set_new(root, "version", json_integer(JOURNAL_VERSION));
 	json_object_set_new(root, "boot_id", json_string(journal_boot_id()));
 	json_object_set_new(root, "devices", devices);
+	if (csi)
+		json_object_set(root, "csi", csi);
 	while (hashmap_iterate(asw_devices(a), &it, &v, NULL)) {
 		json_t *o = device_to_json(v);
 		if (!o)
@@ -231,13 +236,14 @@ bool journal_is_dirty(const struct journal *j)
 	return j->dirty;
 }
 
-int journal_flush(struct journal *j, const struct actual_state *a, struct error_info *err)
+int journal_flush(struct journal *j, const struct actual_state *a, json_t *csi,
+		  struct error_info *err)
 {
 	int r;
 
 	if (!j->dirty)
 		return 0;
-	r = journal_save(j, a, err);
+	r = journal_save(j, a, csi, err);
 	if (r == 0)
 		j->dirty = false;
 	return r;

@@ -6,10 +6,15 @@
  * burst of changes costs one fsync; device entries are saved *before* the attach or mount
  * they describe starts, so a crash in between leaves a record of what may exist.
  *
+ * CSI publish and stage entries are kept too ("csi"), so that a restarted agent adopts what
+ * kubelet asked for; they are dropped after a reboot, when kubelet asks again.  Secrets are
+ * never written.
+ *
  * A journal that cannot be parsed is moved aside (journal.json.corrupt), reported, and the
  * agent goes on from the mount table alone: pod mounts never depend on the journal. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "actual-state.h"
@@ -25,15 +30,17 @@ struct journal *journal_free(struct journal *j);
  * -EBADMSG when the file was corrupt (moved aside, err says why; a is left empty).  Sets
  * *ret_same_boot to whether the journal was written during this boot. */
 int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
-		 struct error_info *err);
+		 json_t **ret_csi, struct error_info *err);
 
-/* Writes a's device entries atomically. */
-int journal_save(struct journal *j, const struct actual_state *a, struct error_info *err);
+/* Writes a's device entries, and csi (the CSI desired entries; may be NULL) atomically. */
+int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
+		 struct error_info *err);
 
 void journal_mark_dirty(struct journal *j);
 bool journal_is_dirty(const struct journal *j);
 /* Saves if dirty.  Returns 0, or -errno (the journal stays dirty and is retried). */
-int journal_flush(struct journal *j, const struct actual_state *a, struct error_info *err);
+int journal_flush(struct journal *j, const struct actual_state *a, json_t *csi,
+		  struct error_info *err);
 /* The number of saves so far (for tests and metrics). */
 unsigned long journal_save_count(const struct journal *j);
 const char *journal_path(const struct journal *j);

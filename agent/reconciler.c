@@ -26,65 +26,13 @@
 #include "mount-util.h"
 #include "path-util.h"
 #include "reconciler.h"
+#include "reconciler-internal.h"
 #include "spec-source.h"
 #include "volume-ops.h"
 
-/* Operations in flight on one volume. */
-struct vol_busy {
-	char *name;
-	unsigned pod_ops;	/* pod-level operations */
-	unsigned releasing;	/* of those, tear-downs */
-	bool device_op;		/* a mount_device or unmount_device */
-};
-
-struct reconciler {
-	char *root_dir;
-	char *state_dir;
-	char *pods_dir;
-	char *pods_root;	/* <root>/pods */
-	char *plugins_prefix;	/* <root>/plugins/kubernetes.io/ */
-	struct reconciler_config cfg;
-
-	struct desired_state *dsw;
-	struct actual_state *asw;
-	struct mount_table *table;
-	struct mount_monitor *monitor;
-	struct journal *journal;
-	struct executor *ex;
-	struct backoff *backoff;
-	struct spec_source *specs;
-	struct devmon *devmon;		/* NULL when the inventory is off or unavailable */
-	struct hashmap *inflight_pod;	/* target -> volume_op */
-	struct hashmap *busy;		/* volume name -> vol_busy */
-
-	int epoll_fd;
-	int timer_fd;
-	int wake_fd;
-	pthread_t thread;
-	bool thread_started;
-	bool stop;			/* set under stats_lock */
-	bool resync_requested;		/* set under stats_lock */
-
-	bool table_dirty;
-	bool pass_needed;
-	unsigned long ops_started;
-	unsigned long ops_failed;
-	bool ready;
-	uint64_t last_refresh_ms;
-	uint64_t last_resync_ms;
-	uint64_t last_health_ms;
-	bool health_due;
-	uint64_t watchdog_interval_ms;
-	uint64_t last_watchdog_ms;
-	char last_status[128];
-
-	pthread_mutex_t stats_lock;
-	struct reconciler_stats stats;
-};
-
 /* --- in-flight bookkeeping --- */
 
-static struct vol_busy *busy_get(struct reconciler *r, const char *volume, bool create)
+struct vol_busy *busy_get(struct reconciler *r, const char *volume, bool create)
 {
 	struct vol_busy *b;
 
@@ -112,7 +60,7 @@ static void busy_put(struct reconciler *r, struct vol_busy *b)
 	}
 }
 
-static bool device_op_running(struct reconciler *r, const char *volume)
+bool device_op_running(struct reconciler *r, const char *volume)
 {
 	struct vol_busy *b = busy_get(r, volume, false);
 
@@ -142,7 +90,10 @@ static struct volume_op *new_op(struct reconciler *r, enum volume_op_kind kind, 
 	if (!op)
 		return NULL;
 	op->target = strdup(target);
-	op->target_root = strdup(r->root_dir);
+	/* CSI targets and staging paths are walked down from the kubelet root. */
+	op->target_root = strdup(r->kubelet_root && path_is_under(target, r->kubelet_root)
+					 ? r->kubelet_root
+					 : r->root_dir);
 	op->volume_name = volume_name ? strdup(volume_name) : NULL;
 	op->plugin = plugin;
 	op->spec = volume_spec_ref(spec);
@@ -195,7 +146,24 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 	busy_put(r, b);
 }
 
-static char *key_for(const char *kind, const char *name)
+/* Up to where empty dirs are removed after an unmount: below <root>/pods the whole pod dir
+ * may go; a CSI publish target is removed itself (kubelet made its parent); a CSI staging dir
+ * is kubelet's and stays; the agent's own device dirs go one at a time. */
+static char *cleanup_stop_for(struct reconciler *r, const char *target, bool device)
+{
+	char *stop;
+
+	if (path_is_under(target, r->pods_root))
+		return strdup(r->pods_root);
+	if (device && r->kubelet_root && path_is_under(target, r->kubelet_root))
+		return strdup(target);
+	stop = strdup(target);
+	if (stop && strrchr(stop, '/') && strrchr(stop, '/') != stop)
+		*strrchr(stop, '/') = '\0';
+	return stop;
+}
+
+char *key_for(const char *kind, const char *name)
 {
 	return strdup_printf("%s:%s", kind, name);
 }
@@ -203,6 +171,21 @@ static char *key_for(const char *kind, const char *name)
 static bool ready_to_try(struct reconciler *r, const char *key, uint64_t now)
 {
 	return backoff_ready(r->backoff, key, now);
+}
+
+/* Saves the journal if anything in it changed: devices, and the CSI entries. */
+static void save_journal(struct reconciler *r)
+{
+	struct error_info err = { 0 };
+	json_t *csi;
+
+	if (!journal_is_dirty(r->journal))
+		return;
+	csi = requests_export_csi(r);
+	if (journal_flush(r->journal, r->asw, csi, &err) < 0)
+		log_error("cannot save the journal, continuing", "path", journal_path(r->journal),
+			  "error", err_msg(&err));
+	json_decref(csi);
 }
 
 /* --- one pass --- */
@@ -220,7 +203,7 @@ static void queue_tear_down(struct reconciler *r, const struct asw_pod_mount *pm
 	if (!op)
 		return;
 	op->pod_uid = strdup(pm->pod_uid);
-	op->cleanup_stop = strdup(r->pods_root);
+	op->cleanup_stop = cleanup_stop_for(r, pm->target, false);
 	start_op(r, op, tail);
 }
 
@@ -257,7 +240,7 @@ static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 		return;
 	op->pod_uid = strdup(pv->pod_uid);
 	op->read_only = pv->read_only;
-	op->cleanup_stop = strdup(r->pods_root);
+	op->cleanup_stop = cleanup_stop_for(r, pv->target, false);
 	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
 	start_op(r, op, tail);
 }
@@ -265,7 +248,7 @@ static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 static void queue_mount_device(struct reconciler *r, struct dsw_volume *v,
 			       struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("dev", v->name), *stop = NULL;
+	_cleanup_free_ char *key = key_for("dev", v->name);
 	struct asw_device *d;
 	struct volume_op *op;
 
@@ -280,11 +263,8 @@ static void queue_mount_device(struct reconciler *r, struct dsw_volume *v,
 		    v->spec);
 	if (!op)
 		return;
-	op->read_only = v->n_read_write == 0;
-	stop = strdup(op->target);
-	if (stop && strrchr(stop, '/'))
-		*strrchr(stop, '/') = '\0';
-	op->cleanup_stop = TAKE_PTR(stop);
+	op->read_only = v->n_read_write == 0 && !(v->csi && v->staged && !v->spec->read_only);
+	op->cleanup_stop = cleanup_stop_for(r, op->target, true);
 	if (d->att.device_path)
 		op->att.device_path = strdup(d->att.device_path); /* attached before a restart */
 	for (size_t i = 0; i < d->att.n_meta; i++)
@@ -295,7 +275,7 @@ static void queue_mount_device(struct reconciler *r, struct dsw_volume *v,
 static void queue_unmount_device(struct reconciler *r, const struct asw_device *d,
 				 struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("dev", d->volume_name), *stop = NULL;
+	_cleanup_free_ char *key = key_for("dev", d->volume_name);
 	struct volume_op *op;
 
 	if (!key || !ready_to_try(r, key, now_ms()))
@@ -304,10 +284,7 @@ static void queue_unmount_device(struct reconciler *r, const struct asw_device *
 		    plugin_find_by_name(d->plugin_name), d->spec);
 	if (!op)
 		return;
-	stop = strdup(op->target);
-	if (stop && strrchr(stop, '/'))
-		*strrchr(stop, '/') = '\0';
-	op->cleanup_stop = TAKE_PTR(stop);
+	op->cleanup_stop = cleanup_stop_for(r, op->target, true);
 	if (d->attached && d->att.device_path)
 		op->att.device_path = strdup(d->att.device_path);
 	for (size_t i = 0; i < d->att.n_meta; i++)
@@ -376,7 +353,6 @@ static void reconcile_pass(struct reconciler *r)
 	struct hashmap *releasing = hashmap_new(), *held = hashmap_new();
 	struct volume_op *list = NULL, **tail = &list;
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	struct error_info err = { 0 };
 	uint64_t start = now_ms();
 	size_t unverified = 0, mounted = 0;
 	void *v;
@@ -436,6 +412,22 @@ static void reconcile_pass(struct reconciler *r)
 		}
 		queue_set_up(r, pv, &tail);
 	}
+	/* 2b. CSI volumes staged before any pod is published need their device too. */
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
+		struct dsw_volume *vol = v;
+		struct asw_device *d;
+		struct vol_busy *b;
+
+		if (!vol->staged || !vol->uses_device || vol->n_pod_volumes > 0)
+			continue;
+		d = asw_get_device(r->asw, vol->name);
+		b = busy_get(r, vol->name, false);
+		if ((d && (d->mounted || d->broken)) || (b && (b->releasing || b->device_op)) ||
+		    !device_op_allowed(r, vol->name))
+			continue;
+		queue_mount_device(r, vol, &tail);
+	}
 	/* 3. Release devices that no pod uses any more. */
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
@@ -454,9 +446,7 @@ static void reconcile_pass(struct reconciler *r)
 	}
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
-	if (journal_flush(r->journal, r->asw, &err) < 0)
-		log_error("cannot save the journal, continuing", "path", journal_path(r->journal),
-			  "error", err_msg(&err));
+	save_journal(r);
 	for (struct volume_op *op = list, *next; op; op = next) {
 		next = volume_op_from_job(op->job.next);
 		executor_submit(r->ex, &op->job);
@@ -469,6 +459,8 @@ static void reconcile_pass(struct reconciler *r)
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
 			 LOG_INT(hashmap_size(asw_devices(r->asw))));
 		sd_notify(0, "READY=1");
+		if (r->cfg.on_ready)
+			r->cfg.on_ready(r->cfg.on_ready_userdata);
 	}
 	r->stats.passes++;
 	r->stats.ops_started = r->ops_started;
@@ -542,6 +534,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		return;
 	}
 	report_result(r, op);
+	if (op->result < 0)
+		requests_op_failed(r, op);
 	switch (op->kind) {
 	case VOLUME_OP_SET_UP:
 		if (op->result < 0)
@@ -558,6 +552,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		if (op->result < 0)
 			break;
 		asw_remove_pod_mount(r->asw, op->target, gen);
+		if (!dsw_get_pod_volume(r->dsw, op->target))
+			asw_untrack_target(r->asw, op->target);
 		log_info("volume unmounted", "volume", op->volume_name ? op->volume_name : "unknown",
 			 "pod", op->pod_uid, "target", op->target);
 		break;
@@ -633,7 +629,7 @@ static void drain_completed(struct reconciler *r)
 
 /* --- reconstruction --- */
 
-static int refresh_table(struct reconciler *r)
+int refresh_table(struct reconciler *r)
 {
 	struct error_info err = { 0 };
 	int k = mount_table_refresh(r->table, NULL, &err);
@@ -750,10 +746,11 @@ static int reconstruct(struct reconciler *r, struct error_info *err)
 {
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	bool same_boot = false;
+	json_t *csi = NULL;
 	int k;
 	void *v;
 
-	k = journal_load(r->journal, r->asw, &same_boot, err);
+	k = journal_load(r->journal, r->asw, &same_boot, &csi, err);
 	if (k == -EBADMSG) {
 		log_error("journal is corrupt; continuing from the mount table alone", "error",
 			  err_msg(err));
@@ -762,6 +759,19 @@ static int reconstruct(struct reconciler *r, struct error_info *err)
 	} else if (k < 0) {
 		return k;
 	}
+	/* CSI entries are kubelet's: after a reboot it calls again for what it still wants, so
+	 * only entries of this boot are restored (a deleted pod is not resurrected). */
+	if (csi && same_boot && r->kubelet_root) {
+		k = requests_import_csi(r, csi, err);
+		if (k < 0) {
+			log_error("journal: CSI entries unreadable, waiting for kubelet to call again",
+				  "error", err_msg(err));
+			err_clear(err);
+		}
+	} else if (csi && !same_boot) {
+		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
+	}
+	json_decref(csi);
 	/* After a reboot nothing an attach made survives. */
 	while (!same_boot && hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
 		struct asw_device *d = v;
@@ -892,13 +902,13 @@ static void handle_event(struct reconciler *r, int fd)
 			r->pass_needed = true;
 	} else if (fd == r->wake_fd) {
 		(void)!read(r->wake_fd, &n, sizeof(n));
+		requests_take_incoming(r);
 	}
 }
 
 static void *reconciler_main(void *arg)
 {
 	struct reconciler *r = arg;
-	struct error_info err = { 0 };
 
 	while (!should_stop(r)) {
 		struct epoll_event evs[8];
@@ -925,8 +935,8 @@ static void *reconciler_main(void *arg)
 			r->pass_needed = false;
 			reconcile_pass(r);
 		}
-		if (journal_flush(r->journal, r->asw, &err) < 0)
-			log_error("cannot save the journal, continuing", "error", err_msg(&err));
+		requests_check_waiting(r);
+		save_journal(r);
 		notify_systemd(r);
 
 		arm_timer(r);
@@ -949,8 +959,8 @@ static void *reconciler_main(void *arg)
 			break;
 	}
 	drain_completed(r);
-	if (journal_flush(r->journal, r->asw, &err) < 0)
-		log_error("cannot save the journal at exit", "error", err_msg(&err));
+	requests_abort_all(r);
+	save_journal(r);
 	return NULL;
 }
 
@@ -971,6 +981,15 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		return -ENOMEM;
 	r->epoll_fd = r->timer_fd = r->wake_fd = -1;
 	pthread_mutex_init(&r->stats_lock, NULL);
+	pthread_mutex_init(&r->req_lock, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits use CLOCK_MONOTONIC */
+		pthread_cond_init(&r->req_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	r->kubelet_root = cfg->kubelet_root ? strdup(cfg->kubelet_root) : NULL;
 	r->cfg = *cfg;
 	r->root_dir = strdup(cfg->root_dir);
 	r->state_dir = strdup(cfg->state_dir);
@@ -980,6 +999,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->cfg.root_dir = r->root_dir;
 	r->cfg.state_dir = r->state_dir;
 	r->cfg.pods_dir = r->pods_dir;
+	r->cfg.kubelet_root = r->kubelet_root;
 	r->dsw = dsw_new(cfg->root_dir);
 	r->asw = asw_new(cfg->root_dir);
 	r->table = mount_table_new();
@@ -1059,6 +1079,12 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 	return 0;
 }
 
+void reconciler_set_on_ready(struct reconciler *r, void (*on_ready)(void *), void *userdata)
+{
+	r->cfg.on_ready = on_ready;
+	r->cfg.on_ready_userdata = userdata;
+}
+
 void reconciler_request_resync(struct reconciler *r)
 {
 	uint64_t one = 1;
@@ -1118,6 +1144,9 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	if (r->wake_fd >= 0)
 		close(r->wake_fd);
 	pthread_mutex_destroy(&r->stats_lock);
+	pthread_mutex_destroy(&r->req_lock);
+	pthread_cond_destroy(&r->req_cond);
+	free(r->kubelet_root);
 	free(r->root_dir);
 	free(r->state_dir);
 	free(r->pods_dir);

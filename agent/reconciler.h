@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "plugin.h"
+#include "volume-spec.h"
 
 struct reconciler_config {
 	const char *root_dir;
@@ -30,7 +32,49 @@ struct reconciler_config {
 	uint64_t refresh_min_interval_ms;	/* re-read the table at most this often in a burst */
 	bool device_inventory;		/* keep <state_dir>/devices.json current (devmon) */
 	uint64_t health_interval_ms;	/* check_health of mounted volumes this often; 0: never */
+	const char *kubelet_root;	/* CSI targets and staging paths lie below it; NULL: no CSI */
+	/* Called once, on the reconciler thread, when the startup reconstruction is complete. */
+	void (*on_ready)(void *userdata);
+	void *on_ready_userdata;
 };
+
+/* A desired-state change asked for by a CSI Node call.  The reconciler applies it, and the
+ * outcome is known once the actual state matches (or an operation for it failed). */
+enum volume_request_kind {
+	VOLUME_REQUEST_STAGE,
+	VOLUME_REQUEST_UNSTAGE,
+	VOLUME_REQUEST_PUBLISH,
+	VOLUME_REQUEST_UNPUBLISH,
+	VOLUME_REQUEST_INFO,		/* what is known of the volume; changes nothing */
+};
+
+struct volume_request {
+	enum volume_request_kind kind;
+	char *volume_id;
+	char *path;			/* the staging path (stage, unstage) or target (publish...) */
+	char *staging_path;		/* publish: where it was staged; NULL when not */
+	struct volume_spec *spec;	/* stage, publish: a reference */
+	const struct volume_plugin *plugin;	/* stage, publish: the one that accepts spec */
+	bool read_only;			/* publish */
+	bool single_writer;		/* publish: a second target on this node is refused */
+	char *fingerprint;		/* stage, publish: tells a compatible repeat from a conflict */
+};
+
+struct volume_request_result {
+	/* 0 or a negative errno: -EEXIST a conflicting request for the same path or volume,
+	 * -EOPNOTSUPP not possible as asked (not staged, single writer elsewhere), others from
+	 * the operation that failed. */
+	int error;
+	char message[512];		/* for the caller; never holds a secret */
+	/* VOLUME_REQUEST_INFO */
+	bool known;			/* the volume is desired (staged or published) */
+	bool device_mounted;		/* its device is mounted at its staging path */
+	char plugin[32];
+	char device_path[256];		/* the block device, when it has one */
+};
+
+struct volume_request *volume_request_new(enum volume_request_kind kind);
+struct volume_request *volume_request_free(struct volume_request *req);
 
 struct reconciler_stats {
 	unsigned long passes;
@@ -48,6 +92,8 @@ struct reconciler;
 
 int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		   struct error_info *err);
+/* Sets the on_ready callback (before reconciler_start). */
+void reconciler_set_on_ready(struct reconciler *r, void (*on_ready)(void *), void *userdata);
 /* Reconstructs the actual state (journal, mount table, pod dirs), reads the spec files and
  * starts the reconciler thread. */
 int reconciler_start(struct reconciler *r, struct error_info *err);
@@ -57,6 +103,11 @@ struct reconciler *reconciler_free(struct reconciler *r);
 /* Asks for a full resync now: a fresh read of the mount table and a full pass, whose duration
  * is logged ("forced resync").  Safe from any thread. */
 void reconciler_request_resync(struct reconciler *r);
+/* Hands req (consumed) to the reconciler thread and waits up to timeout_ms for its outcome.
+ * Returns 0 with ret filled, or -ETIMEDOUT when the outcome is not known yet: the change
+ * stays in force and a repeated request finds it in progress. */
+int reconciler_request(struct reconciler *r, struct volume_request *req, long long timeout_ms,
+		       struct volume_request_result *ret);
 /* Whether the startup reconstruction is complete (every mount found was adopted or removed). */
 bool reconciler_is_ready(struct reconciler *r);
 /* A consistent copy of the counters (taken by the reconciler thread after each pass). */

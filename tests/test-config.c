@@ -62,6 +62,21 @@ static void test_defaults_file_and_flags(void **state)
 	assert_string_equal(cfg.pods_dir, "/etc/volagent/pods.d");	/* the default */
 	assert_string_equal(cfg.state_dir, "/var/lib/volagent/state");
 	assert_int_equal(cfg.resync_ms, 60000);
+	assert_false(cfg.csi);
+	config_done(&cfg);
+	/* A bool flag alone is true and does not swallow the next flag. */
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--csi", "--device-inventory=false",
+							     "--workers", "2", NULL }),
+			 0);
+	assert_true(cfg.csi);
+	assert_false(cfg.device_inventory);
+	assert_int_equal(cfg.workers, 2);
+	config_done(&cfg);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--device-inventory", "false", "--csi",
+							     "true", NULL }),
+			 0);
+	assert_true(cfg.csi);
+	assert_false(cfg.device_inventory);
 	config_done(&cfg);
 	test_rm_rf(dir);
 	free(dir);
@@ -95,7 +110,7 @@ static void test_errors_name_the_culprit(void **state)
 	expect_error((const char *[]){ "extra", NULL }, "unexpected argument 'extra'");
 	expect_error((const char *[]){ "--nfs-mode", "sometimes", NULL }, "nfs-mode: \"sometimes\"");
 	expect_error((const char *[]){ "--rbd-attach-methods", "krbd,iscsi", NULL }, "\"iscsi\"");
-	expect_error((const char *[]){ "--device-inventory", "yes", NULL }, "not true or false");
+	expect_error((const char *[]){ "--device-inventory=yes", NULL }, "not true or false");
 	expect_error((const char *[]){ "--config", "/nonexistent/volagent.json", NULL },
 		     "/nonexistent/volagent.json");
 	snprintf(bad, sizeof(bad), "%s/bad.json", dir);

@@ -1,0 +1,420 @@
+/* csi-node.c - see csi-node.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "csi-node.h"
+#include "exec-util.h"
+#include "fs-probe.h"
+#include "macro.h"
+#include "mount-util.h"
+#include "plugin.h"
+
+#define EXT4_SUPER_MAGIC 0xEF53
+#define XFS_SUPER_MAGIC 0x58465342
+#define DEFAULT_WAIT_MS 110000	/* kubelet gives a Node call about 2 minutes */
+#define DEADLINE_MARGIN_MS 200	/* answer before the client gives up */
+
+static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	reply->code = code;
+	va_start(ap, fmt);
+	vsnprintf(reply->message, sizeof(reply->message), fmt, ap);
+	va_end(ap);
+}
+
+static bool reader_only(enum csi_access_mode m)
+{
+	return m == CSI_MODE_SINGLE_NODE_READER_ONLY || m == CSI_MODE_MULTI_NODE_READER_ONLY;
+}
+
+static bool single_writer(enum csi_access_mode m)
+{
+	return m == CSI_MODE_SINGLE_NODE_WRITER || m == CSI_MODE_SINGLE_NODE_SINGLE_WRITER;
+}
+
+static int add_options(struct volume_spec *spec, const char *csv)
+{
+	_cleanup_free_ char *copy = strdup(csv);
+	char *save = NULL;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		if (volume_spec_add_mount_option(spec, o) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Builds the spec a volume_context, capability and secrets describe, and finds its plugin.
+ * On a bad context, answers INVALID_ARGUMENT naming the key and returns -EINVAL. */
+static int spec_from_request(const struct csi_map *context, const struct csi_volume_capability *cap,
+			     const struct csi_map *secrets, struct volume_spec **ret_spec,
+			     const struct volume_plugin **ret_plugin, struct csi_reply *reply)
+{
+	_cleanup_volume_spec_ struct volume_spec *spec = NULL;
+	const char *type = csi_map_get(context, "type");
+	struct error_info err = { 0 };
+
+	if (!type || !*type) {
+		set_reply(reply, CSI_INVALID_ARGUMENT,
+			  "volume_context.type: required (one of: %s)", plugin_names());
+		return -EINVAL;
+	}
+	if (cap->present && cap->access_type == CSI_ACCESS_BLOCK) {
+		set_reply(reply, CSI_FAILED_PRECONDITION,
+			  "volume_capability.block: raw block volumes are not supported; ask for a "
+			  "mount volume");
+		return -EOPNOTSUPP;
+	}
+	spec = volume_spec_new(type);
+	if (!spec)
+		return -ENOMEM;
+	for (size_t i = 0; i < context->n; i++) {
+		const struct csi_kv *kv = &context->items[i];
+		int r = 0;
+
+		/* Namespaced keys (csi.storage.k8s.io/pod.name, storage.kubernetes.io/...) are
+		 * metadata kubelet and provisioners add, not plugin fields. */
+		if (streq(kv->key, "type") || strchr(kv->key, '/'))
+			continue;
+		if (streq(kv->key, "mountOptions"))
+			r = add_options(spec, kv->value);
+		else
+			r = volume_spec_set(spec, kv->key, kv->value);
+		if (r < 0)
+			return r;
+	}
+	if (cap->present && cap->fs_type[0] && volume_spec_set(spec, "fsType", cap->fs_type) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; cap->present && i < cap->n_mount_flags; i++)
+		if (add_options(spec, cap->mount_flags[i]) < 0)
+			return -ENOMEM;
+	for (size_t i = 0; i < secrets->n; i++)
+		if (volume_spec_set_secret(spec, secrets->items[i].key, secrets->items[i].value) < 0)
+			return -ENOMEM;
+	spec->read_only = cap->present && reader_only(cap->access_mode);
+	if (plugin_find_for_spec(spec, ret_plugin, &err) < 0 ||
+	    plugin_validate(*ret_plugin, spec, &err) < 0) {
+		set_reply(reply, CSI_INVALID_ARGUMENT, "volume_context.%s", err_msg(&err));
+		return -EINVAL;
+	}
+	*ret_spec = TAKE_PTR(spec);
+	return 0;
+}
+
+/* What the request asked, without its secrets: a repeat must ask exactly the same.  Attrs
+ * come in the order of the context map, which a client may vary, so they go in key order. */
+static char *fingerprint(const struct volume_spec *spec, const struct csi_volume_capability *cap,
+			 bool read_only)
+{
+	const char *last = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "type=%s;ro=%d;mode=%d;", spec->type, read_only, cap->access_mode);
+	for (size_t n = 0; n < spec->n_attrs; n++) {
+		const struct volume_attr *next = NULL;
+		for (size_t i = 0; i < spec->n_attrs; i++) {
+			const struct volume_attr *a = &spec->attrs[i];
+			if ((!last || strcmp(a->key, last) > 0) &&
+			    (!next || strcmp(a->key, next->key) < 0))
+				next = a;
+		}
+		fprintf(f, "%s=%s;", next->key, next->value);
+		last = next->key;
+	}
+	for (char **o = spec->mount_options; *o; o++)
+		fprintf(f, "opt=%s;", *o);
+	fclose(f);
+	return buf;
+}
+
+static long long wait_budget(const struct timespec *deadline)
+{
+	long long left = csi_deadline_remaining_ms(deadline);
+
+	if (left < 0)
+		return DEFAULT_WAIT_MS;
+	left -= DEADLINE_MARGIN_MS;
+	return left < 50 ? 50 : left;
+}
+
+/* Maps an outcome to the answer. */
+static int answer(int r, const struct volume_request_result *res, struct csi_reply *reply)
+{
+	enum csi_code code;
+
+	if (r == -ETIMEDOUT) {
+		set_reply(reply, CSI_ABORTED, "the operation is still in progress; call again");
+		return r;
+	}
+	if (r < 0) {
+		set_reply(reply, csi_code_from_errno(r), "%s", strerror(-r));
+		return r;
+	}
+	if (res->error == 0)
+		return 0;
+	switch (res->error) {
+	case -EEXIST:
+		code = CSI_ALREADY_EXISTS;
+		break;
+	case -EOPNOTSUPP:
+	case -EMEDIUMTYPE:
+	case -EROFS:
+	case -ENOTBLK:
+		code = CSI_FAILED_PRECONDITION;
+		break;
+	case -ENOENT:
+		code = CSI_NOT_FOUND;
+		break;
+	case -ESHUTDOWN:
+	case -EHOSTUNREACH:
+	case -ECONNREFUSED:
+		code = CSI_UNAVAILABLE;
+		break;
+	default:
+		code = csi_code_from_errno(res->error);
+	}
+	set_reply(reply, code, "%s", res->message[0] ? res->message : strerror(-res->error));
+	return res->error;
+}
+
+static int submit(struct csi_node_config *cfg, struct volume_request *req,
+		  const struct timespec *deadline, struct csi_reply *reply)
+{
+	struct volume_request_result res = { 0 };
+	int r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
+
+	return answer(r, &res, reply);
+}
+
+static struct volume_request *new_request(enum volume_request_kind kind, const char *volume_id,
+					  const char *path)
+{
+	struct volume_request *req = volume_request_new(kind);
+
+	if (!req)
+		return NULL;
+	req->volume_id = strdup(volume_id);
+	req->path = strdup(path);
+	if (!req->volume_id || !req->path)
+		return volume_request_free(req);
+	return req;
+}
+
+static int node_stage(void *userdata, const struct csi_stage_request *in, struct csi_reply *reply)
+{
+	struct volume_request *req;
+	struct volume_spec *spec = NULL;
+	const struct volume_plugin *plugin;
+	int r = spec_from_request(&in->volume_context, &in->capability, &in->secrets, &spec,
+				  &plugin, reply);
+
+	if (r < 0)
+		return r;
+	req = new_request(VOLUME_REQUEST_STAGE, in->volume_id, in->staging_target_path);
+	if (!req) {
+		volume_spec_unref(spec);
+		return -ENOMEM;
+	}
+	req->spec = spec;
+	req->plugin = plugin;
+	req->fingerprint = fingerprint(spec, &in->capability, spec->read_only);
+	if (!req->fingerprint) {
+		volume_request_free(req);
+		return -ENOMEM;
+	}
+	return submit(userdata, req, &in->deadline, reply);
+}
+
+static int node_unstage(void *userdata, const struct csi_unstage_request *in,
+			struct csi_reply *reply)
+{
+	struct volume_request *req =
+		new_request(VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path);
+
+	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
+}
+
+static int node_publish(void *userdata, const struct csi_publish_request *in,
+			struct csi_reply *reply)
+{
+	struct volume_request *req;
+	struct volume_spec *spec = NULL;
+	const struct volume_plugin *plugin;
+	bool ro;
+	int r = spec_from_request(&in->volume_context, &in->capability, &in->secrets, &spec,
+				  &plugin, reply);
+
+	if (r < 0)
+		return r;
+	ro = in->readonly || reader_only(in->capability.access_mode);
+	req = new_request(VOLUME_REQUEST_PUBLISH, in->volume_id, in->target_path);
+	if (!req) {
+		volume_spec_unref(spec);
+		return -ENOMEM;
+	}
+	req->spec = spec;
+	req->plugin = plugin;
+	req->read_only = ro;
+	req->single_writer = single_writer(in->capability.access_mode);
+	req->staging_path = in->staging_target_path[0] ? strdup(in->staging_target_path) : NULL;
+	req->fingerprint = fingerprint(spec, &in->capability, ro);
+	if (!req->fingerprint || (in->staging_target_path[0] && !req->staging_path)) {
+		volume_request_free(req);
+		return -ENOMEM;
+	}
+	return submit(userdata, req, &in->deadline, reply);
+}
+
+static int node_unpublish(void *userdata, const struct csi_unpublish_request *in,
+			  struct csi_reply *reply)
+{
+	struct volume_request *req =
+		new_request(VOLUME_REQUEST_UNPUBLISH, in->volume_id, in->target_path);
+
+	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
+}
+
+static int node_get_volume_stats(void *userdata, const struct csi_stats_request *in,
+				 struct csi_reply *reply)
+{
+	struct csi_node_config *cfg = userdata;
+	struct fs_probe_result res;
+	struct stat st;
+	int r;
+
+	if (lstat(in->volume_path, &st) < 0 && errno == ENOENT) {
+		set_reply(reply, CSI_NOT_FOUND, "volume_path %s does not exist", in->volume_path);
+		return -ENOENT;
+	}
+	r = fs_probe(in->volume_path, cfg->stats_timeout_ms, &res);
+	reply->has_condition = true;
+	if (r == -ETIMEDOUT || r == -EAGAIN) {
+		reply->abnormal = true;
+		snprintf(reply->condition_message, sizeof(reply->condition_message),
+			 "statfs of %s did not answer within %d ms (is the server reachable?)",
+			 in->volume_path, cfg->stats_timeout_ms);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	if (res.error < 0) {
+		reply->abnormal = true;
+		snprintf(reply->condition_message, sizeof(reply->condition_message),
+			 "%s is broken: %s", in->volume_path, strerror(-res.error));
+		return 0;
+	}
+	if (!res.mount_root) {
+		reply->abnormal = true;
+		snprintf(reply->condition_message, sizeof(reply->condition_message),
+			 "%s is not mounted", in->volume_path);
+	} else {
+		snprintf(reply->condition_message, sizeof(reply->condition_message), "mounted");
+	}
+	reply->bytes = (struct csi_usage){ true, (long long)res.bytes_available,
+					   (long long)res.bytes_total, (long long)res.bytes_used };
+	reply->inodes = (struct csi_usage){ true, (long long)res.inodes_available,
+					    (long long)res.inodes_total, (long long)res.inodes_used };
+	return 0;
+}
+
+/* The size of the block device dev in bytes. */
+static int device_size(const char *dev, unsigned long long *ret)
+{
+	_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	return ioctl(fd, BLKGETSIZE64, ret) < 0 ? -errno : 0;
+}
+
+static int node_expand(void *userdata, const struct csi_expand_request *in, struct csi_reply *reply)
+{
+	struct csi_node_config *cfg = userdata;
+	struct volume_request *req = new_request(VOLUME_REQUEST_INFO, in->volume_id, in->volume_path);
+	struct volume_request_result info = { 0 };
+	struct fs_probe_result fs;
+	unsigned long long size = 0;
+	char out[1024];
+	int r;
+
+	if (!req)
+		return -ENOMEM;
+	r = reconciler_request(cfg->reconciler, req, wait_budget(&in->deadline), &info);
+	if (r < 0)
+		return answer(r, &info, reply);
+	if (!info.known) {
+		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published here",
+			  in->volume_id);
+		return -ENOENT;
+	}
+	if (!info.device_mounted || !streq(info.plugin, "local")) {
+		set_reply(reply, CSI_FAILED_PRECONDITION,
+			  "volume %s is not a local block volume; only those can be expanded here",
+			  in->volume_id);
+		return -EOPNOTSUPP;
+	}
+	r = device_size(info.device_path, &size);
+	if (r < 0)
+		return r;
+	if (in->required_bytes > 0 && (unsigned long long)in->required_bytes > size) {
+		set_reply(reply, CSI_OUT_OF_RANGE,
+			  "the device %s has %llu bytes, less than the %lld required; grow it first",
+			  info.device_path, size, in->required_bytes);
+		return -ERANGE;
+	}
+	r = fs_probe(in->volume_path, cfg->stats_timeout_ms, &fs);
+	if (r == 0 && fs.error < 0)
+		r = fs.error;
+	if (r < 0) {
+		set_reply(reply, CSI_FAILED_PRECONDITION, "%s: %s", in->volume_path, strerror(-r));
+		return r;
+	}
+	/* Online growth: resize2fs takes the device, xfs_growfs the mount point. */
+	if (fs.fs_type == EXT4_SUPER_MAGIC)
+		r = exec_capture((const char *const[]){ "resize2fs", info.device_path, NULL }, out,
+				 sizeof(out));
+	else if (fs.fs_type == XFS_SUPER_MAGIC)
+		r = exec_capture((const char *const[]){ "xfs_growfs", in->volume_path, NULL }, out,
+				 sizeof(out));
+	else {
+		set_reply(reply, CSI_FAILED_PRECONDITION,
+			  "%s: only ext4 and xfs can be grown online", in->volume_path);
+		return -EOPNOTSUPP;
+	}
+	if (r != 0) {
+		out[strcspn(out, "\n")] = '\0';
+		set_reply(reply, CSI_INTERNAL, "growing the filesystem failed: %s",
+			  r < 0 ? strerror(-r) : out);
+		return r < 0 ? r : -EIO;
+	}
+	reply->capacity_bytes = (long long)size;
+	return 0;
+}
+
+const struct csi_node_ops csi_node_ops = {
+	.stage = node_stage,
+	.unstage = node_unstage,
+	.publish = node_publish,
+	.unpublish = node_unpublish,
+	.get_volume_stats = node_get_volume_stats,
+	.expand = node_expand,
+};

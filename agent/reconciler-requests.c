@@ -1,0 +1,594 @@
+/* reconciler-requests.c - CSI Node calls as desired-state changes.
+ *
+ * A CSI worker thread hands a request to the reconciler thread and waits.  The reconciler
+ * checks it against the desired state (a compatible repeat joins the one in progress; a
+ * conflicting one is refused), changes the desired state, and answers once the actual state
+ * matches: the staging mount is there, the publish target is mounted, the target or the
+ * staging mount is gone.  If an operation for it fails first, the request fails with that
+ * error and its change is withdrawn, so kubelet's retry starts afresh.  CSI entries are kept in
+ * the journal, so a restarted agent adopts what kubelet asked for. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "mount-util.h"
+#include "path-util.h"
+#include "reconciler-internal.h"
+
+struct pending_request {
+	struct pending_request *next;
+	struct volume_request *req;
+	char *name;			/* "csi:<volume_id>" */
+	struct volume_request_result result;
+	bool done;
+	unsigned refs;			/* the caller and the reconciler; under req_lock */
+};
+
+struct volume_request *volume_request_new(enum volume_request_kind kind)
+{
+	struct volume_request *req = calloc(1, sizeof(*req));
+
+	if (req)
+		req->kind = kind;
+	return req;
+}
+
+struct volume_request *volume_request_free(struct volume_request *req)
+{
+	if (!req)
+		return NULL;
+	free(req->volume_id);
+	free(req->path);
+	free(req->staging_path);
+	free(req->fingerprint);
+	volume_spec_unref(req->spec); /* wipes any secrets with the last reference */
+	free(req);
+	return NULL;
+}
+
+static void pending_unref_locked(struct pending_request *p)
+{
+	if (--p->refs > 0)
+		return;
+	volume_request_free(p->req);
+	free(p->name);
+	free(p);
+}
+
+int reconciler_request(struct reconciler *r, struct volume_request *req, long long timeout_ms,
+		       struct volume_request_result *ret)
+{
+	struct pending_request *p = calloc(1, sizeof(*p));
+	struct timespec until;
+	uint64_t one = 1;
+	bool done;
+
+	if (!p || !(p->name = strdup_printf("csi:%s", req->volume_id))) {
+		free(p);
+		volume_request_free(req);
+		return -ENOMEM;
+	}
+	p->req = req;
+	p->refs = 2;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&r->req_lock);
+	p->next = r->incoming;
+	r->incoming = p;
+	pthread_mutex_unlock(&r->req_lock);
+	(void)!write(r->wake_fd, &one, sizeof(one));
+
+	pthread_mutex_lock(&r->req_lock);
+	while (!p->done && pthread_cond_timedwait(&r->req_cond, &r->req_lock, &until) == 0)
+		;
+	done = p->done;
+	if (done)
+		*ret = p->result;
+	pending_unref_locked(p);
+	pthread_mutex_unlock(&r->req_lock);
+	return done ? 0 : -ETIMEDOUT;
+}
+
+/* Answers p and drops the reconciler's reference.  p must no longer be on the waiting list. */
+static void complete(struct reconciler *r, struct pending_request *p, int error, const char *fmt,
+		     ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&r->req_lock);
+	p->result.error = error;
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(p->result.message, sizeof(p->result.message), fmt, ap);
+		va_end(ap);
+	}
+	p->done = true;
+	pthread_cond_broadcast(&r->req_cond);
+	pending_unref_locked(p);
+	pthread_mutex_unlock(&r->req_lock);
+}
+
+static void wait_for(struct reconciler *r, struct pending_request *p)
+{
+	p->next = r->waiting;
+	r->waiting = p;
+	r->pass_needed = true;
+}
+
+/* "<kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount" -> uid and pv; "csi" and the
+ * target's parent dir name otherwise. */
+static void target_owner(const char *target, char *uid, char *name, size_t size)
+{
+	const char *p = strstr(target, "/pods/"), *v;
+
+	snprintf(uid, size, "csi");
+	snprintf(name, size, "%s", target);
+	if (p && (v = strstr(p, "/volumes/kubernetes.io~csi/"))) {
+		const char *pv = v + strlen("/volumes/kubernetes.io~csi/"), *end = strchr(pv, '/');
+		snprintf(uid, size, "%.*s", (int)(v - p - strlen("/pods/")), p + strlen("/pods/"));
+		snprintf(name, size, "%.*s", (int)(end ? (size_t)(end - pv) : strlen(pv)), pv);
+	}
+}
+
+static void apply_stage(struct reconciler *r, struct pending_request *p)
+{
+	struct volume_request *req = p->req;
+	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
+
+	if (v && v->staged) {
+		if (!streq_ptr(v->fingerprint, req->fingerprint) ||
+		    (v->device_mount_path && !streq(v->device_mount_path, req->path)))
+			return complete(r, p, -EEXIST,
+					"volume %s is already staged at %s with other settings",
+					req->volume_id,
+					v->device_mount_path ? v->device_mount_path : "(no device)");
+	} else if (v) {
+		return complete(r, p, -EEXIST,
+				"volume %s is already published without a stage; unpublish it first",
+				req->volume_id);
+	} else {
+		_cleanup_free_ char *key = key_for("dev", p->name);
+		v = dsw_csi_stage(r->dsw, p->name, req->volume_id, req->spec, req->plugin, req->path,
+				  req->fingerprint);
+		if (!v)
+			return complete(r, p, -ENOMEM, "out of memory");
+		if (key)
+			backoff_forget(r->backoff, key); /* kubelet's call, kubelet's backoff */
+		journal_mark_dirty(r->journal);
+	}
+	if (!v->uses_device)
+		return complete(r, p, 0, NULL); /* nothing to mount until publish */
+	wait_for(r, p);
+}
+
+static void apply_publish(struct reconciler *r, struct pending_request *p)
+{
+	struct volume_request *req = p->req;
+	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
+	struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, req->path);
+	char uid[256], name[256];
+
+	if (pv) {
+		if (!pv->csi || pv->volume != v || !streq_ptr(pv->fingerprint, req->fingerprint))
+			return complete(r, p, -EEXIST,
+					"%s is already published with another volume, capability or "
+					"readonly",
+					req->path);
+		return wait_for(r, p); /* a repeat: answered with the first */
+	}
+	if (v && v->uses_device &&
+	    (!v->staged || !req->staging_path || !streq(req->staging_path, v->device_mount_path)))
+		return complete(r, p, -EOPNOTSUPP, "volume %s is not staged at %s", req->volume_id,
+				req->staging_path ? req->staging_path : "(none given)");
+	if (!v) {
+		if (plugin_uses_device(req->plugin, req->spec))
+			return complete(r, p, -EOPNOTSUPP,
+					"volume %s is not staged: call NodeStageVolume first",
+					req->volume_id);
+		v = dsw_csi_volume(r->dsw, p->name, req->volume_id, req->spec, req->plugin);
+		if (!v)
+			return complete(r, p, -ENOMEM, "out of memory");
+	}
+	if (req->single_writer && v->n_pod_volumes > 0)
+		return complete(r, p, -EOPNOTSUPP,
+				"volume %s is single-writer and already published on this node",
+				req->volume_id);
+	target_owner(req->path, uid, name, sizeof(name));
+	pv = dsw_csi_publish(r->dsw, v, req->path, uid, name, req->read_only, req->fingerprint);
+	if (!pv || asw_track_target(r->asw, req->path, uid, name, v->plugin->name) < 0) {
+		if (pv)
+			dsw_csi_unpublish(r->dsw, req->path);
+		return complete(r, p, -ENOMEM, "out of memory");
+	}
+	{
+		_cleanup_free_ char *key = key_for("pod", req->path);
+		if (key)
+			backoff_forget(r->backoff, key);
+	}
+	journal_mark_dirty(r->journal);
+	wait_for(r, p);
+}
+
+/* A mount nothing in the desired state explains (the journal was lost, or the agent crashed
+ * before recording it): made known as unverified, so the next pass unmounts it. */
+static void adopt_unknown_mount(struct reconciler *r, const char *path, bool pod)
+{
+	char uid[256], name[256];
+	int id;
+
+	if (mnt_util_mount_id(path, &id) < 0 || mnt_util_is_mount_root(path) != 1)
+		return;
+	target_owner(path, uid, name, sizeof(name));
+	if (pod) {
+		asw_track_target(r->asw, path, uid, name, "csi");
+		asw_set_pod_mount(r->asw, path, uid, name, "csi", NULL, false, id, 0);
+	}
+}
+
+static void apply_unpublish(struct reconciler *r, struct pending_request *p)
+{
+	const char *target = p->req->path;
+	struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, target);
+
+	if (pv && !pv->csi)
+		return complete(r, p, -EEXIST, "%s belongs to a pod spec file, not to CSI", target);
+	if (pv) {
+		dsw_csi_unpublish(r->dsw, target);
+		journal_mark_dirty(r->journal);
+	} else if (!asw_get_pod_mount(r->asw, target)) {
+		adopt_unknown_mount(r, target, true);
+	}
+	if (!asw_get_pod_mount(r->asw, target) && !hashmap_get(r->inflight_pod, target)) {
+		/* Not mounted: remove the target if it is an empty dir we may have made. */
+		(void)rmdir(target);
+		return complete(r, p, 0, NULL);
+	}
+	wait_for(r, p);
+}
+
+static void apply_unstage(struct reconciler *r, struct pending_request *p)
+{
+	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
+	const char *path = p->req->path;
+
+	if (v && v->n_pod_volumes > 0)
+		return complete(r, p, -EOPNOTSUPP, "volume %s is still published; unpublish it first",
+				p->req->volume_id);
+	if (v && v->staged) {
+		if (v->device_mount_path && !streq(v->device_mount_path, path))
+			return complete(r, p, -EEXIST, "volume %s is staged at %s, not at %s",
+					p->req->volume_id, v->device_mount_path, path);
+		dsw_csi_unstage(r->dsw, v);
+		journal_mark_dirty(r->journal);
+	}
+	if (!asw_get_device(r->asw, p->name) && mnt_util_is_mount_root(path) == 1) {
+		/* Staged by an agent that lost its journal: release it all the same. */
+		struct asw_device *d = asw_add_device(r->asw, p->name, "csi", NULL, path);
+		int id = -1;
+		if (d) {
+			d->mounted = true;
+			d->attached = true;
+			(void)mnt_util_mount_id(path, &id);
+			d->mount_id = id;
+			journal_mark_dirty(r->journal);
+		}
+	}
+	if (!asw_get_device(r->asw, p->name) && !device_op_running(r, p->name))
+		return complete(r, p, 0, NULL);
+	wait_for(r, p);
+}
+
+static void apply_info(struct reconciler *r, struct pending_request *p)
+{
+	const struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
+	const struct asw_device *d = asw_get_device(r->asw, p->name);
+
+	if (v) {
+		p->result.known = true;
+		snprintf(p->result.plugin, sizeof(p->result.plugin), "%s", v->plugin->name);
+	}
+	if (v && d && d->mounted && !d->broken && d->att.device_path) {
+		p->result.device_mounted = true;
+		snprintf(p->result.device_path, sizeof(p->result.device_path), "%s",
+			 d->att.device_path);
+	}
+	complete(r, p, 0, NULL);
+}
+
+void requests_take_incoming(struct reconciler *r)
+{
+	struct pending_request *list = NULL, *p, *next;
+
+	pthread_mutex_lock(&r->req_lock);
+	p = r->incoming;
+	r->incoming = NULL;
+	pthread_mutex_unlock(&r->req_lock);
+	for (; p; p = next) { /* newest first: reverse into arrival order */
+		next = p->next;
+		p->next = list;
+		list = p;
+	}
+	for (p = list; p; p = next) {
+		next = p->next;
+		p->next = NULL;
+		switch (p->req->kind) {
+		case VOLUME_REQUEST_STAGE:
+			apply_stage(r, p);
+			break;
+		case VOLUME_REQUEST_PUBLISH:
+			apply_publish(r, p);
+			break;
+		case VOLUME_REQUEST_UNPUBLISH:
+			apply_unpublish(r, p);
+			break;
+		case VOLUME_REQUEST_UNSTAGE:
+			apply_unstage(r, p);
+			break;
+		case VOLUME_REQUEST_INFO:
+			apply_info(r, p);
+			break;
+		}
+	}
+}
+
+/* Whether p's outcome is reached. */
+static bool reached(struct reconciler *r, const struct pending_request *p)
+{
+	const struct volume_request *req = p->req;
+	const struct asw_device *d;
+	const struct asw_pod_mount *pm;
+
+	switch (req->kind) {
+	case VOLUME_REQUEST_STAGE:
+		d = asw_get_device(r->asw, p->name);
+		return d && d->mounted && !d->broken && streq(d->mount_path, req->path);
+	case VOLUME_REQUEST_PUBLISH:
+		pm = asw_get_pod_mount(r->asw, req->path);
+		return pm && !pm->broken && !pm->foreign && streq_ptr(pm->volume_name, p->name);
+	case VOLUME_REQUEST_UNPUBLISH:
+		return !asw_get_pod_mount(r->asw, req->path) &&
+		       !hashmap_get(r->inflight_pod, req->path);
+	case VOLUME_REQUEST_UNSTAGE:
+		return !asw_get_device(r->asw, p->name) && !device_op_running(r, p->name);
+	case VOLUME_REQUEST_INFO:
+		return true;
+	}
+	return false;
+}
+
+void requests_check_waiting(struct reconciler *r)
+{
+	struct pending_request **pp = &r->waiting;
+
+	while (*pp) {
+		struct pending_request *p = *pp;
+		if (!reached(r, p)) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		complete(r, p, 0, NULL);
+	}
+}
+
+/* Whether a failure of op decides p. */
+static bool decided_by(const struct pending_request *p, const struct volume_op *op)
+{
+	const struct volume_request *req = p->req;
+
+	switch (op->kind) {
+	case VOLUME_OP_MOUNT_DEVICE:
+		return (req->kind == VOLUME_REQUEST_STAGE || req->kind == VOLUME_REQUEST_PUBLISH) &&
+		       streq_ptr(op->volume_name, p->name);
+	case VOLUME_OP_SET_UP:
+		return req->kind == VOLUME_REQUEST_PUBLISH && streq(op->target, req->path);
+	case VOLUME_OP_TEAR_DOWN:
+		return req->kind == VOLUME_REQUEST_UNPUBLISH && streq(op->target, req->path);
+	case VOLUME_OP_UNMOUNT_DEVICE:
+		return req->kind == VOLUME_REQUEST_UNSTAGE && streq_ptr(op->volume_name, p->name);
+	default:
+		return false;
+	}
+}
+
+/* Withdraws what a failed stage or publish asked for, so that nothing retries it in the
+ * background and kubelet's next call starts afresh. */
+static void withdraw(struct reconciler *r, const struct pending_request *p)
+{
+	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
+
+	if (p->req->kind == VOLUME_REQUEST_PUBLISH && dsw_csi_unpublish(r->dsw, p->req->path) == 0)
+		journal_mark_dirty(r->journal);
+	else if (p->req->kind == VOLUME_REQUEST_STAGE && v && v->staged && v->n_pod_volumes == 0) {
+		dsw_csi_unstage(r->dsw, v);
+		journal_mark_dirty(r->journal);
+	}
+}
+
+void requests_op_failed(struct reconciler *r, const struct volume_op *op)
+{
+	struct pending_request **pp = &r->waiting;
+
+	while (*pp) {
+		struct pending_request *p = *pp;
+		if (!decided_by(p, op)) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		withdraw(r, p);
+		complete(r, p, op->result, "%s failed: %s", volume_op_kind_name(op->kind),
+			 err_msg(&op->err));
+	}
+}
+
+void requests_abort_all(struct reconciler *r)
+{
+	struct pending_request *p, *next;
+
+	requests_take_incoming(r);
+	for (p = r->waiting, r->waiting = NULL; p; p = next) {
+		next = p->next;
+		complete(r, p, -ESHUTDOWN, "the agent is shutting down; retry");
+	}
+}
+
+/* --- the journal's "csi" section --- */
+
+static json_t *spec_to_json(const struct volume_spec *s)
+{
+	json_t *o = json_object(), *attrs = json_object(), *opts = json_array();
+
+	json_object_set_new(o, "type", json_string(s->type));
+	for (size_t i = 0; i < s->n_attrs; i++)
+		json_object_set_new(attrs, s->attrs[i].key, json_string(s->attrs[i].value));
+	for (char **m = s->mount_options; *m; m++)
+		json_array_append_new(opts, json_string(*m));
+	json_object_set_new(o, "attrs", attrs);
+	json_object_set_new(o, "mount_options", opts);
+	json_object_set_new(o, "read_only", json_boolean(s->read_only));
+	return o; /* secrets are never written */
+}
+
+json_t *requests_export_csi(struct reconciler *r)
+{
+	json_t *volumes = json_array(), *by_name = json_object();
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	if (!r->kubelet_root) {
+		json_decref(volumes);
+		json_decref(by_name);
+		return NULL;
+	}
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
+		const struct dsw_volume *vol = v;
+		json_t *o;
+
+		if (!vol->csi)
+			continue;
+		o = json_object();
+		json_object_set_new(o, "volume_id", json_string(vol->volume_id));
+		json_object_set_new(o, "spec", spec_to_json(vol->spec));
+		json_object_set_new(o, "staged", json_boolean(vol->staged));
+		if (vol->staged && vol->fingerprint)
+			json_object_set_new(o, "fingerprint", json_string(vol->fingerprint));
+		if (vol->device_mount_path)
+			json_object_set_new(o, "staging_path", json_string(vol->device_mount_path));
+		json_object_set_new(o, "targets", json_array());
+		json_object_set(by_name, vol->name, o);
+		json_array_append_new(volumes, o);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
+		const struct dsw_pod_volume *pv = v;
+		json_t *o = pv->csi ? json_object_get(by_name, pv->volume->name) : NULL, *t;
+
+		if (!o)
+			continue;
+		t = json_object();
+		json_object_set_new(t, "target", json_string(pv->target));
+		json_object_set_new(t, "pod_uid", json_string(pv->pod_uid));
+		json_object_set_new(t, "name", json_string(pv->outer_name));
+		json_object_set_new(t, "read_only", json_boolean(pv->read_only));
+		json_object_set_new(t, "fingerprint", json_string(pv->fingerprint));
+		json_array_append_new(json_object_get(o, "targets"), t);
+	}
+	json_decref(by_name);
+	return volumes;
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static struct volume_spec *spec_from_json(json_t *o)
+{
+	json_t *attrs = json_object_get(o, "attrs"), *opts = json_object_get(o, "mount_options"), *v;
+	const char *type = jstr(o, "type"), *key;
+	struct volume_spec *s;
+	size_t i;
+
+	if (!type || !json_is_object(attrs) || !json_is_array(opts) || !(s = volume_spec_new(type)))
+		return NULL;
+	json_object_foreach(attrs, key, v)
+		if (!json_is_string(v) || volume_spec_set(s, key, json_string_value(v)) < 0)
+			return volume_spec_unref(s);
+	json_array_foreach(opts, i, v)
+		if (!json_is_string(v) || volume_spec_add_mount_option(s, json_string_value(v)) < 0)
+			return volume_spec_unref(s);
+	s->read_only = json_is_true(json_object_get(o, "read_only"));
+	return s;
+}
+
+static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error_info *err)
+{
+	const char *id = jstr(o, "volume_id"), *staging = jstr(o, "staging_path");
+	_cleanup_volume_spec_ struct volume_spec *spec = spec_from_json(json_object_get(o, "spec"));
+	_cleanup_free_ char *name = NULL;
+	const struct volume_plugin *plugin;
+	struct dsw_volume *v;
+	json_t *targets = json_object_get(o, "targets"), *t;
+	size_t k;
+
+	if (!id || !spec || !json_is_array(targets))
+		return err_set(err, -EBADMSG, "csi[%zu]: volume_id, spec and targets are required",
+			       i);
+	if (plugin_find_for_spec(spec, &plugin, err) < 0 || plugin_validate(plugin, spec, err) < 0)
+		return err_prefix(err, "csi[%zu]", i);
+	name = strdup_printf("csi:%s", id);
+	if (!name)
+		return -ENOMEM;
+	if (json_is_true(json_object_get(o, "staged")))
+		v = dsw_csi_stage(r->dsw, name, id, spec, plugin, staging ? staging : "",
+				  jstr(o, "fingerprint") ? jstr(o, "fingerprint") : "");
+	else
+		v = dsw_csi_volume(r->dsw, name, id, spec, plugin);
+	if (!v)
+		return -ENOMEM;
+	json_array_foreach(targets, k, t) {
+		const char *target = jstr(t, "target"), *uid = jstr(t, "pod_uid");
+		const char *pvname = jstr(t, "name"), *fp = jstr(t, "fingerprint");
+
+		if (!target || !uid || !pvname || !fp)
+			return err_set(err, -EBADMSG, "csi[%zu].targets[%zu]: incomplete", i, k);
+		if (!dsw_csi_publish(r->dsw, v, target, uid, pvname,
+				     json_is_true(json_object_get(t, "read_only")), fp) ||
+		    asw_track_target(r->asw, target, uid, pvname, plugin->name) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err)
+{
+	json_t *o;
+	size_t i;
+	int k;
+
+	if (!csi)
+		return 0;
+	if (!json_is_array(csi))
+		return err_set(err, -EBADMSG, "csi: must be a list");
+	json_array_foreach(csi, i, o) {
+		k = import_volume(r, o, i, err);
+		if (k < 0)
+			return k;
+	}
+	return 0;
+}
