@@ -346,6 +346,20 @@ static int device_size(const char *dev, unsigned long long *ret)
 	return ioctl(fd, BLKGETSIZE64, ret) < 0 ? -errno : 0;
 }
 
+/* The first line of a tool's output that says something: not its version banner. */
+static const char *first_message_line(char *out)
+{
+	for (char *l = out, *next; l && *l; l = next) {
+		next = strchr(l, '\n');
+		if (next)
+			*next++ = '\0';
+		if ((startswith(l, "resize2fs 1.") || startswith(l, "xfs_growfs version")) || !*l)
+			continue;
+		return l;
+	}
+	return "no output";
+}
+
 static int node_expand(void *userdata, const struct csi_expand_request *in, struct csi_reply *reply)
 {
 	struct csi_node_config *cfg = userdata;
@@ -401,9 +415,15 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 		return -EOPNOTSUPP;
 	}
 	if (r != 0) {
-		out[strcspn(out, "\n")] = '\0';
-		set_reply(reply, CSI_INTERNAL, "growing the filesystem failed: %s",
-			  r < 0 ? strerror(-r) : out);
+		const char *why = r < 0 ? strerror(-r) : first_message_line(out);
+		if (strstr(why, "Permission denied") && fs.fs_type == EXT4_SUPER_MAGIC) {
+			set_reply(reply, CSI_FAILED_PRECONDITION,
+				  "ext4 online resize needs CAP_SYS_RESOURCE, which this agent lacks "
+				  "(%s)",
+				  why);
+			return -EPERM;
+		}
+		set_reply(reply, CSI_INTERNAL, "growing the filesystem failed: %s", why);
 		return r < 0 ? r : -EIO;
 	}
 	reply->capacity_bytes = (long long)size;
