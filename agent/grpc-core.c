@@ -694,3 +694,98 @@ int gcore_call_fail(struct gcore_call *call, int code, const char *message)
 		code = GCORE_UNKNOWN;
 	return call_answer(call, code, message ? message : "", NULL, 0);
 }
+
+int gcore_unary_call(const char *socket_path, const char *method, const void *request,
+		     size_t len, int timeout_ms, int *ret_code, char *ret_message,
+		     size_t message_size, void **ret_response, size_t *ret_len)
+{
+	grpc_channel_credentials *creds;
+	grpc_channel *channel;
+	grpc_completion_queue *cq;
+	grpc_call *call;
+	grpc_metadata_array initial, trailing;
+	grpc_byte_buffer *send = NULL, *recv = NULL;
+	grpc_status_code status = GRPC_STATUS_UNKNOWN;
+	grpc_slice details = grpc_empty_slice(), payload;
+	grpc_op ops[6];
+	grpc_event ev;
+	gpr_timespec deadline;
+	char target[4200];
+	int r = 0;
+
+	*ret_response = NULL;
+	*ret_len = 0;
+	snprintf(target, sizeof(target), "unix:%s", socket_path);
+	grpc_init();
+	creds = grpc_insecure_credentials_create();
+	channel = grpc_channel_create(target, creds, NULL);
+	grpc_channel_credentials_release(creds);
+	cq = grpc_completion_queue_create_for_pluck(NULL);
+	deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+				gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+	call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+					grpc_slice_from_static_string(method), NULL, deadline, NULL);
+	grpc_metadata_array_init(&initial);
+	grpc_metadata_array_init(&trailing);
+	payload = grpc_slice_from_copied_buffer(request, len);
+	send = grpc_raw_byte_buffer_create(&payload, 1);
+	grpc_slice_unref(payload);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = send;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &recv;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+	ops[5].data.recv_status_on_client.status = &status;
+	ops[5].data.recv_status_on_client.status_details = &details;
+	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) != GRPC_CALL_OK) {
+		r = -EIO;
+	} else {
+		ev = grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
+						 NULL);
+		if (ev.type != GRPC_OP_COMPLETE || !ev.success)
+			r = -EIO;
+	}
+	if (r == 0) {
+		*ret_code = (int)status;
+		if (ret_message)
+			snprintf(ret_message, message_size, "%.*s",
+				 (int)GRPC_SLICE_LENGTH(details),
+				 (const char *)GRPC_SLICE_START_PTR(details));
+		if (status == GRPC_STATUS_OK && recv) {
+			grpc_byte_buffer_reader reader;
+			grpc_slice all;
+			if (grpc_byte_buffer_reader_init(&reader, recv)) {
+				all = grpc_byte_buffer_reader_readall(&reader);
+				*ret_len = GRPC_SLICE_LENGTH(all);
+				*ret_response = malloc(*ret_len ? *ret_len : 1);
+				if (*ret_response)
+					memcpy(*ret_response, GRPC_SLICE_START_PTR(all), *ret_len);
+				else
+					r = -ENOMEM;
+				grpc_slice_unref(all);
+				grpc_byte_buffer_reader_destroy(&reader);
+			}
+		}
+	}
+	grpc_slice_unref(details);
+	grpc_byte_buffer_destroy(send);
+	if (recv)
+		grpc_byte_buffer_destroy(recv);
+	grpc_metadata_array_destroy(&initial);
+	grpc_metadata_array_destroy(&trailing);
+	grpc_call_unref(call);
+	grpc_channel_destroy(channel);
+	grpc_completion_queue_shutdown(cq);
+	while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+		       .type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(cq);
+	grpc_shutdown();
+	return r;
+}

@@ -127,3 +127,14 @@ int gcore_call_reply(struct gcore_call *call, const void *data, size_t len);
 /* Answers with a non-OK status and a message (NULL: none).  The message goes to the client:
  * it must not hold secrets.  The call is gone afterwards.  Returns 0 or -EIO. */
 int gcore_call_fail(struct gcore_call *call, int code, const char *message);
+
+/* --- client --- */
+
+/* One unary call to method ("/csi.v1.Identity/Probe") on the unix socket path, for the
+ * agent's own commands (`volagent probe`).  Sends request (len bytes, protobuf-encoded) and
+ * waits up to timeout_ms.  Returns 0 and the gRPC status in *ret_code (its message in
+ * ret_message, when not NULL); on GCORE_OK, *ret_response (malloc'd, caller frees) and
+ * *ret_len hold the answer.  -errno when the call could not be made at all. */
+int gcore_unary_call(const char *socket_path, const char *method, const void *request,
+		     size_t len, int timeout_ms, int *ret_code, char *ret_message,
+		     size_t message_size, void **ret_response, size_t *ret_len);

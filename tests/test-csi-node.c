@@ -658,6 +658,18 @@ static void test_second_instance_and_registration(void **state)
 	free(out);
 	free(err);
 	assert_int_equal(kill(e->f->agent.pid, 0), 0);
+	/* The DaemonSet's liveness check: `volagent probe` calls Probe over the socket. */
+	{
+		char endpoint[800];
+		snprintf(endpoint, sizeof(endpoint), "unix://%s", e->sock);
+		out = NULL;
+		assert_int_equal(test_volagent((const char *[]){ "probe", "--endpoint", endpoint,
+								 NULL },
+					       &out),
+				 0);
+		assert_string_equal(out, "ready\n");
+		free(out);
+	}
 	/* The registration service answers for kubelet's plugin watcher. */
 	snprintf(reg, sizeof(reg), "%s/plugins_registry/csi.volagent.io-reg.sock", e->kubelet);
 	snprintf(input, sizeof(input), "%s/reg.txt", e->f->dir);
