@@ -17,10 +17,12 @@
 
 #include "backoff.h"
 #include "commands.h"
+#include "admin-server.h"
 #include "config.h"
 #include "csi-node.h"
 #include "csi-server.h"
 #include "log.h"
+#include "metrics-server.h"
 #include "macro.h"
 #include "path-util.h"
 #include "plugin-settings.h"
@@ -126,6 +128,35 @@ static int start_csi(const struct agent_config *cfg, struct csi_node_config *nod
 	return 0;
 }
 
+/* The admin socket (volagent status) and the metrics endpoint, unless turned "off". */
+static int start_local_services(const struct agent_config *cfg, struct reconciler *rec,
+				struct admin_server **ret_admin, struct metrics_server **ret_metrics,
+				struct error_info *err)
+{
+	_cleanup_free_ char *admin = NULL, *metrics = NULL;
+	const char *group = cfg->admin_socket_group[0] ? cfg->admin_socket_group : NULL;
+	int r;
+
+	admin = cfg->admin_socket[0] ? strdup(cfg->admin_socket)
+				     : strdup_printf("%s/admin.sock", cfg->state_dir);
+	metrics = cfg->metrics_address[0] ? strdup(cfg->metrics_address)
+					  : strdup_printf("unix:%s/metrics.sock", cfg->state_dir);
+	if (!admin || !metrics)
+		return -ENOMEM;
+	if (!streq(admin, "off")) {
+		r = admin_server_start(admin, group, rec, ret_admin, err);
+		if (r < 0)
+			return r;
+	}
+	if (!streq(metrics, "off")) {
+		r = metrics_server_start(metrics, group, ret_metrics, err);
+		if (r < 0)
+			return r;
+		log_info("metrics served", "address", metrics);
+	}
+	return 0;
+}
+
 static int wait_for_signal(struct reconciler *rec)
 {
 	sigset_t mask;
@@ -164,6 +195,8 @@ int cmd_run(int argc, char **argv)
 	struct error_info err = { 0 };
 	struct reconciler *rec = NULL;
 	struct csi_server *csi = NULL;
+	struct admin_server *admin = NULL;
+	struct metrics_server *metrics = NULL;
 	struct csi_node_config node = { 0 };
 	_cleanup_close_ int lock_fd = -1;
 	_cleanup_free_ char *rbd_run_dir = NULL;
@@ -237,6 +270,8 @@ int cmd_run(int argc, char **argv)
 	if (r == 0 && csi)
 		reconciler_set_on_ready(rec, csi_ready, csi);
 	if (r == 0)
+		r = start_local_services(&cfg, rec, &admin, &metrics, &err);
+	if (r == 0)
 		r = reconciler_start(rec, &err);
 	if (r < 0) {
 		log_error("cannot start", "error", err_msg(&err));
@@ -253,6 +288,8 @@ out:
 	if (csi && csi_server_shutdown(csi, (int)cfg.csi_grace_ms) < 0)
 		log_warning("a CSI call was still running after the grace period");
 	csi = csi_server_free(csi);
+	admin = admin_server_free(admin);
+	metrics = metrics_server_free(metrics);
 	reconciler_free(rec);
 	log_info("stopped");
 	config_done(&cfg);

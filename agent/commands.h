@@ -5,5 +5,6 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_osd_check(int argc, char **argv);

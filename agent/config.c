@@ -74,6 +74,13 @@ static const struct option_def options[] = {
 	  "on SIGTERM, CSI calls in flight get this long to finish" },
 	{ "stats-timeout", OPT_DURATION, OFF(stats_timeout_ms), "5s",
 	  "NodeGetVolumeStats gives up on a hung mount after this and reports it abnormal" },
+	{ "admin-socket", OPT_STRING, OFF(admin_socket), "",
+	  "where `volagent status` asks; empty: <state-dir>/admin.sock; \"off\": none" },
+	{ "admin-socket-group", OPT_STRING, OFF(admin_socket_group), "",
+	  "group allowed on the admin and metrics sockets (0660); empty: root only (0600)" },
+	{ "metrics-address", OPT_STRING, OFF(metrics_address), "",
+	  "Prometheus metrics at /metrics: unix:/path or a loopback host:port; empty: "
+	  "unix:<state-dir>/metrics.sock; \"off\": none" },
 };
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)

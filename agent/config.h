@@ -41,6 +41,10 @@ struct agent_config {
 	unsigned csi_workers;
 	uint64_t csi_grace_ms;
 	uint64_t stats_timeout_ms;
+	/* local services */
+	char *admin_socket;
+	char *admin_socket_group;
+	char *metrics_address;
 };
 
 /* Parses `volagent run` arguments (argv[0] is "run").  Returns 0, 1 when --help was given

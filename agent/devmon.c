@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "devmon.h"
+#include "metrics.h"
 #include "file-util.h"
 #include "log.h"
 #include "macro.h"
@@ -135,6 +136,7 @@ static int note_names(struct devmon *dm)
 		if (s) {
 			if (streq(s->name, d->name))
 				continue;
+			metrics_device_renamed();
 			log_info("device renamed", "stable_id", d->stable_id, "old_name", s->name,
 				 "new_name", d->name);
 			name = strdup(d->name);
@@ -169,6 +171,7 @@ static int rescan(struct devmon *dm, struct error_info *err)
 		return r;
 	devinv_free(dm->inv);
 	dm->inv = inv;
+	metrics_device_inventory_changed();
 	r = note_names(dm);
 	if (r < 0)
 		return err_set(err, r, "out of memory");

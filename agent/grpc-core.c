@@ -28,6 +28,8 @@
 #include "grpc-core.h"
 #include "log.h"
 #include "macro.h"
+#include "metrics.h"
+#include "macro.h"
 
 #define UNREGISTERED_REQUESTS 2
 
@@ -640,10 +642,19 @@ bool gcore_call_deadline(const struct gcore_call *call, struct timespec *ret_mon
 }
 
 /* Sends the final batch: status, message (for OK), and waits for the close. */
+/* Counts an answered CSI call ("/csi.v1.Node/NodePublishVolume" -> "Node/NodePublishVolume"). */
+static void count_call(const char *method, int code)
+{
+	if (method && startswith(method, "/csi.v1."))
+		metrics_csi_call(method + strlen("/csi.v1."), gcore_status_name(code));
+}
+
 static int call_answer(struct gcore_call *c, int code, const char *message, const void *data,
 		       size_t len)
 {
 	struct gcore *g = c->g;
+
+	count_call(gcore_call_method(c), code);
 	grpc_op ops[4];
 	grpc_slice details;
 	grpc_call_error e;

@@ -19,6 +19,7 @@ static const struct command commands[] = {
 	{ "run", cmd_run, "run the agent: converge mounts with the pod spec files (and CSI)" },
 	{ "devices", cmd_devices, "list block devices by stable identity" },
 	{ "osd-check", cmd_osd_check, "may each saved Ceph OSD be removed now? (rename-safe)" },
+	{ "status", cmd_status, "show the running agent's volumes, devices and journal" },
 	{ "probe", cmd_probe, "ask a running agent's CSI service whether it is ready" },
 	{ "version", cmd_version, "print the version" },
 	{ "help", cmd_help, "show this help" },

@@ -72,6 +72,8 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *copy = NULL;
 	char *saveptr = NULL;
+	/* For messages: root and rel joined without a doubled '/'. */
+	const char *sep = endswith(root, "/") ? "" : "/";
 
 	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -83,11 +85,11 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 		int next;
 
 		if (streq(c, ".") || streq(c, ".."))
-			return err_set(err, -EINVAL, "%s/%s: \"..\" is not allowed", root, rel);
+			return err_set(err, -EINVAL, "%s%s%s: \"..\" is not allowed", root, sep, rel);
 		next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST)
-				return err_set(err, -errno, "mkdir %s in %s/%s: %s", c, root, rel,
+				return err_set(err, -errno, "mkdir %s in %s%s%s: %s", c, root, sep, rel,
 					       strerror(errno));
 			next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
@@ -98,9 +100,9 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 			if ((e == ENOTDIR || e == ELOOP) && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			    S_ISLNK(st.st_mode))
 				return err_set(err, -ELOOP,
-					       "%s/%s: component \"%s\" is a symlink, refusing to follow it",
-					       root, rel, c);
-			return err_set(err, -e, "%s/%s: component \"%s\": %s", root, rel, c,
+					       "%s%s%s: component \"%s\" is a symlink, refusing to follow it",
+					       root, sep, rel, c);
+			return err_set(err, -e, "%s%s%s: component \"%s\": %s", root, sep, rel, c,
 				       strerror(e));
 		}
 		close(fd);

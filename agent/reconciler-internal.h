@@ -46,6 +46,7 @@ struct reconciler {
 	struct spec_source *specs;
 	struct devmon *devmon;		/* NULL when the inventory is off or unavailable */
 	struct hashmap *inflight_pod;	/* target -> volume_op */
+	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
 	struct hashmap *busy;		/* volume name -> vol_busy */
 
 	int epoll_fd;
@@ -79,6 +80,10 @@ struct reconciler {
 	struct pending_request *incoming;	/* under req_lock */
 	struct pending_request *waiting;	/* reconciler thread only */
 	char *kubelet_root;			/* NULL when CSI is off */
+
+	uint64_t started_ms;			/* for the uptime in status */
+	char journal_error[256];		/* the last save problem, "" when healthy */
+	char journal_note[512];			/* what startup found wrong with it, or "" */
 };
 
 
@@ -96,6 +101,8 @@ void requests_check_waiting(struct reconciler *r);
 void requests_op_failed(struct reconciler *r, const struct volume_op *op);
 /* Answers every request still waiting with -ESHUTDOWN. */
 void requests_abort_all(struct reconciler *r);
+/* reconciler-status.c: the snapshot `volagent status` prints (caller frees). */
+char *reconciler_status_json(struct reconciler *r);
 /* The CSI part of the journal, and loading it back after a restart on the same boot. */
 json_t *requests_export_csi(struct reconciler *r);
 int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err);

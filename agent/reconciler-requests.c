@@ -58,6 +58,7 @@ static void pending_unref_locked(struct pending_request *p)
 	if (--p->refs > 0)
 		return;
 	volume_request_free(p->req);
+	free(p->result.status_json); /* not taken by a caller that gave up waiting */
 	free(p->name);
 	free(p);
 }
@@ -70,7 +71,7 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	uint64_t one = 1;
 	bool done;
 
-	if (!p || !(p->name = strdup_printf("csi:%s", req->volume_id))) {
+	if (!p || !(p->name = strdup_printf("csi:%s", req->volume_id ? req->volume_id : ""))) {
 		free(p);
 		volume_request_free(req);
 		return -ENOMEM;
@@ -94,8 +95,10 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	while (!p->done && pthread_cond_timedwait(&r->req_cond, &r->req_lock, &until) == 0)
 		;
 	done = p->done;
-	if (done)
+	if (done) {
 		*ret = p->result;
+		p->result.status_json = NULL; /* handed to the caller */
+	}
 	pending_unref_locked(p);
 	pthread_mutex_unlock(&r->req_lock);
 	return done ? 0 : -ETIMEDOUT;
@@ -339,6 +342,10 @@ void requests_take_incoming(struct reconciler *r)
 		case VOLUME_REQUEST_INFO:
 			apply_info(r, p);
 			break;
+		case VOLUME_REQUEST_STATUS:
+			p->result.status_json = reconciler_status_json(r);
+			complete(r, p, p->result.status_json ? 0 : -ENOMEM, NULL);
+			break;
 		}
 	}
 }
@@ -363,6 +370,7 @@ static bool reached(struct reconciler *r, const struct pending_request *p)
 	case VOLUME_REQUEST_UNSTAGE:
 		return !asw_get_device(r->asw, p->name) && !device_op_running(r, p->name);
 	case VOLUME_REQUEST_INFO:
+	case VOLUME_REQUEST_STATUS:
 		return true;
 	}
 	return false;

@@ -21,6 +21,7 @@
 #include "executor.h"
 #include "journal.h"
 #include "log.h"
+#include "metrics.h"
 #include "macro.h"
 #include "mount-table.h"
 #include "mount-util.h"
@@ -109,9 +110,11 @@ static void start_op(struct reconciler *r, struct volume_op *op, struct volume_o
 		      (op->kind == VOLUME_OP_CHECK_HEALTH && op->device);
 	struct vol_busy *b = busy_get(r, op->volume_name, true);
 
+	op->queued_ms = now_ms();
 	if (device) {
 		if (b)
 			b->device_op = true;
+		hashmap_put(r->inflight_dev, op->volume_name, op);
 	} else {
 		hashmap_put(r->inflight_pod, op->target, op);
 		if (b) {
@@ -135,6 +138,8 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 	    (op->kind == VOLUME_OP_CHECK_HEALTH && op->device)) {
 		if (b)
 			b->device_op = false;
+		if (hashmap_get(r->inflight_dev, op->volume_name) == op)
+			hashmap_remove(r->inflight_dev, op->volume_name);
 	} else {
 		hashmap_remove(r->inflight_pod, op->target);
 		if (b) {
@@ -182,9 +187,14 @@ static void save_journal(struct reconciler *r)
 	if (!journal_is_dirty(r->journal))
 		return;
 	csi = requests_export_csi(r);
-	if (journal_flush(r->journal, r->asw, csi, &err) < 0)
+	if (journal_flush(r->journal, r->asw, csi, &err) < 0) {
 		log_error("cannot save the journal, continuing", "path", journal_path(r->journal),
 			  "error", err_msg(&err));
+		snprintf(r->journal_error, sizeof(r->journal_error), "save failed: %s",
+			 err_msg(&err));
+	} else {
+		r->journal_error[0] = '\0';
+	}
 	json_decref(csi);
 }
 
@@ -348,15 +358,33 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	}
 }
 
+/* Age in seconds of the oldest operation in flight, 0 when none. */
+static double oldest_pending_age(struct reconciler *r, uint64_t now)
+{
+	const struct hashmap *maps[] = { r->inflight_pod, r->inflight_dev };
+	uint64_t oldest = now;
+
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		struct hashmap_iter it = HASHMAP_ITER_INIT;
+		void *v;
+		while (hashmap_iterate(maps[i], &it, &v, NULL))
+			if (((struct volume_op *)v)->queued_ms < oldest)
+				oldest = ((struct volume_op *)v)->queued_ms;
+	}
+	return (double)(now - oldest) / 1000.0;
+}
+
 static void reconcile_pass(struct reconciler *r)
 {
 	struct hashmap *releasing = hashmap_new(), *held = hashmap_new();
 	struct volume_op *list = NULL, **tail = &list;
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	uint64_t start = now_ms();
+	struct timespec start, end;
 	size_t unverified = 0, mounted = 0;
+	double seconds;
 	void *v;
 
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	if (!releasing || !held) {
 		hashmap_free(releasing);
 		hashmap_free(held);
@@ -452,6 +480,8 @@ static void reconcile_pass(struct reconciler *r)
 		executor_submit(r->ex, &op->job);
 	}
 
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
 	pthread_mutex_lock(&r->stats_lock);
 	if (!r->ready && unverified == 0) {
 		r->ready = true;
@@ -465,13 +495,17 @@ static void reconcile_pass(struct reconciler *r)
 	r->stats.passes++;
 	r->stats.ops_started = r->ops_started;
 	r->stats.ops_failed = r->ops_failed;
-	r->stats.last_pass_us = (now_ms() - start) * 1000;
+	r->stats.last_pass_us = (uint64_t)(seconds * 1e6);
 	r->stats.desired_pod_volumes = hashmap_size(dsw_pod_volumes(r->dsw));
 	r->stats.mounted_pod_volumes = mounted;
 	r->stats.devices = hashmap_size(asw_devices(r->asw));
 	r->stats.failing = backoff_count(r->backoff);
 	r->stats.journal_saves = journal_save_count(r->journal);
 	pthread_mutex_unlock(&r->stats_lock);
+	metrics_reconcile_pass(seconds);
+	metrics_set_volume_gauges(hashmap_size(dsw_pod_volumes(r->dsw)), mounted,
+				  backoff_count(r->backoff), hashmap_size(asw_devices(r->asw)),
+				  oldest_pending_age(r, now_ms()));
 }
 
 /* --- results --- */
@@ -754,6 +788,8 @@ static int reconstruct(struct reconciler *r, struct error_info *err)
 	if (k == -EBADMSG) {
 		log_error("journal is corrupt; continuing from the mount table alone", "error",
 			  err_msg(err));
+		snprintf(r->journal_note, sizeof(r->journal_note),
+			 "corrupt at startup, moved aside: %s", err_msg(err));
 		err_clear(err);
 		journal_mark_dirty(r->journal);
 	} else if (k < 0) {
@@ -772,6 +808,9 @@ static int reconstruct(struct reconciler *r, struct error_info *err)
 		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
 	}
 	json_decref(csi);
+	/* Written once at start even if nothing changes: proves the state dir works, and
+	 * records this boot's id. */
+	journal_mark_dirty(r->journal);
 	/* After a reboot nothing an attach made survives. */
 	while (!same_boot && hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
 		struct asw_device *d = v;
@@ -1005,10 +1044,11 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->table = mount_table_new();
 	r->backoff = backoff_new(cfg->backoff_initial_ms, cfg->backoff_max_ms);
 	r->inflight_pod = hashmap_new();
+	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
 	    !r->plugins_prefix || !r->dsw || !r->asw || !r->table || !r->backoff ||
-	    !r->inflight_pod || !r->busy) {
+	    !r->inflight_pod || !r->inflight_dev || !r->busy) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}
@@ -1067,7 +1107,7 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 		return k;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		r->watchdog_interval_ms = usec / 2000; /* ping twice per interval */
-	r->last_resync_ms = r->last_health_ms = now_ms();
+	r->last_resync_ms = r->last_health_ms = r->started_ms = now_ms();
 	r->pass_needed = true;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -1132,6 +1172,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	asw_free(r->asw);
 	backoff_free(r->backoff);
 	hashmap_free(r->inflight_pod);
+	hashmap_free(r->inflight_dev);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);

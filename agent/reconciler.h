@@ -46,6 +46,7 @@ enum volume_request_kind {
 	VOLUME_REQUEST_PUBLISH,
 	VOLUME_REQUEST_UNPUBLISH,
 	VOLUME_REQUEST_INFO,		/* what is known of the volume; changes nothing */
+	VOLUME_REQUEST_STATUS,		/* a JSON snapshot of the whole state (volagent status) */
 };
 
 struct volume_request {
@@ -71,6 +72,8 @@ struct volume_request_result {
 	bool device_mounted;		/* its device is mounted at its staging path */
 	char plugin[32];
 	char device_path[256];		/* the block device, when it has one */
+	/* VOLUME_REQUEST_STATUS: the snapshot, owned by the caller (free it) */
+	char *status_json;
 };
 
 struct volume_request *volume_request_new(enum volume_request_kind kind);

@@ -129,6 +129,13 @@ struct registration *registration_new(const struct registration_config *cfg, str
 		err_set(err, -ENOMEM, "out of memory");
 		return registration_free(r);
 	}
+	if (strlen(r->socket_path) > 107) {
+		err_set(err, -ENAMETOOLONG,
+			"registration socket %s is %zu bytes long; a unix socket path may have at "
+			"most 107 (use a shorter --kubelet-root-dir or --driver-name)",
+			r->socket_path, strlen(r->socket_path));
+		return registration_free(r);
+	}
 	return r;
 }
 

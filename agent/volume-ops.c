@@ -6,15 +6,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backoff.h"
 #include "macro.h"
+#include "metrics.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "volume-ops.h"
 
 #define DIR_MODE 0750
+
+static double seconds_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Runs one plugin call and counts it (volagent_operations_*{plugin,operation}). */
+#define METERED(plugin, operation, call)                                                           \
+	({                                                                                         \
+		const char *_p = (plugin) ? (plugin)->name : "unknown";                            \
+		double _t = seconds_now();                                                         \
+		int _r;                                                                            \
+		metrics_op_started(_p, operation);                                                 \
+		_r = (call);                                                                       \
+		metrics_op_finished(_p, operation, _r >= 0, seconds_now() - _t);                   \
+		_r;                                                                                \
+	})
 
 static const char *const kind_names[] = {
 	[VOLUME_OP_SET_UP] = "set_up",
@@ -120,10 +142,11 @@ static int run_set_up(struct volume_op *op)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = op->plugin->set_up_at(m, &(struct mount_target){ .path = op->target,
-							      .parent_fd = t.parent_fd,
-							      .name = t.name },
-				  &op->err);
+	r = METERED(op->plugin, "set_up",
+		    op->plugin->set_up_at(m, &(struct mount_target){ .path = op->target,
+								      .parent_fd = t.parent_fd,
+								      .name = t.name },
+					  &op->err));
 	if (r == 0)
 		r = record_mount_id(op);
 out:
@@ -139,9 +162,11 @@ static int run_tear_down(struct volume_op *op)
 	int r;
 
 	if (op->plugin)
-		r = op->plugin->tear_down_at(op->volume_name, op->pod_uid, op->target, &op->err);
+		r = METERED(op->plugin, "tear_down",
+			    op->plugin->tear_down_at(op->volume_name, op->pod_uid, op->target,
+						     &op->err));
 	else
-		r = mnt_util_umount(op->target, 0, &op->err);
+		r = METERED(op->plugin, "tear_down", mnt_util_umount(op->target, 0, &op->err));
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0; /* not mounted (any more) */
 	if (r < 0)
@@ -163,7 +188,7 @@ static int run_verify(struct volume_op *op)
 
 	if (!m)
 		return -ENOMEM;
-	r = op->plugin->check_set_up(m, op->target, &op->err);
+	r = METERED(op->plugin, "check_set_up", op->plugin->check_set_up(m, op->target, &op->err));
 	plugin_free_mounter(m);
 	if (r < 0)
 		return r;
@@ -180,7 +205,7 @@ static int run_mount_device(struct volume_op *op)
 	int r;
 
 	if (op->plugin->attach && !op->att.device_path) {
-		r = op->plugin->attach(op->spec, &op->att, &op->err);
+		r = METERED(op->plugin, "attach", op->plugin->attach(op->spec, &op->att, &op->err));
 		if (r < 0)
 			goto out;
 		attached_now = true;
@@ -194,11 +219,12 @@ static int run_mount_device(struct volume_op *op)
 	r = open_target(op, true, &t, &created, &op->err);
 	if (r < 0)
 		goto out_detach;
-	r = op->plugin->mount_device(op->spec, op->att.device_path, op->read_only,
-				     &(struct mount_target){ .path = op->target,
-							     .parent_fd = t.parent_fd,
-							     .name = t.name },
-				     &op->err);
+	r = METERED(op->plugin, "mount_device",
+		    op->plugin->mount_device(op->spec, op->att.device_path, op->read_only,
+					     &(struct mount_target){ .path = op->target,
+								     .parent_fd = t.parent_fd,
+								     .name = t.name },
+					     &op->err));
 	if (r == 0)
 		r = record_mount_id(op);
 	if (r == 0)
@@ -209,7 +235,8 @@ out_detach:
 	/* No half-attached device is left behind by a failed stage. */
 	if (attached_now && op->plugin->detach) {
 		struct error_info ignored = { 0 };
-		if (op->plugin->detach(op->spec, &op->att, &ignored) == 0)
+		if (METERED(op->plugin, "detach", op->plugin->detach(op->spec, &op->att, &ignored)) ==
+		    0)
 			device_attachment_clear(&op->att);
 	}
 out:
@@ -222,9 +249,10 @@ static int run_unmount_device(struct volume_op *op)
 	int r;
 
 	if (op->plugin && op->plugin->unmount_device)
-		r = op->plugin->unmount_device(op->target, &op->err);
+		r = METERED(op->plugin, "unmount_device",
+			    op->plugin->unmount_device(op->target, &op->err));
 	else
-		r = mnt_util_umount(op->target, 0, &op->err);
+		r = METERED(op->plugin, "unmount_device", mnt_util_umount(op->target, 0, &op->err));
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0;
 	if (r < 0)
@@ -234,7 +262,7 @@ static int run_unmount_device(struct volume_op *op)
 			       op->target);
 	remove_target_dir(op);
 	if (op->plugin && op->plugin->detach && op->att.device_path) {
-		r = op->plugin->detach(op->spec, &op->att, &op->err);
+		r = METERED(op->plugin, "detach", op->plugin->detach(op->spec, &op->att, &op->err));
 		if (r < 0)
 			return r;
 	}
@@ -245,7 +273,8 @@ static int run_unmount_device(struct volume_op *op)
  * not run, and op->broken says whether the mount needs healing. */
 static int run_check_health(struct volume_op *op)
 {
-	int r = op->plugin->check_health(op->spec, op->target, &op->err);
+	int r = METERED(op->plugin, "check_health",
+			op->plugin->check_health(op->spec, op->target, &op->err));
 
 	op->broken = r == -ENOTCONN || r == -ESTALE || r == -EIO || r == -ETIMEDOUT;
 	return op->broken ? 0 : r;

@@ -38,6 +38,7 @@ struct volume_op {
 	struct device_attachment att;	/* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */
 	bool startup;			/* a VERIFY of the startup reconstruction */
 	bool device;			/* CHECK_HEALTH of a device's node-wide mount */
+	uint64_t queued_ms;		/* when the reconciler started it (CLOCK_MONOTONIC) */
 
 	/* results */
 	int result;			/* 0 or -errno */

@@ -39,7 +39,8 @@ static int setup(void **state)
 	struct csi_env *e = calloc(1, sizeof(*e));
 
 	e->f = fixture_new("csinode");
-	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", e->f->dir);
+	/* Short: the sockets below it must fit a unix socket path, as kubelet's do. */
+	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
 	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
 	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
 	mkdir(e->kubelet, 0750);

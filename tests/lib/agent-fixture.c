@@ -59,6 +59,10 @@ void fixture_free(struct agent_fixture *f)
 	if (f->agent.pid > 0)
 		test_agent_stop(&f->agent, SIGKILL);
 	unmount_below(f->dir);
+	if (f->short_dir[0]) {
+		unmount_below(f->short_dir);
+		test_rm_rf(f->short_dir);
+	}
 	for (int i = 0; i < f->n_loops; i++)
 		test_loop_detach(f->loops[i]);
 	if (getenv("VERBOSE")) {
@@ -69,6 +73,16 @@ void fixture_free(struct agent_fixture *f)
 	test_rm_rf(f->dir);
 	free(f->dir);
 	free(f);
+}
+
+const char *fixture_short_dir(struct agent_fixture *f)
+{
+	if (!f->short_dir[0]) {
+		snprintf(f->short_dir, sizeof(f->short_dir), "/tmp/va.XXXXXX");
+		if (!mkdtemp(f->short_dir))
+			abort();
+	}
+	return f->short_dir;
 }
 
 int fixture_start(struct agent_fixture *f, const char *const extra[])
@@ -191,6 +205,37 @@ bool fixture_wait_log(const struct agent_fixture *f, const char *text, int timeo
 	struct log_arg l = { f, text };
 
 	return test_wait_until(log_has, &l, timeout_ms);
+}
+
+long fixture_log_size(const struct agent_fixture *f)
+{
+	struct stat st;
+
+	return stat(f->agent.log_path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+struct log_after_arg {
+	const struct agent_fixture *f;
+	long offset;
+	const char *text;
+};
+
+static bool log_has_after(void *arg)
+{
+	struct log_after_arg *l = arg;
+	char *log = test_read_file(l->f->agent.log_path);
+	bool found = log && (long)strlen(log) > l->offset && strstr(log + l->offset, l->text);
+
+	free(log);
+	return found;
+}
+
+bool fixture_wait_log_after(const struct agent_fixture *f, long offset, const char *text,
+			    int timeout_ms)
+{
+	struct log_after_arg l = { f, offset, text };
+
+	return test_wait_until(log_has_after, &l, timeout_ms);
 }
 
 int fixture_log_count(const struct agent_fixture *f, const char *text)

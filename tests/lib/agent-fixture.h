@@ -16,6 +16,7 @@ struct agent_fixture {
 	struct test_agent agent;
 	char loops[4][32];
 	int n_loops;
+	char short_dir[32];	/* see fixture_short_dir */
 };
 
 struct agent_fixture *fixture_new(const char *tag);
@@ -26,6 +27,10 @@ void fixture_free(struct agent_fixture *f);
 /* Starts `volagent run` with the fixture's dirs (and extra args, NULL-terminated). */
 int fixture_start(struct agent_fixture *f, const char *const extra[]);
 int fixture_stop(struct agent_fixture *f, int sig);
+
+/* A temp dir with a short path (/tmp/va.XXXXXX), for unix sockets below it (a socket path has
+ * at most 107 bytes); cleaned up like the fixture's own dir. */
+const char *fixture_short_dir(struct agent_fixture *f);
 
 /* Writes pods/<name> atomically (a dot-file, then rename): the agent sees the whole file. */
 int fixture_write_pod(struct agent_fixture *f, const char *name, const char *json);
@@ -43,6 +48,11 @@ bool fixture_wait_unmounted(const char *path, int timeout_ms);
 bool fixture_wait_mount_count(const struct agent_fixture *f, int n, int timeout_ms);
 /* Waits until the agent's log contains text. */
 bool fixture_wait_log(const struct agent_fixture *f, const char *text, int timeout_ms);
+/* The log's current size, and waiting for text written after such a point: for a restarted
+ * agent, whose log continues the previous run's. */
+long fixture_log_size(const struct agent_fixture *f);
+bool fixture_wait_log_after(const struct agent_fixture *f, long offset, const char *text,
+			    int timeout_ms);
 /* How many times text occurs in the agent's log. */
 int fixture_log_count(const struct agent_fixture *f, const char *text);
 /* Offset in the log of the first line containing all of a and b, or -1. */

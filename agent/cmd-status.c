@@ -1,0 +1,180 @@
+/* cmd-status.c - `volagent status [--json] [--socket PATH]`: asks the running agent over its
+ * admin socket for a snapshot and prints it, as a summary for people or as JSON.  Exit 0, 1
+ * when no agent answers (or the socket refuses this user), 2 on bad usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "macro.h"
+
+#define DEFAULT_SOCKET "/var/lib/volagent/state/admin.sock"
+
+static char *fetch(const char *path, int *ret_errno)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		*ret_errno = errno;
+		return NULL;
+	}
+	for (;;) {
+		ssize_t n;
+		if (len + 4096 > cap) {
+			char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
+			if (!nb) {
+				free(buf);
+				*ret_errno = ENOMEM;
+				return NULL;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	if (buf)
+		buf[len] = '\0';
+	return buf;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string_value(v) : "-";
+}
+
+static void print_human(json_t *root)
+{
+	json_t *counts = json_object_get(root, "counts"), *journal = json_object_get(root, "journal");
+	json_t *vol, *pod, *dev;
+	size_t i, k;
+
+	printf("volagent %s, pid %lld, up %llds, %s\n", str(root, "version"),
+	       (long long)json_integer_value(json_object_get(root, "pid")),
+	       (long long)json_integer_value(json_object_get(root, "uptime_seconds")),
+	       json_is_true(json_object_get(root, "ready")) ? "ready" : "reconstructing");
+	printf("pod volumes: %lld desired, %lld mounted, %lld failing; %lld devices; %lld "
+	       "operations in flight\n",
+	       (long long)json_integer_value(json_object_get(counts, "desired_pod_volumes")),
+	       (long long)json_integer_value(json_object_get(counts, "mounted")),
+	       (long long)json_integer_value(json_object_get(counts, "failing")),
+	       (long long)json_integer_value(json_object_get(counts, "devices")),
+	       (long long)json_integer_value(json_object_get(counts, "in_flight")));
+	printf("journal: %s, %s%s%s\n", str(journal, "path"),
+	       json_is_true(json_object_get(journal, "healthy")) ? "healthy" : "NOT healthy",
+	       json_is_string(json_object_get(journal, "error")) ? ": " : "",
+	       json_is_string(json_object_get(journal, "error")) ? str(journal, "error") : "");
+	if (json_is_string(json_object_get(journal, "startup")))
+		printf("journal at startup: %s\n", str(journal, "startup"));
+	printf("\n%-32s %-6s %-24s %-28s %s\n", "VOLUME", "PLUGIN", "POD", "STATE", "TARGET");
+	json_array_foreach(json_object_get(root, "volumes"), i, vol) {
+		json_array_foreach(json_object_get(vol, "pods"), k, pod) {
+			json_t *bo = json_object_get(pod, "backoff");
+			json_t *fl = json_object_get(pod, "in_flight");
+			printf("%-32s %-6s %-24s %-28s %s\n", str(vol, "name"), str(vol, "plugin"),
+			       str(pod, "pod_uid"), str(pod, "state"), str(pod, "target"));
+			if (json_is_object(fl))
+				printf("    in flight: %s since %s\n", str(fl, "operation"),
+				       str(fl, "started_at"));
+			if (json_is_object(bo))
+				printf("    failing (%lld times, retry in %lld ms): %s at %s\n",
+				       (long long)json_integer_value(json_object_get(bo, "failures")),
+				       (long long)json_integer_value(json_object_get(bo, "retry_in_ms")),
+				       str(bo, "last_error"), str(bo, "last_error_at"));
+		}
+	}
+	if (json_array_size(json_object_get(root, "devices")))
+		printf("\n%-32s %-6s %-16s %-9s %s\n", "DEVICE VOLUME", "PLUGIN", "DEVICE", "STATE",
+		       "MOUNTED AT");
+	json_array_foreach(json_object_get(root, "devices"), i, dev) {
+		json_t *bo = json_object_get(dev, "backoff");
+		printf("%-32s %-6s %-16s %-9s %s\n", str(dev, "volume"), str(dev, "plugin"),
+		       str(dev, "device"),
+		       json_is_true(json_object_get(dev, "broken"))	 ? "broken"
+		       : json_is_true(json_object_get(dev, "mounted")) ? "mounted"
+									 : "pending",
+		       str(dev, "mount_path"));
+		if (json_is_object(bo))
+			printf("    failing (%lld times): %s at %s\n",
+			       (long long)json_integer_value(json_object_get(bo, "failures")),
+			       str(bo, "last_error"), str(bo, "last_error_at"));
+	}
+	json_array_foreach(json_object_get(root, "mounts_being_removed"), i, vol)
+		printf("being removed: %s\n", str(vol, "target"));
+}
+
+int cmd_status(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *path = DEFAULT_SOCKET;
+	_cleanup_free_ char *text = NULL;
+	json_error_t jerr;
+	json_t *root;
+	bool as_json = false;
+	int c, e = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			as_json = true;
+			break;
+		case 's':
+			path = optarg;
+			break;
+		case 'h':
+			printf("Usage: volagent status [--json] [--socket PATH]\n\n"
+			       "Shows the running agent's volumes, devices and journal.\n"
+			       "The socket defaults to %s (<state-dir>/admin.sock).\n",
+			       DEFAULT_SOCKET);
+			return 0;
+		default:
+			fprintf(stderr, "Try 'volagent status --help'.\n");
+			return 2;
+		}
+	}
+	text = fetch(path, &e);
+	if (!text) {
+		if (e == EACCES || e == EPERM)
+			fprintf(stderr, "volagent status: %s: permission denied (root, or a member of "
+					"the agent's --admin-socket-group)\n", path);
+		else if (e == ENOENT || e == ECONNREFUSED)
+			fprintf(stderr, "volagent status: no agent answers on %s\n", path);
+		else
+			fprintf(stderr, "volagent status: %s: %s\n", path, strerror(e));
+		return 1;
+	}
+	root = json_loads(text, 0, &jerr);
+	if (!root || json_object_get(root, "error")) {
+		fprintf(stderr, "volagent status: %s\n",
+			root ? json_string_value(json_object_get(root, "error")) : jerr.text);
+		json_decref(root);
+		return 1;
+	}
+	if (as_json)
+		fputs(text, stdout);
+	else
+		print_human(root);
+	json_decref(root);
+	return 0;
+}

@@ -1,0 +1,249 @@
+/* metrics.c - see metrics.h.  A few label combinations at most (plugins x operations, CSI
+ * methods x codes), so series live in small arrays searched linearly under one lock. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "metrics.h"
+
+static const double buckets[] = { 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120 };
+#define N_BUCKETS ARRAY_SIZE(buckets)
+
+struct histogram {
+	unsigned long long counts[N_BUCKETS]; /* per bucket, not cumulative */
+	unsigned long long count;
+	double sum;
+};
+
+struct op_series {
+	char plugin[16];
+	char operation[24];
+	unsigned long long started, succeeded, failed;
+	struct histogram duration;
+};
+
+struct csi_series {
+	char method[40];
+	char code[24];
+	unsigned long long calls;
+};
+
+#define MAX_OP_SERIES 64
+#define MAX_CSI_SERIES 128
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct op_series ops[MAX_OP_SERIES];
+static size_t n_ops;
+static struct csi_series csi[MAX_CSI_SERIES];
+static size_t n_csi;
+static unsigned long long inventory_changes, renames, passes;
+static struct histogram pass_duration;
+static size_t g_desired, g_mounted, g_devices;
+static unsigned g_backoff;
+static double g_oldest;
+
+static void observe(struct histogram *h, double v)
+{
+	for (size_t i = 0; i < N_BUCKETS; i++)
+		if (v <= buckets[i]) {
+			h->counts[i]++;
+			break;
+		}
+	h->count++;
+	h->sum += v;
+}
+
+static struct op_series *op_series(const char *plugin, const char *operation)
+{
+	for (size_t i = 0; i < n_ops; i++)
+		if (streq(ops[i].plugin, plugin) && streq(ops[i].operation, operation))
+			return &ops[i];
+	if (n_ops == MAX_OP_SERIES)
+		return NULL;
+	snprintf(ops[n_ops].plugin, sizeof(ops[n_ops].plugin), "%s", plugin);
+	snprintf(ops[n_ops].operation, sizeof(ops[n_ops].operation), "%s", operation);
+	return &ops[n_ops++];
+}
+
+void metrics_op_started(const char *plugin, const char *operation)
+{
+	struct op_series *s;
+
+	pthread_mutex_lock(&lock);
+	s = op_series(plugin ? plugin : "unknown", operation);
+	if (s)
+		s->started++;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_op_finished(const char *plugin, const char *operation, bool ok, double seconds)
+{
+	struct op_series *s;
+
+	pthread_mutex_lock(&lock);
+	s = op_series(plugin ? plugin : "unknown", operation);
+	if (s) {
+		if (ok)
+			s->succeeded++;
+		else
+			s->failed++;
+		observe(&s->duration, seconds);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_csi_call(const char *method, const char *code)
+{
+	size_t i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < n_csi; i++)
+		if (streq(csi[i].method, method) && streq(csi[i].code, code))
+			break;
+	if (i == n_csi && n_csi < MAX_CSI_SERIES) {
+		snprintf(csi[i].method, sizeof(csi[i].method), "%s", method);
+		snprintf(csi[i].code, sizeof(csi[i].code), "%s", code);
+		n_csi++;
+	}
+	if (i < n_csi)
+		csi[i].calls++;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_device_inventory_changed(void)
+{
+	pthread_mutex_lock(&lock);
+	inventory_changes++;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_device_renamed(void)
+{
+	pthread_mutex_lock(&lock);
+	renames++;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_reconcile_pass(double seconds)
+{
+	pthread_mutex_lock(&lock);
+	passes++;
+	observe(&pass_duration, seconds);
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff,
+			       size_t devices, double oldest_pending_age_seconds)
+{
+	pthread_mutex_lock(&lock);
+	g_desired = desired;
+	g_mounted = mounted;
+	g_backoff = in_backoff;
+	g_devices = devices;
+	g_oldest = oldest_pending_age_seconds;
+	pthread_mutex_unlock(&lock);
+}
+
+static void render_histogram(FILE *f, const char *name, const char *labels,
+			     const struct histogram *h)
+{
+	unsigned long long cum = 0;
+
+	for (size_t i = 0; i < N_BUCKETS; i++) {
+		cum += h->counts[i];
+		fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, labels[0] ? "," : "",
+			buckets[i], cum);
+	}
+	fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, labels[0] ? "," : "",
+		h->count);
+	fprintf(f, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "",
+		h->sum);
+	fprintf(f, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels,
+		labels[0] ? "}" : "", h->count);
+}
+
+static void header(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *metrics_render(void)
+{
+	char *buf = NULL, labels[96];
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	pthread_mutex_lock(&lock);
+	header(f, "volagent_operations_started_total", "counter",
+	       "Plugin operations started, by plugin and operation.");
+	for (size_t i = 0; i < n_ops; i++)
+		fprintf(f, "volagent_operations_started_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
+			ops[i].plugin, ops[i].operation, ops[i].started);
+	header(f, "volagent_operations_succeeded_total", "counter",
+	       "Plugin operations that succeeded.");
+	for (size_t i = 0; i < n_ops; i++)
+		fprintf(f,
+			"volagent_operations_succeeded_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
+			ops[i].plugin, ops[i].operation, ops[i].succeeded);
+	header(f, "volagent_operations_failed_total", "counter", "Plugin operations that failed.");
+	for (size_t i = 0; i < n_ops; i++)
+		fprintf(f, "volagent_operations_failed_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
+			ops[i].plugin, ops[i].operation, ops[i].failed);
+	header(f, "volagent_operation_duration_seconds", "histogram",
+	       "How long plugin operations took.");
+	for (size_t i = 0; i < n_ops; i++) {
+		if (snprintf(labels, sizeof(labels), "plugin=\"%s\",operation=\"%s\"",
+			     ops[i].plugin, ops[i].operation) >= (int)sizeof(labels))
+			continue; /* cannot happen: both fields are short */
+		render_histogram(f, "volagent_operation_duration_seconds", labels,
+				 &ops[i].duration);
+	}
+	header(f, "volagent_csi_calls_total", "counter", "CSI calls answered, by method and code.");
+	for (size_t i = 0; i < n_csi; i++)
+		fprintf(f, "volagent_csi_calls_total{method=\"%s\",code=\"%s\"} %llu\n", csi[i].method,
+			csi[i].code, csi[i].calls);
+	header(f, "volagent_device_inventory_changes_total", "counter",
+	       "Rescans of the block device inventory after udev events.");
+	fprintf(f, "volagent_device_inventory_changes_total %llu\n", inventory_changes);
+	header(f, "volagent_device_renames_total", "counter",
+	       "Devices whose stable id reappeared under another kernel name.");
+	fprintf(f, "volagent_device_renames_total %llu\n", renames);
+	header(f, "volagent_reconcile_passes_total", "counter", "Reconcile passes run.");
+	fprintf(f, "volagent_reconcile_passes_total %llu\n", passes);
+	header(f, "volagent_reconcile_pass_duration_seconds", "histogram",
+	       "How long a reconcile pass took (deciding, not the operations).");
+	render_histogram(f, "volagent_reconcile_pass_duration_seconds", "", &pass_duration);
+	header(f, "volagent_volumes_desired", "gauge", "Pod volumes the desired state holds.");
+	fprintf(f, "volagent_volumes_desired %zu\n", g_desired);
+	header(f, "volagent_volumes_mounted", "gauge", "Desired pod volumes mounted as desired.");
+	fprintf(f, "volagent_volumes_mounted %zu\n", g_mounted);
+	header(f, "volagent_volumes_in_backoff", "gauge",
+	       "Operations waiting to be retried after failing.");
+	fprintf(f, "volagent_volumes_in_backoff %u\n", g_backoff);
+	header(f, "volagent_devices_attached", "gauge", "Devices staged on this node.");
+	fprintf(f, "volagent_devices_attached %zu\n", g_devices);
+	header(f, "volagent_oldest_pending_operation_age_seconds", "gauge",
+	       "Age of the oldest operation in flight (0 when none).");
+	fprintf(f, "volagent_oldest_pending_operation_age_seconds %.3f\n", g_oldest);
+	pthread_mutex_unlock(&lock);
+	fclose(f);
+	return buf;
+}
+
+void metrics_reset(void)
+{
+	pthread_mutex_lock(&lock);
+	n_ops = n_csi = 0;
+	memset(ops, 0, sizeof(ops));
+	memset(csi, 0, sizeof(csi));
+	inventory_changes = renames = passes = 0;
+	memset(&pass_duration, 0, sizeof(pass_duration));
+	g_desired = g_mounted = g_devices = 0;
+	g_backoff = 0;
+	g_oldest = 0;
+	pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,36 @@
+/* metrics.h - the agent's Prometheus metrics: counters, gauges and histograms kept in
+ * memory, updated from any thread, rendered in the text exposition format.
+ *
+ *   volagent_operations_started_total{plugin,operation}      counter
+ *   volagent_operations_succeeded_total{plugin,operation}    counter
+ *   volagent_operations_failed_total{plugin,operation}       counter
+ *   volagent_operation_duration_seconds{plugin,operation}    histogram
+ *   volagent_csi_calls_total{method,code}                    counter
+ *   volagent_device_inventory_changes_total                  counter
+ *   volagent_device_renames_total                            counter
+ *   volagent_reconcile_passes_total                          counter
+ *   volagent_reconcile_pass_duration_seconds                 histogram
+ *   volagent_volumes_desired, volagent_volumes_mounted,
+ *   volagent_volumes_in_backoff, volagent_devices_attached,
+ *   volagent_oldest_pending_operation_age_seconds             gauges
+ *
+ * Operations are the plugin calls: attach, mount_device, set_up, tear_down, unmount_device,
+ * detach, check_set_up (adopting a mount after a restart) and check_health. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+void metrics_op_started(const char *plugin, const char *operation);
+void metrics_op_finished(const char *plugin, const char *operation, bool ok, double seconds);
+void metrics_csi_call(const char *method, const char *code);
+void metrics_device_inventory_changed(void);
+void metrics_device_renamed(void);
+void metrics_reconcile_pass(double seconds);
+void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff,
+			       size_t devices, double oldest_pending_age_seconds);
+
+/* The text exposition of every metric; caller frees. */
+char *metrics_render(void);
+/* Forgets everything (tests). */
+void metrics_reset(void);

@@ -1,0 +1,215 @@
+/* reconciler-status.c - the snapshot `volagent status` prints, built on the reconciler thread
+ * (which owns the state): every desired volume with its plugin, source, pods and targets, the
+ * actual state of each, the operation in flight, backoff and the last error with its time;
+ * every device-level attachment; mounts being removed; the version, uptime and the journal's
+ * health.  Secrets are never part of it. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "reconciler-internal.h"
+
+/* A CLOCK_MONOTONIC time in ms as an RFC 3339 wall-clock time. */
+static json_t *wall_time(uint64_t mono_ms)
+{
+	struct timespec rt;
+	uint64_t now = now_ms();
+	time_t t;
+	struct tm tm;
+	char buf[32];
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	t = rt.tv_sec - (time_t)((now - mono_ms) / 1000);
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return json_string(buf);
+}
+
+/* Backoff and last error of key, or null. */
+static json_t *backoff_json(struct reconciler *r, const char *kind, const char *name)
+{
+	_cleanup_free_ char *key = key_for(kind, name);
+	const struct backoff_entry *e = key ? backoff_get(r->backoff, key) : NULL;
+	uint64_t now = now_ms();
+	json_t *o;
+
+	if (!e)
+		return json_null();
+	o = json_object();
+	json_object_set_new(o, "failures", json_integer(e->failures));
+	json_object_set_new(o, "retry_in_ms",
+			    json_integer(e->next_try_ms > now ? (json_int_t)(e->next_try_ms - now) : 0));
+	json_object_set_new(o, "last_error", json_string(e->last_error ? e->last_error : ""));
+	json_object_set_new(o, "last_error_at", wall_time(e->last_error_ms));
+	return o;
+}
+
+static json_t *op_json(const struct volume_op *op)
+{
+	json_t *o;
+
+	if (!op)
+		return json_null();
+	o = json_object();
+	json_object_set_new(o, "operation", json_string(volume_op_kind_name(op->kind)));
+	json_object_set_new(o, "started_at", wall_time(op->queued_ms));
+	return o;
+}
+
+static json_t *spec_json(const struct volume_spec *s)
+{
+	json_t *o = json_object(), *opts = json_array();
+
+	if (!s)
+		return json_null();
+	for (size_t i = 0; i < s->n_attrs; i++)
+		json_object_set_new(o, s->attrs[i].key, json_string(s->attrs[i].value));
+	for (char **m = s->mount_options; *m; m++)
+		json_array_append_new(opts, json_string(*m));
+	json_object_set_new(o, "mountOptions", opts);
+	if (s->read_only)
+		json_object_set_new(o, "readOnly", json_true());
+	return o;
+}
+
+static const char *pod_state(struct reconciler *r, const struct dsw_pod_volume *pv)
+{
+	const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, pv->target);
+
+	if (!pm)
+		return "not mounted";
+	if (pm->broken)
+		return "broken";
+	if (!pm->volume_name && !pm->foreign)
+		return "found, being checked";
+	if (pm->foreign || !streq(pm->volume_name, pv->volume->name))
+		return "holds something else";
+	if (pm->read_only != pv->read_only)
+		return "mounted with other read-only setting";
+	return "mounted";
+}
+
+static json_t *device_json(struct reconciler *r, const struct asw_device *d)
+{
+	json_t *o = json_object(), *meta = json_object();
+
+	json_object_set_new(o, "volume", json_string(d->volume_name));
+	json_object_set_new(o, "plugin", json_string(d->plugin_name));
+	json_object_set_new(o, "device", d->att.device_path ? json_string(d->att.device_path)
+							    : json_null());
+	json_object_set_new(o, "mount_path", json_string(d->mount_path));
+	json_object_set_new(o, "mounted", json_boolean(d->mounted));
+	json_object_set_new(o, "attached", json_boolean(d->attached));
+	json_object_set_new(o, "read_only", json_boolean(d->read_only));
+	json_object_set_new(o, "broken", json_boolean(d->broken));
+	for (size_t i = 0; i < d->att.n_meta; i++)
+		json_object_set_new(meta, d->att.meta[i].key, json_string(d->att.meta[i].value));
+	json_object_set_new(o, "attachment", meta);
+	json_object_set_new(o, "in_flight", op_json(hashmap_get(r->inflight_dev, d->volume_name)));
+	json_object_set_new(o, "backoff", backoff_json(r, "dev", d->volume_name));
+	return o;
+}
+
+char *reconciler_status_json(struct reconciler *r)
+{
+	json_auto_t *root = json_object();
+	json_t *volumes = json_object(), *list = json_array(), *devices = json_array();
+	json_t *unwanted = json_array(), *journal = json_object(), *counts = json_object();
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	size_t mounted = 0, failing = 0;
+	void *v;
+
+	/* Volumes, then their pods (one pass over each index). */
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
+		const struct dsw_volume *vol = v;
+		json_t *o = json_object();
+
+		json_object_set_new(o, "name", json_string(vol->name));
+		json_object_set_new(o, "plugin", json_string(vol->plugin->name));
+		json_object_set_new(o, "source", spec_json(vol->spec));
+		json_object_set_new(o, "from", json_string(vol->csi ? "csi" : "spec file"));
+		if (vol->csi) {
+			json_object_set_new(o, "volume_id", json_string(vol->volume_id));
+			json_object_set_new(o, "staged", json_boolean(vol->staged));
+		}
+		if (vol->device_mount_path)
+			json_object_set_new(o, "device_mount_path",
+					    json_string(vol->device_mount_path));
+		json_object_set_new(o, "pods", json_array());
+		json_object_set(volumes, vol->name, o);
+		json_array_append_new(list, o);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
+		const struct dsw_pod_volume *pv = v;
+		json_t *p = json_object(), *vo = json_object_get(volumes, pv->volume->name);
+		const char *state = pod_state(r, pv);
+		json_t *bo = backoff_json(r, "pod", pv->target);
+
+		mounted += streq(state, "mounted");
+		failing += !json_is_null(bo);
+		json_object_set_new(p, "pod_uid", json_string(pv->pod_uid));
+		json_object_set_new(p, "name", json_string(pv->outer_name));
+		json_object_set_new(p, "target", json_string(pv->target));
+		json_object_set_new(p, "read_only", json_boolean(pv->read_only));
+		json_object_set_new(p, "state", json_string(state));
+		json_object_set_new(p, "in_flight", op_json(hashmap_get(r->inflight_pod, pv->target)));
+		json_object_set_new(p, "backoff", bo);
+		if (vo)
+			json_array_append_new(json_object_get(vo, "pods"), p);
+		else
+			json_decref(p);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL))
+		json_array_append_new(devices, device_json(r, v));
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
+		const struct asw_pod_mount *pm = v;
+		json_t *o;
+
+		if (dsw_get_pod_volume(r->dsw, pm->target))
+			continue;
+		o = json_object();
+		json_object_set_new(o, "target", json_string(pm->target));
+		json_object_set_new(o, "volume",
+				    pm->volume_name ? json_string(pm->volume_name) : json_null());
+		json_object_set_new(o, "in_flight", op_json(hashmap_get(r->inflight_pod, pm->target)));
+		json_object_set_new(o, "backoff", backoff_json(r, "pod", pm->target));
+		json_array_append_new(unwanted, o);
+	}
+	json_object_set_new(journal, "path", json_string(journal_path(r->journal)));
+	json_object_set_new(journal, "saves", json_integer((json_int_t)journal_save_count(r->journal)));
+	json_object_set_new(journal, "unsaved_changes", json_boolean(journal_is_dirty(r->journal)));
+	json_object_set_new(journal, "healthy", json_boolean(!r->journal_error[0]));
+	json_object_set_new(journal, "error",
+			    r->journal_error[0] ? json_string(r->journal_error) : json_null());
+	json_object_set_new(journal, "startup",
+			    r->journal_note[0] ? json_string(r->journal_note) : json_null());
+	json_object_set_new(counts, "desired_pod_volumes",
+			    json_integer((json_int_t)hashmap_size(dsw_pod_volumes(r->dsw))));
+	json_object_set_new(counts, "mounted", json_integer((json_int_t)mounted));
+	json_object_set_new(counts, "failing", json_integer((json_int_t)failing));
+	json_object_set_new(counts, "devices", json_integer((json_int_t)hashmap_size(asw_devices(r->asw))));
+	json_object_set_new(counts, "in_backoff", json_integer(backoff_count(r->backoff)));
+	json_object_set_new(counts, "in_flight",
+			    json_integer((json_int_t)(hashmap_size(r->inflight_pod) +
+						      hashmap_size(r->inflight_dev))));
+
+	json_object_set_new(root, "version", json_string(VOLAGENT_VERSION));
+	json_object_set_new(root, "pid", json_integer(getpid()));
+	json_object_set_new(root, "started_at", wall_time(r->started_ms));
+	json_object_set_new(root, "uptime_seconds",
+			    json_integer((json_int_t)((now_ms() - r->started_ms) / 1000)));
+	json_object_set_new(root, "ready", json_boolean(r->ready));
+	json_object_set_new(root, "journal", journal);
+	json_object_set_new(root, "counts", counts);
+	json_object_set_new(root, "volumes", list);
+	json_object_set_new(root, "devices", devices);
+	json_object_set_new(root, "mounts_being_removed", unwanted);
+	json_decref(volumes);
+	return json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+}

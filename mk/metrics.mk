@@ -1,0 +1,2 @@
+# metrics.mk - the Prometheus endpoint is served with libmicrohttpd.
+PKGS += libmicrohttpd
