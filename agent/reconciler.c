@@ -521,8 +521,9 @@ static void report_result(struct reconciler *r, struct volume_op *op)
 		r->ops_failed++;
 		e = backoff_get(r->backoff, op->key);
 		if (changed)
-			log_error("operation failed", "op", kind, "volume", op->volume_name, "pod",
-				  op->pod_uid, "target", op->target, "error", err_msg(&op->err),
+			log_error("operation failed", "op", kind, "plugin",
+				  op->plugin ? op->plugin->name : NULL, "volume", op->volume_name,
+				  "pod", op->pod_uid, "target", op->target, "error", err_msg(&op->err),
 				  "retry_in_ms", e ? LOG_INT(e->delay_ms) : "0");
 		else
 			log_debug("reconcile", "operation failed again", "op", kind, "volume",
@@ -578,8 +579,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
 				  op->volume_name, op->read_only || op->spec->read_only,
 				  op->mount_id, gen);
-		log_info("volume mounted", "volume", op->volume_name, "pod", op->pod_uid, "target",
-			 op->target, "read_only", op->read_only ? "true" : "false", "ms",
+		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
+			 "pod", op->pod_uid, "target", op->target, "read_only", op->read_only ? "true" : "false", "ms",
 			 LOG_INT(op->duration_ms));
 		break;
 	case VOLUME_OP_TEAR_DOWN:
@@ -588,8 +589,9 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		asw_remove_pod_mount(r->asw, op->target, gen);
 		if (!dsw_get_pod_volume(r->dsw, op->target))
 			asw_untrack_target(r->asw, op->target);
-		log_info("volume unmounted", "volume", op->volume_name ? op->volume_name : "unknown",
-			 "pod", op->pod_uid, "target", op->target);
+		log_info("volume unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
+			 "volume", op->volume_name ? op->volume_name : "unknown", "pod", op->pod_uid,
+			 "target", op->target);
 		break;
 	case VOLUME_OP_VERIFY: {
 		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, op->target);
@@ -625,7 +627,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			d->read_only = op->read_only;
 			d->mount_id = op->mount_id;
 			d->learned_gen = gen;
-			log_info("device mounted", "volume", op->volume_name, "device",
+			log_info("device mounted", "plugin", op->plugin->name, "volume",
+				 op->volume_name, "device",
 				 d->att.device_path, "target", op->target, "read_only",
 				 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
 		} else if (!d->mounted && (!op->plugin->attach || !d->attached)) {
@@ -637,7 +640,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		if (op->result < 0)
 			break;
 		d = asw_get_device(r->asw, op->volume_name);
-		log_info("device unmounted", "volume", op->volume_name, "target", op->target,
+		log_info("device unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
+			 "volume", op->volume_name, "target", op->target,
 			 "reason", d && d->broken ? "broken, will be staged again" : NULL);
 		asw_remove_device(r->asw, op->volume_name);
 		journal_mark_dirty(r->journal);
