@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "bind-util.h"
 #include "blkdev.h"
 #include "macro.h"
 #include "mount-util.h"
@@ -81,73 +81,37 @@ static int resolve_device(const char *path, char *ret, struct error_info *err)
 	return 0;
 }
 
-/* Opens what the pod's bind comes from: the device's node-wide mount, or the directory. */
-static int open_source(const struct volume_mounter *m, struct error_info *err)
+/* What the pod's bind comes from: the device's node-wide mount, or the directory. */
+static const char *bind_source(const struct volume_mounter *m)
 {
-	const char *path = m->device_mount_path ? m->device_mount_path
-						: volume_spec_get(m->spec, "path");
-	int fd, rc;
-
-	if (m->device_mount_path) {
-		fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return err_set(err, -errno, "device mount %s: %s", path, strerror(errno));
-		return fd;
-	}
-	rc = path_open_dir_below("/", path + 1, false, 0, &fd, err);
-	if (rc < 0)
-		return err_prefix(err, "local path");
-	return fd;
-}
-
-static int same_object(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	if (stat(a, &sa) < 0 || stat(b, &sb) < 0)
-		return -errno;
-	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-static bool is_read_only(const char *path)
-{
-	struct statvfs sv;
-
-	return statvfs(path, &sv) == 0 && (sv.f_flag & ST_RDONLY);
+	return m->device_mount_path ? m->device_mount_path : volume_spec_get(m->spec, "path");
 }
 
 static int local_check_set_up(const struct volume_mounter *m, const char *target,
 			      struct error_info *err)
 {
-	const char *source = m->device_mount_path ? m->device_mount_path
-						  : volume_spec_get(m->spec, "path");
-	int r = mnt_util_is_mount_root(target);
-
-	if (r <= 0)
-		return r == -ENOENT ? 0 : r;
-	r = same_object(target, source);
-	if (r <= 0)
-		return r;
-	return is_read_only(target) == m->read_only;
+	return bind_check(target, bind_source(m), m->read_only);
 }
 
 static int local_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
 			   struct error_info *err)
 {
 	_cleanup_close_ int src = -1;
-	int r = local_check_set_up(m, target->path, err);
+	int r;
 
-	if (r == 1)
-		return 0;
-	if (mnt_util_is_mount_root(target->path) == 1)
-		return err_set(err, -EBUSY,
-			       "%s is already a mount point of something else; refusing to mount "
-			       "over it",
-			       target->path);
-	src = open_source(m, err);
+	if (m->device_mount_path) {
+		src = bind_open_device_mount(m->device_mount_path, err);
+	} else {
+		/* A directory source may contain no symlink: a link could point the bind
+		 * anywhere. */
+		r = path_open_dir_below("/", volume_spec_get(m->spec, "path") + 1, false, 0, &src,
+					err);
+		if (r < 0)
+			return err_prefix(err, "local path");
+	}
 	if (src < 0)
 		return src;
-	return mnt_util_bind_at(src, target->parent_fd, target->name, m->read_only, err);
+	return bind_set_up(src, bind_source(m), target, m->read_only, err);
 }
 
 static int local_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
