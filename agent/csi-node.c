@@ -176,6 +176,7 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 		code = CSI_ALREADY_EXISTS;
 		break;
 	case -EOPNOTSUPP:
+	case -EBUSY: /* in use elsewhere (an rbd image's other writer), or another mount there */
 	case -EMEDIUMTYPE:
 	case -EROFS:
 	case -ENOTBLK:

@@ -616,6 +616,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		if (!d)
 			break;
 		/* Keep whatever attach made, even on failure: detach needs it. */
+		if (op->detached)
+			device_attachment_clear(&d->att); /* the old one is gone */
 		if (op->att.device_path && !streq_ptr(d->att.device_path, op->att.device_path)) {
 			device_attachment_clear(&d->att);
 			d->att = op->att;

@@ -205,7 +205,8 @@ static int run_mount_device(struct volume_op *op)
 	int r;
 
 	if (op->plugin->attach && !op->att.device_path) {
-		r = METERED(op->plugin, "attach", op->plugin->attach(op->spec, &op->att, &op->err));
+		r = METERED(op->plugin, "attach",
+			    op->plugin->attach(op->spec, op->read_only, &op->att, &op->err));
 		if (r < 0)
 			goto out;
 		attached_now = true;
@@ -232,12 +233,16 @@ static int run_mount_device(struct volume_op *op)
 	if (created)
 		remove_target_dir(op);
 out_detach:
-	/* No half-attached device is left behind by a failed stage. */
-	if (attached_now && op->plugin->detach) {
+	/* No half-attached device is left behind by a failed stage; and an attachment made
+	 * before a restart that no longer mounts (its helper died with the node's state) is
+	 * released, so the next attempt attaches afresh instead of failing on it forever. */
+	if (op->plugin->attach && op->plugin->detach && op->att.device_path) {
 		struct error_info ignored = { 0 };
 		if (METERED(op->plugin, "detach", op->plugin->detach(op->spec, &op->att, &ignored)) ==
-		    0)
+		    0) {
 			device_attachment_clear(&op->att);
+			op->detached = !attached_now;
+		}
 	}
 out:
 	opened_target_done(&t);

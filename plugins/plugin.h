@@ -105,8 +105,10 @@ struct volume_plugin {
 	bool (*uses_device)(const struct volume_spec *spec);
 
 	/* Makes the volume's block device appear on this node and describes it in ret.
-	 * Optional: NULL means the device is already there, at the spec's "path". */
-	int (*attach)(const struct volume_spec *spec, struct device_attachment *ret,
+	 * read_only: every pod using it mounts it read-only (or the source is read-only), so
+	 * the attach may be read-only and need not be the only writer.  Optional: NULL means
+	 * the device is already there, at the spec's "path". */
+	int (*attach)(const struct volume_spec *spec, bool read_only, struct device_attachment *ret,
 		      struct error_info *err);
 
 	/* Probes the device, formats it if (and only if) it carries no signature and read_only
