@@ -1,0 +1,27 @@
+# bench.mk - `make bench`: the benchmarks of docs/performance.md.  Builds the agent and the
+# benchmark programs of tests/bench/, then runs scripts/bench (as root: it mounts, in a private
+# mount namespace).  `make check` builds the benchmark programs too, so they never rot, but
+# runs none of them; CI times nothing.
+#
+#   make bench                       every figure (under 10 minutes on 2 cores)
+#   make bench BENCH_ARGS=--quick    smaller N and fewer repetitions, for trying the runner
+
+BENCH_DIR := $(BUILD)/tests/bench
+BENCH_BINS := $(BENCH_DIR)/volagent-bench $(BENCH_DIR)/csi-bench
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: $(BUILD)/volagent $(BENCH_BINS)
+	BUILD=$(BUILD) scripts/bench --agent $(BUILD)/volagent --bench-dir $(BENCH_DIR) $(BENCH_ARGS)
+
+check: $(BENCH_BINS)
+
+# Needs only libc: it measures the agent from outside.
+$(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lpthread
+
+# The CSI client: gRPC core + protobuf-c on the project's generated code.  It links the agent
+# library only for its --self-test server (the CSI transport with a bind-mount test backend).
+# (LIBAGENT is defined after this file is included: spelled out here.)
+$(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BUILD)/libvolagent.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
