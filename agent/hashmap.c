@@ -45,15 +45,23 @@ struct hashmap *hashmap_new(void)
 	return h;
 }
 
-struct hashmap *hashmap_free(struct hashmap *h)
+void hashmap_clear(struct hashmap *h)
 {
-	if (!h)
-		return NULL;
-	for (size_t i = 0; i < h->n_buckets; i++)
+	for (size_t i = 0; i < h->n_buckets; i++) {
 		for (struct entry *e = h->buckets[i], *n; e; e = n) {
 			n = e->next;
 			free(e);
 		}
+		h->buckets[i] = NULL;
+	}
+	h->size = 0;
+}
+
+struct hashmap *hashmap_free(struct hashmap *h)
+{
+	if (!h)
+		return NULL;
+	hashmap_clear(h);
 	free(h->buckets);
 	free(h);
 	return NULL;

@@ -21,6 +21,8 @@ struct hashmap_iter {
 struct hashmap *hashmap_new(void);
 /* Frees the table, not the keys or values.  Accepts NULL; returns NULL. */
 struct hashmap *hashmap_free(struct hashmap *h);
+/* Removes every entry, keeping the table's size (for maps refilled over and over). */
+void hashmap_clear(struct hashmap *h);
 /* Returns 0, -EEXIST when key is present, -ENOMEM. */
 int hashmap_put(struct hashmap *h, const char *key, void *value);
 void *hashmap_get(const struct hashmap *h, const char *key);

@@ -216,7 +216,8 @@ int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 			return -ENOMEM;
 		json_array_append_new(devices, o);
 	}
-	text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+	/* Compact: a node with thousands of CSI volumes saves it often. */
+	text = json_dumps(root, JSON_COMPACT);
 	if (!text || !(line = strdup_printf("%s\n", text)))
 		return -ENOMEM;
 	r = file_write_atomic(j->dir, "journal.json", line, 0600, err);

@@ -48,6 +48,8 @@ struct reconciler {
 	struct hashmap *inflight_pod;	/* target -> volume_op */
 	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
 	struct hashmap *busy;		/* volume name -> vol_busy */
+	struct hashmap *pass_releasing;	/* per pass, kept to save allocations: volumes */
+	struct hashmap *pass_held;	/* being released, and held by some pod mount */
 
 	int epoll_fd;
 	int timer_fd;
@@ -82,6 +84,7 @@ struct reconciler {
 	char *kubelet_root;			/* NULL when CSI is off */
 
 	uint64_t started_ms;			/* for the uptime in status */
+	uint64_t csi_save_due_ms;		/* CSI entries changed: save by then (0: clean) */
 	char journal_error[256];		/* the last save problem, "" when healthy */
 	char journal_note[512];			/* what startup found wrong with it, or "" */
 };
@@ -91,6 +94,14 @@ struct vol_busy *busy_get(struct reconciler *r, const char *volume, bool create)
 bool device_op_running(struct reconciler *r, const char *volume);
 char *key_for(const char *kind, const char *name);
 int refresh_table(struct reconciler *r);
+/* The CSI entries changed: the journal is saved within CSI_JOURNAL_DELAY_MS, batched with any
+ * other change then, without holding up the call that changed them.  They only record what
+ * kubelet asked for, and kubelet asks again: a restart that lost the last ones adopts a
+ * repeated publish (the target already holds the volume) and unmounts on unpublish or
+ * unstage what it finds there.  Device records, which only the agent knows, are saved
+ * before the operation they describe (journal_mark_dirty). */
+void csi_journal_changed(struct reconciler *r);
+#define CSI_JOURNAL_DELAY_MS 200
 
 /* reconciler-requests.c */
 /* Applies the requests handed over since the last call. */

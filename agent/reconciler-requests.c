@@ -18,9 +18,15 @@
 
 #include "log.h"
 #include "macro.h"
+#include "mount-options.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "reconciler-internal.h"
+
+/* The spec attr naming more options to keep secret (see mount-options.h), and what a
+ * sensitive option is journaled as. */
+#define SENSITIVE_KEY "sensitiveMountOptions"
+#define MASKED_OPTION "(sensitive option not journaled)"
 
 struct pending_request {
 	struct pending_request *next;
@@ -169,7 +175,7 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 			return complete(r, p, -ENOMEM, "out of memory");
 		if (key)
 			backoff_forget(r->backoff, key); /* kubelet's call, kubelet's backoff */
-		journal_mark_dirty(r->journal);
+		csi_journal_changed(r);
 	}
 	if (!v->uses_device)
 		return complete(r, p, 0, NULL); /* nothing to mount until publish */
@@ -220,7 +226,7 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 		if (key)
 			backoff_forget(r->backoff, key);
 	}
-	journal_mark_dirty(r->journal);
+	csi_journal_changed(r);
 	wait_for(r, p);
 }
 
@@ -249,7 +255,7 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 		return complete(r, p, -EEXIST, "%s belongs to a pod spec file, not to CSI", target);
 	if (pv) {
 		dsw_csi_unpublish(r->dsw, target);
-		journal_mark_dirty(r->journal);
+		csi_journal_changed(r);
 	} else if (!asw_get_pod_mount(r->asw, target)) {
 		adopt_unknown_mount(r, target, true);
 	}
@@ -274,7 +280,7 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 			return complete(r, p, -EEXIST, "volume %s is staged at %s, not at %s",
 					p->req->volume_id, v->device_mount_path, path);
 		dsw_csi_unstage(r->dsw, v);
-		journal_mark_dirty(r->journal);
+		csi_journal_changed(r);
 	}
 	if (!asw_get_device(r->asw, p->name) && mnt_util_is_mount_root(path) == 1) {
 		/* Staged by an agent that lost its journal: release it all the same. */
@@ -418,10 +424,10 @@ static void withdraw(struct reconciler *r, const struct pending_request *p)
 	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
 
 	if (p->req->kind == VOLUME_REQUEST_PUBLISH && dsw_csi_unpublish(r->dsw, p->req->path) == 0)
-		journal_mark_dirty(r->journal);
+		csi_journal_changed(r);
 	else if (p->req->kind == VOLUME_REQUEST_STAGE && v && v->staged && v->n_pod_volumes == 0) {
 		dsw_csi_unstage(r->dsw, v);
-		journal_mark_dirty(r->journal);
+		csi_journal_changed(r);
 	}
 }
 
@@ -462,8 +468,13 @@ static json_t *spec_to_json(const struct volume_spec *s)
 	json_object_set_new(o, "type", json_string(s->type));
 	for (size_t i = 0; i < s->n_attrs; i++)
 		json_object_set_new(attrs, s->attrs[i].key, json_string(s->attrs[i].value));
+	/* A sensitive option (password=...) is never written: it is masked, and an entry with
+	 * a masked option is not restored (kubelet calls again with the real one). */
 	for (char **m = s->mount_options; *m; m++)
-		json_array_append_new(opts, json_string(*m));
+		json_array_append_new(opts, json_string(mount_option_is_sensitive(
+							  *m, volume_spec_get(s, SENSITIVE_KEY))
+							  ? MASKED_OPTION
+							  : *m));
 	json_object_set_new(o, "attrs", attrs);
 	json_object_set_new(o, "mount_options", opts);
 	json_object_set_new(o, "read_only", json_boolean(s->read_only));
@@ -538,10 +549,22 @@ static struct volume_spec *spec_from_json(json_t *o)
 		if (!json_is_string(v) || volume_spec_set(s, key, json_string_value(v)) < 0)
 			return volume_spec_unref(s);
 	json_array_foreach(opts, i, v)
-		if (!json_is_string(v) || volume_spec_add_mount_option(s, json_string_value(v)) < 0)
+		if (!json_is_string(v) || streq(json_string_value(v), MASKED_OPTION) ||
+		    volume_spec_add_mount_option(s, json_string_value(v)) < 0)
 			return volume_spec_unref(s);
 	s->read_only = json_is_true(json_object_get(o, "read_only"));
 	return s;
+}
+
+static bool has_masked_option(json_t *o)
+{
+	json_t *opts = json_object_get(json_object_get(o, "spec"), "mount_options"), *v;
+	size_t i;
+
+	json_array_foreach(opts, i, v)
+		if (json_is_string(v) && streq(json_string_value(v), MASKED_OPTION))
+			return true;
+	return false;
 }
 
 static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error_info *err)
@@ -554,6 +577,12 @@ static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error
 	json_t *targets = json_object_get(o, "targets"), *t;
 	size_t k;
 
+	if (id && !spec && json_is_array(targets) && has_masked_option(o)) {
+		log_info("CSI volume has sensitive mount options that were not journaled; waiting "
+			 "for kubelet to call again",
+			 "volume_id", id);
+		return 0;
+	}
 	if (!id || !spec || !json_is_array(targets))
 		return err_set(err, -EBADMSG, "csi[%zu]: volume_id, spec and targets are required",
 			       i);

@@ -178,14 +178,23 @@ static bool ready_to_try(struct reconciler *r, const char *key, uint64_t now)
 	return backoff_ready(r->backoff, key, now);
 }
 
-/* Saves the journal if anything in it changed: devices, and the CSI entries. */
-static void save_journal(struct reconciler *r)
+void csi_journal_changed(struct reconciler *r)
+{
+	if (!r->csi_save_due_ms)
+		r->csi_save_due_ms = now_ms() + CSI_JOURNAL_DELAY_MS;
+}
+
+/* Saves the journal if a device record changed, or CSI entries changed and their save is due
+ * (or force).  One save carries everything. */
+static void save_journal(struct reconciler *r, bool force)
 {
 	struct error_info err = { 0 };
+	bool csi_due = r->csi_save_due_ms && (force || now_ms() >= r->csi_save_due_ms);
 	json_t *csi;
 
-	if (!journal_is_dirty(r->journal))
+	if (!journal_is_dirty(r->journal) && !csi_due)
 		return;
+	journal_mark_dirty(r->journal);
 	csi = requests_export_csi(r);
 	if (journal_flush(r->journal, r->asw, csi, &err) < 0) {
 		log_error("cannot save the journal, continuing", "path", journal_path(r->journal),
@@ -194,6 +203,7 @@ static void save_journal(struct reconciler *r)
 			 err_msg(&err));
 	} else {
 		r->journal_error[0] = '\0';
+		r->csi_save_due_ms = 0;
 	}
 	json_decref(csi);
 }
@@ -376,7 +386,7 @@ static double oldest_pending_age(struct reconciler *r, uint64_t now)
 
 static void reconcile_pass(struct reconciler *r)
 {
-	struct hashmap *releasing = hashmap_new(), *held = hashmap_new();
+	struct hashmap *releasing = r->pass_releasing, *held = r->pass_held;
 	struct volume_op *list = NULL, **tail = &list;
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	struct timespec start, end;
@@ -385,11 +395,8 @@ static void reconcile_pass(struct reconciler *r)
 	void *v;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	if (!releasing || !held) {
-		hashmap_free(releasing);
-		hashmap_free(held);
-		return;
-	}
+	hashmap_clear(releasing);
+	hashmap_clear(held);
 	/* 1. Unmount what is no longer wanted (and check what a restart found). */
 	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
@@ -466,15 +473,16 @@ static void reconcile_pass(struct reconciler *r)
 			continue;
 		queue_unmount_device(r, d, &tail);
 	}
-	hashmap_free(releasing);
-	hashmap_free(held);
+	/* The keys point into pod mounts an operation's result may free: empty them now. */
+	hashmap_clear(releasing);
+	hashmap_clear(held);
 	if (r->health_due) {
 		r->health_due = false;
 		queue_health_checks(r, &tail);
 	}
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
-	save_journal(r);
+	save_journal(r, false);
 	for (struct volume_op *op = list, *next; op; op = next) {
 		next = volume_op_from_job(op->job.next);
 		executor_submit(r->ex, &op->job);
@@ -854,6 +862,8 @@ static void arm_timer(struct reconciler *r)
 		next = b;
 	if (r->cfg.health_interval_ms && r->last_health_ms + r->cfg.health_interval_ms < next)
 		next = r->last_health_ms + r->cfg.health_interval_ms;
+	if (r->csi_save_due_ms && r->csi_save_due_ms < next)
+		next = r->csi_save_due_ms;
 	if (r->table_dirty) {
 		uint64_t t = r->last_refresh_ms + r->cfg.refresh_min_interval_ms;
 		if (t < next)
@@ -981,7 +991,7 @@ static void *reconciler_main(void *arg)
 			reconcile_pass(r);
 		}
 		requests_check_waiting(r);
-		save_journal(r);
+		save_journal(r, false);
 		notify_systemd(r);
 
 		arm_timer(r);
@@ -1005,7 +1015,7 @@ static void *reconciler_main(void *arg)
 	}
 	drain_completed(r);
 	requests_abort_all(r);
-	save_journal(r);
+	save_journal(r, true);
 	return NULL;
 }
 
@@ -1052,9 +1062,12 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
+	r->pass_releasing = hashmap_new();
+	r->pass_held = hashmap_new();
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
 	    !r->plugins_prefix || !r->dsw || !r->asw || !r->table || !r->backoff ||
-	    !r->inflight_pod || !r->inflight_dev || !r->busy) {
+	    !r->inflight_pod || !r->inflight_dev || !r->busy || !r->pass_releasing ||
+	    !r->pass_held) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}
@@ -1179,6 +1192,8 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	backoff_free(r->backoff);
 	hashmap_free(r->inflight_pod);
 	hashmap_free(r->inflight_dev);
+	hashmap_free(r->pass_releasing);
+	hashmap_free(r->pass_held);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);

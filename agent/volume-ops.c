@@ -211,7 +211,14 @@ static int run_mount_device(struct volume_op *op)
 			goto out;
 		attached_now = true;
 	} else if (!op->att.device_path) {
-		op->att.device_path = strdup(volume_spec_get(op->spec, "path"));
+		const char *path = volume_spec_get(op->spec, "path");
+		if (!path) {
+			r = err_set(&op->err, -EINVAL,
+				    "%s volume has no device path and its plugin no attach op",
+				    op->plugin->name);
+			goto out;
+		}
+		op->att.device_path = strdup(path);
 		if (!op->att.device_path) {
 			r = -ENOMEM;
 			goto out;

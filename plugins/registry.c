@@ -7,9 +7,13 @@
 #include "plugin.h"
 
 extern const struct volume_plugin local_plugin;
+extern const struct volume_plugin nfs_plugin;
+extern const struct volume_plugin rbd_plugin;
 
 static const struct volume_plugin *const plugins[] = {
 	&local_plugin,
+	&nfs_plugin,
+	&rbd_plugin,
 };
 
 const struct volume_plugin *plugin_find_by_name(const char *name)

@@ -526,7 +526,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\", "
 		 "\"staging_target_path\": \"%s/dirstage\", "
 		 "\"volume_capability\": " CAP_RW ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n",
+		 "\"path\": \"%s\", \"mountOptions\": \"noatime,password=" CANARY "\"}}\n",
 		 stg, dev, stg, t1, dev, t2, e->kubelet, src);
 	out = csi(e, calls);
 	assert_line(out, 0, "OK {}");
@@ -538,10 +538,13 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 	idg = test_mount_id(stg);
 	assert_true(id1 > 0 && id2 > 0 && idg > 0);
 
-	/* Restart: adopted, nothing remounted, and kubelet's repeat is OK at once. */
+	/* Restart: adopted, nothing remounted, and kubelet's repeat is OK at once.  The dir
+	 * volume has a sensitive mount option, which the journal does not keep: it waits for
+	 * kubelet's repeat, which finds its target already right. */
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 	start(e);
-	assert_int_equal(fixture_log_count(e->f, "adopted existing mount"), 2);
+	assert_int_equal(fixture_log_count(e->f, "adopted existing mount"), 1);
+	assert_true(fixture_wait_log(e->f, "sensitive mount options that were not journaled", 1));
 	assert_int_equal(test_mount_id(t1), id1);
 	assert_int_equal(test_mount_id(t2), id2);
 	assert_int_equal(test_mount_id(stg), idg);
@@ -557,7 +560,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 	j = test_read_file(journal);
 	assert_non_null(j);
 	assert_null(strstr(j, CANARY));
-	assert_non_null(strstr(j, "\"volume_id\": \"blk\""));
+	assert_non_null(strstr(j, "\"volume_id\":\"blk\""));
 	free(j);
 	assert_int_equal(fixture_log_count(e->f, CANARY), 0);
 
@@ -566,9 +569,9 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 	j = test_read_file(journal);
 	{
-		char *b = strstr(j, "\"boot_id\": \"");
+		char *b = strstr(j, "\"boot_id\":\"");
 		assert_non_null(b);
-		b += strlen("\"boot_id\": \"");
+		b += strlen("\"boot_id\":\"");
 		memset(b, '0', 8);
 		assert_int_equal(test_write_file(journal, j), 0);
 	}

@@ -25,6 +25,11 @@ static void test_basic(void **state)
 	assert_ptr_equal(hashmap_remove(h, "a"), &a);
 	assert_null(hashmap_remove(h, "a"));
 	assert_int_equal(hashmap_size(h), 1);
+	hashmap_clear(h);
+	assert_int_equal(hashmap_size(h), 0);
+	assert_null(hashmap_get(h, "b"));
+	assert_int_equal(hashmap_put(h, "b", &a), 0); /* usable again */
+	assert_ptr_equal(hashmap_get(h, "b"), &a);
 	hashmap_free(h);
 	assert_null(hashmap_free(NULL));
 }

@@ -1,0 +1,126 @@
+#!/bin/bash
+# test-nfs-plugin.sh - the nfs plugin end to end with a real server and the real kernel client:
+# scripts/nfs-server starts ganesha on the host's loopback (exports /export and /stale), one
+# VM boot runs tests/nfs/guest-e2e.sh, which drives the agent from pod spec files: shared and
+# direct modes, writes, read-only, mount options, a frozen server (no hang, other volumes
+# converge, healed when it is back) and a stale file handle (healed).  While the VM runs, this
+# script serves the guest's requests to freeze, thaw or re-create an export (files in the
+# shared dir).  Afterwards it checks on the host that the guest's bytes arrived.
+# The server is stopped by its PID on every exit path, after being thawed.
+# Skips (77) without qemu, ganesha, mount.nfs or root, except under CI=true (a failure).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/testlib.sh"
+
+t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
+	command -v "${VM_QEMU:-qemu-system-x86_64}"
+t_need "ganesha.nfsd is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)" test -x /usr/bin/ganesha.nfsd
+t_need "mount.nfs is not installed (apt-get install nfs-common)" test -x /sbin/mount.nfs
+t_need "the NFS server needs root" test "$(id -u)" = 0
+t_need "the CSI client needs python3-grpcio and python3-grpc-tools" /usr/bin/python3 -c 'import grpc, grpc_tools' 
+
+agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
+case $agent in /*) ;; *) agent=$t_repo/$agent ;; esac
+t_need "the agent is not built ($agent; run make)" test -x "$agent"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/nfs-plugin.XXXXXX")
+srv=$work/nfs
+share=$work/share
+ctl=$share/ctl
+mkdir -p "$ctl"
+coord_pid=
+
+server_pid() { sed -n 's/^NFS_PID=//p' "$srv/.server/env" 2>/dev/null || true; }
+cleanup() {
+	local pid
+	[ -z "$coord_pid" ] || kill "$coord_pid" 2>/dev/null || true
+	pid=$(server_pid)
+	[ -z "$pid" ] || kill -CONT "$pid" 2>/dev/null || true
+	if [ -d "$srv/.server" ]; then
+		"$t_repo/scripts/nfs-server" stop "$srv" || echo "warning: stopping the NFS server failed" >&2
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Serves the guest's requests: ctl/req.N holds "freeze", "thaw" or "stale NAME"; the answer
+# (the action's exit code) goes to ctl/ack.N.
+coordinator() {
+	local n=1 req rc pid
+	while :; do
+		if [ -e "$ctl/req.$n" ]; then
+			req=$(cat "$ctl/req.$n")
+			rc=0
+			pid=$(server_pid)
+			case $req in
+			freeze) kill -STOP "$pid" || rc=$? ;;
+			thaw) kill -CONT "$pid" || rc=$? ;;
+			"stale "*)
+				name=/${req#stale }
+				{ "$t_repo/scripts/nfs-server" remove "$srv" "$name" &&
+					rm -rf "${srv:?}$name" && mkdir "$srv$name" &&
+					"$t_repo/scripts/nfs-server" add "$srv" "$name"; } >/dev/null || rc=$?
+				;;
+			*) rc=2 ;;
+			esac
+			echo "host: request $n '$req' -> $rc" >&2
+			echo "$rc" >"$ctl/ack.$n.tmp" && mv "$ctl/ack.$n.tmp" "$ctl/ack.$n"
+			n=$((n + 1))
+		fi
+		sleep 0.1
+	done
+}
+
+t0=$EPOCHREALTIME
+env_lines=$("$t_repo/scripts/nfs-server" start "$srv" /export /stale) || { t_fail "the NFS server starts"; t_done; }
+eval "$env_lines"
+echo "nfs server: port $NFS_PORT, pid $NFS_PID ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2fs", b - a}'))"
+coordinator 2>"$work/coordinator.log" &
+coord_pid=$!
+
+t0=$EPOCHREALTIME
+rc=0
+"$t_repo/scripts/vm/run" -s "$share" -t "${NFS_E2E_TIMEOUT:-600}" -e NFS_PORT="$NFS_PORT" \
+	-e VOLAGENT_BIN="$agent" -e CTL="$ctl" -e KEEP_LOG="${KEEP_LOG:-}" -e REPO="$t_repo" \
+	-- unshare -m --propagation private bash "$t_repo/tests/nfs/guest-e2e.sh" \
+	>"$work/out" 2>"$work/err" || rc=$?
+echo "vm boot + nfs plugin tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+kill "$coord_pid" 2>/dev/null || true
+wait "$coord_pid" 2>/dev/null || true
+coord_pid=
+sed 's/^/  host: /' "$work/coordinator.log"
+
+# The guest's own results count as ours.
+while IFS= read -r line; do
+	case $line in
+	"PASS: "*) t_pass "guest: ${line#PASS: }" ;;
+	"FAIL: "*) t_fail "guest: ${line#FAIL: }" ;;
+	*) echo "  guest: $line" ;;
+	esac
+done <"$work/out"
+sed 's/^/  guest stderr: /' "$work/err" | tail -n 40
+t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
+
+t_check "the host sees the bytes the pod wrote" grep -qx written-by-pod "$srv/export/from-pod"
+if [ -f "$srv/export/blob" ] && [ -f "$ctl/blob-sum" ]; then
+	t_check "a 1 MiB blob has the same checksum on both sides" \
+		grep -qx "blob-sum=$(sha256sum "$srv/export/blob" | cut -d' ' -f1)" "$ctl/blob-sum"
+else
+	t_fail "the blob reached the host"
+fi
+t_check "the host sees the write made after healing" grep -qx healed "$srv/export/after-heal"
+t_check "the host sees the write made after the stale handle was healed" grep -qx fresh "$srv/stale/after-stale"
+t_check "the host sees the write made through the CSI target" grep -qx csi-write "$srv/export/from-csi"
+t_check "the host sees the direct-mode write" grep -qx direct-write "$srv/export/direct"
+if [ "$rc" != 0 ]; then
+	echo "--- last lines of the ganesha log:"
+	tail -n 5 "$srv/.server/ganesha.log" 2>/dev/null | cut -c1-200
+fi
+
+pid=$(server_pid)
+kill -CONT "$pid" 2>/dev/null || true
+"$t_repo/scripts/nfs-server" stop "$srv"
+t_check "the NFS server stops" test ! -e "/proc/$pid/exe"
+t_done
