@@ -7,7 +7,7 @@
  * set and the draining flags; it is never held across an op or a gRPC call. */
 #include <ctype.h>
 #include <errno.h>
-#include <grp.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +22,7 @@
 #include "csi.pb-c.h"
 
 #include "csi-server.h"
+#include "unix-socket.h"
 #include "grpc-core.h"
 #include "log.h"
 #include "macro.h"
@@ -287,24 +288,6 @@ static int mkdir_parents(const char *path, mode_t mode)
 			return -errno;
 		*s = '/';
 	}
-	return 0;
-}
-
-static int resolve_group(const char *name, gid_t *ret)
-{
-	char buf[4096], *end;
-	struct group gr, *res = NULL;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(name, &end, 10);
-	if (*name && !*end && errno == 0) {
-		*ret = (gid_t)v;
-		return 0;
-	}
-	if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
-		return -ENOENT;
-	*ret = res->gr_gid;
 	return 0;
 }
 
@@ -652,15 +635,18 @@ static bool check_no_symlink(struct vctx *v, const char *field, const char *path
 	if (!p)
 		return vfail(v, CSI_RESOURCE_EXHAUSTED, "out of memory");
 	for (char *c = p + rl + 1;; c++) {
-		struct stat st;
+		struct statx stx;
 		char *slash = strchr(c, '/');
 
 		if (slash)
 			*slash = '\0';
-		if (lstat(p, &st) < 0) {
+		/* Cached attributes only (AT_STATX_DONT_SYNC): a component that is a mount of a
+		 * dead NFS server must not block the worker; only the file type is needed. */
+		if (statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
+			  STATX_TYPE, &stx) < 0) {
 			if (errno == ENOENT || errno == ENOTDIR)
 				return true;
-		} else if (S_ISLNK(st.st_mode)) {
+		} else if (S_ISLNK(stx.stx_mode)) {
 			return vfail(v, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
 		}
 		if (!slash)
@@ -1251,7 +1237,7 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 		return csi_server_free(s);
 	}
 	if (cfg->socket_group && *cfg->socket_group &&
-	    resolve_group(cfg->socket_group, &s->gid) < 0) {
+	    unix_socket_group_gid(cfg->socket_group, &s->gid) < 0) {
 		err_set(err, -EINVAL, "socket group %s: no such group", cfg->socket_group);
 		return csi_server_free(s);
 	}
@@ -1433,4 +1419,104 @@ struct csi_server *csi_server_free(struct csi_server *s)
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return NULL;
+}
+
+/* --- checking a request without a server (fuzzing, tests) -------------------------------- */
+
+static int check_stage_noop(void *userdata, const struct csi_stage_request *req,
+			    struct csi_reply *reply)
+{
+	return 0;
+}
+
+static int check_unstage_noop(void *userdata, const struct csi_unstage_request *req,
+			      struct csi_reply *reply)
+{
+	return 0;
+}
+
+int csi_request_check(const struct csi_check_config *cfg, const char *method, const void *data,
+		      size_t len, struct csi_reply *ret_reply)
+{
+	/* Only whether stage and unstage exist matters to the checks. */
+	static const struct csi_node_ops with_stage = {
+		.stage = check_stage_noop,
+		.unstage = check_unstage_noop,
+	};
+	static const struct csi_node_ops without_stage = { 0 };
+	const char *root = cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root
+								     : CSI_DEFAULT_KUBELET_ROOT;
+	struct csi_server s = { 0 };
+	struct job j = { 0 };
+	struct vctx v = { .s = &s };
+	int rpc = -1, r;
+
+	memset(ret_reply, 0, sizeof(*ret_reply));
+	for (int i = 0; i < RPC_COUNT; i++)
+		if (streq(rpcs[i].path, method))
+			rpc = i;
+	if (rpc < 0)
+		return -ENOENT;
+	/* The server's own view: the root without a trailing '/', "" for "/". */
+	s.kubelet_root = strdup(streq(root, "/") ? "" : root);
+	if (!s.kubelet_root)
+		return -ENOMEM;
+	/* With ops, whether staging is served follows from them, as in the server. */
+	s.ops = cfg->ops ? cfg->ops : cfg->has_stage ? &with_stage : &without_stage;
+	s.userdata = cfg->userdata;
+	j.rpc = (enum rpc)rpc;
+	j.msg = protobuf_c_message_unpack(rpcs[rpc].request, NULL, len, data);
+	if (!j.msg) {
+		ret_reply->code = CSI_INVALID_ARGUMENT;
+		snprintf(ret_reply->message, sizeof(ret_reply->message), "request: cannot decode");
+		r = -EINVAL;
+		goto out;
+	}
+	if (!rpcs[rpc].worker) {
+		r = 0; /* answered by the queue thread from the server's settings alone */
+		goto out;
+	}
+	if (!validate(&v, &j) ||
+	    (cfg->check_fs && (!check_no_symlink(&v, j.path_field[0], j.path[0]) ||
+			       !check_no_symlink(&v, j.path_field[1], j.path[1])))) {
+		scrub_message(&j, v.msg, sizeof(v.msg));
+		ret_reply->code = v.code;
+		snprintf(ret_reply->message, sizeof(ret_reply->message), "%.*s",
+			 (int)sizeof(ret_reply->message) - 1, v.msg);
+		r = -EINVAL;
+		goto out;
+	}
+	if (!cfg->ops) {
+		r = 0;
+		goto out;
+	}
+	if ((j.rpc == RPC_STAGE && !cfg->ops->stage) || (j.rpc == RPC_UNSTAGE && !cfg->ops->unstage) ||
+	    (j.rpc == RPC_PUBLISH && !cfg->ops->publish) ||
+	    (j.rpc == RPC_UNPUBLISH && !cfg->ops->unpublish) ||
+	    (j.rpc == RPC_STATS && !cfg->ops->get_volume_stats) ||
+	    (j.rpc == RPC_EXPAND && !cfg->ops->expand)) {
+		ret_reply->code = CSI_UNIMPLEMENTED;
+		snprintf(ret_reply->message, sizeof(ret_reply->message),
+			 "%s is not implemented by this driver", rpcs[rpc].name);
+		r = -ENOSYS;
+		goto out;
+	}
+	/* As job_run answers. */
+	r = run_op(&s, &j, ret_reply);
+	if (r < 0 && ret_reply->code == CSI_OK)
+		ret_reply->code = csi_code_from_errno(r);
+	if (r >= 0 && ret_reply->code != CSI_OK && !ret_reply->message[0])
+		r = -EIO;
+	if (ret_reply->code != CSI_OK && !ret_reply->message[0])
+		snprintf(ret_reply->message, sizeof(ret_reply->message), "%s",
+			 strerror(r < 0 ? -r : EIO));
+	ret_reply->message[sizeof(ret_reply->message) - 1] = '\0';
+	ret_reply->condition_message[sizeof(ret_reply->condition_message) - 1] = '\0';
+	scrub_message(&j, ret_reply->message, sizeof(ret_reply->message));
+	scrub_message(&j, ret_reply->condition_message, sizeof(ret_reply->condition_message));
+out:
+	if (j.msg)
+		protobuf_c_message_free_unpacked(j.msg, NULL);
+	free(s.kubelet_root);
+	return r;
 }

@@ -258,6 +258,31 @@ struct csi_server *csi_server_free(struct csi_server *s);
 /* The unix socket path the server binds. */
 const char *csi_server_socket_path(const struct csi_server *s);
 
+/* What csi_request_check() checks a request against: the settings of a server. */
+struct csi_check_config {
+	const char *kubelet_root; /* NULL or "": CSI_DEFAULT_KUBELET_ROOT; absolute, normalized */
+	bool has_stage;		  /* the backend has stage and unstage (STAGE_UNSTAGE_VOLUME) */
+	/* Also walk the paths for symlinks below the kubelet root (lstat, as the worker does
+	 * before the op).  false: no file system access at all (fuzzing). */
+	bool check_fs;
+	/* When set and the request passes, its op is called with the view of the request a
+	 * backend gets, as a worker would call it (a missing op answers UNIMPLEMENTED). */
+	const struct csi_node_ops *ops;
+	void *userdata;
+};
+
+/* Runs the serialized request data (len bytes) of method (the gRPC path,
+ * "/csi.v1.Node/NodePublishVolume") through exactly what the server does before a backend sees
+ * it: the protobuf decoding, the field and path checks, and with cfg->check_fs the symlink
+ * walk; then cfg->ops's op when set.  No server, socket or thread is involved: for fuzzing
+ * and tests.  ret_reply is zeroed, then gets the code and message the server would answer a
+ * refused request with (or what the op answered).
+ * Returns: 0 when the request reaches the backend (or the op's return when ops is set),
+ * -EINVAL when it is refused (ret_reply says why), -ENOENT for a method the server does not
+ * serve, -ENOSYS when the op is missing. */
+int csi_request_check(const struct csi_check_config *cfg, const char *method, const void *data,
+		      size_t len, struct csi_reply *ret_reply);
+
 /* Parses an endpoint into a socket path: "unix:///abs/path", "unix:/abs/path" or "/abs/path".
  * Returns 0 and a newly allocated path in *ret_path, or -EINVAL / -ENAMETOOLONG with err set. */
 int csi_endpoint_parse(const char *endpoint, char **ret_path, struct error_info *err);

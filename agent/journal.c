@@ -87,6 +87,8 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 	if (!volume || !plugin || !mount_path)
 		return err_set(err, -EBADMSG, "devices[%zu]: volume, plugin and mount_path are "
 					      "required strings", i);
+	if (asw_get_device(a, volume))
+		return err_set(err, -EBADMSG, "devices[%zu]: volume %s is listed twice", i, volume);
 	p = plugin_find_by_name(plugin);
 	if (p && p->construct_spec)
 		(void)p->construct_spec(volume, mount_path, &spec, &ignored);

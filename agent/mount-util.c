@@ -83,6 +83,26 @@ static int remount_ro(int dir_fd, const char *name, struct error_info *err)
 	return 0;
 }
 
+/* A read-only bind that is never writable, not even for a moment: a detached clone of the
+ * source is made read-only, then moved onto the target.  Returns -ENOSYS on kernels without
+ * the new mount API (before 5.12), for the caller to fall back. */
+static int bind_ro_atomic(int source_fd, int target_fd, struct error_info *err)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+	_cleanup_close_ int tree = open_tree(source_fd, "",
+					     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+
+	if (tree < 0)
+		return errno == ENOSYS ? -ENOSYS : err_set(err, -errno, "bind: %s", strerror(errno));
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return errno == ENOSYS ? -ENOSYS
+				       : err_set(err, -errno, "read-only bind: %s", strerror(errno));
+	if (move_mount(tree, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+	    0)
+		return err_set(err, -errno, "read-only bind: %s", strerror(errno));
+	return 0;
+}
+
 int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
 		     struct error_info *err)
 {
@@ -96,6 +116,11 @@ int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only
 	target_fd = open_target(dir_fd, name, err);
 	if (target_fd < 0)
 		return target_fd;
+	if (read_only) {
+		rc = bind_ro_atomic(source_fd, target_fd, err);
+		if (rc != -ENOSYS)
+			return rc;
+	}
 	if (mnt_context_set_source(cxt, path_fd_path(source_fd, src)) < 0 ||
 	    mnt_context_set_target(cxt, path_fd_path(target_fd, dst)) < 0 ||
 	    mnt_context_set_options(cxt, "bind") < 0)

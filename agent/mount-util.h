@@ -12,9 +12,11 @@
 
 /* Bind-mounts the object source_fd refers to (a directory, or the root of a mount) onto the
  * directory name in dir_fd, which is opened without following symlinks.  read_only makes it a
- * read-only bind: the bind, then "remount,bind,ro" of the new mount only (found by opening
- * name again, which now crosses into the new mount).  Returns 0 or -errno with err filled; a
- * failed remount unmounts the bind again, so nothing writable is left behind. */
+ * read-only bind that is never writable, even briefly: a detached clone made read-only, then
+ * moved onto the target (open_tree, mount_setattr, move_mount); on kernels before 5.12, the
+ * bind through libmount and then "remount,bind,ro" of the new mount only.  Returns 0 or
+ * -errno with err filled; a failed remount unmounts the bind again, so nothing writable is
+ * left behind. */
 int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
 		     struct error_info *err);
 

@@ -567,6 +567,48 @@ static bool has_masked_option(json_t *o)
 	return false;
 }
 
+/* A path from the journal is trusted no more than one from a request: absolute, normalized,
+ * below the kubelet root (else a tampered journal could get a host mount torn down). */
+static int check_journal_path(struct reconciler *r, const char *path, const char *field,
+			      struct error_info *err)
+{
+	if (path_validate_absolute(path, field, err) < 0)
+		return -EBADMSG;
+	if (!path_is_under(path, r->kubelet_root) || streq(path, r->kubelet_root))
+		return err_set(err, -EBADMSG, "%s: %s is not below the kubelet root %s", field, path,
+			       r->kubelet_root);
+	return 0;
+}
+
+/* Checks entry o without changing anything; the import is all or nothing. */
+static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_info *err)
+{
+	const char *id = jstr(o, "volume_id"), *staging = jstr(o, "staging_path");
+	json_t *targets = json_object_get(o, "targets"), *t;
+	char field[64];
+	size_t k;
+
+	if (id && json_is_array(targets) && has_masked_option(o))
+		return 0; /* skipped at import */
+	if (!id || !json_is_object(json_object_get(o, "spec")) || !json_is_array(targets))
+		return err_set(err, -EBADMSG, "csi[%zu]: volume_id, spec and targets are required",
+			       i);
+	if (staging) {
+		snprintf(field, sizeof(field), "csi[%zu].staging_path", i);
+		if (check_journal_path(r, staging, field, err) < 0)
+			return -EBADMSG;
+	}
+	json_array_foreach(targets, k, t) {
+		const char *target = jstr(t, "target");
+		snprintf(field, sizeof(field), "csi[%zu].targets[%zu].target", i, k);
+		if (!target || !jstr(t, "pod_uid") || !jstr(t, "name") || !jstr(t, "fingerprint"))
+			return err_set(err, -EBADMSG, "csi[%zu].targets[%zu]: incomplete", i, k);
+		if (check_journal_path(r, target, field, err) < 0)
+			return -EBADMSG;
+	}
+	return 0;
+}
+
 static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error_info *err)
 {
 	const char *id = jstr(o, "volume_id"), *staging = jstr(o, "staging_path");
@@ -622,10 +664,17 @@ int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *er
 		return 0;
 	if (!json_is_array(csi))
 		return err_set(err, -EBADMSG, "csi: must be a list");
+	if (!r->kubelet_root)
+		return 0; /* CSI is off now: nothing of it is restored */
+	json_array_foreach(csi, i, o) {
+		k = check_volume(r, o, i, err);
+		if (k < 0)
+			return k; /* nothing imported */
+	}
 	json_array_foreach(csi, i, o) {
 		k = import_volume(r, o, i, err);
 		if (k < 0)
-			return k;
+			return k; /* only ENOMEM or a spec no plugin accepts now */
 	}
 	return 0;
 }

@@ -6,8 +6,8 @@
  * block-backed local PVs).
  *
  * Symlinks: a directory path may contain none (a link could point the bind anywhere).  A
- * device path may be a udev link (/dev/disk/by-id/...) but must resolve to a block device
- * under /dev. */
+ * device path may be a udev link (/dev/disk/by-id/...), but no link outside /dev, and must
+ * resolve to a block device under /dev. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -72,6 +72,12 @@ static int resolve_device(const char *path, char *ret, struct error_info *err)
 		return err_set(err, -errno, "device %s: %s", path, strerror(errno));
 	if (!startswith(real, "/dev/"))
 		return err_set(err, -EPERM, "device %s resolves to %s, outside /dev; refusing it",
+			       path, real);
+	/* Links are udev's business: one outside /dev names a device the spec did not. */
+	if (!startswith(path, "/dev/") && !streq(path, real))
+		return err_set(err, -EPERM,
+			       "device %s is a link to %s; name the device (or its /dev/disk/by-* "
+			       "link) instead",
 			       path, real);
 	if (stat(real, &st) < 0)
 		return err_set(err, -errno, "device %s: %s", real, strerror(errno));
