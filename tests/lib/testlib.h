@@ -40,7 +40,8 @@ int test_mkfs(const char *fstype, const char *dev);
 int test_write_file(const char *path, const char *content);
 char *test_read_file(const char *path);
 
-/* Polls pred every 10 ms until it is true or timeout_ms passed. */
+/* Polls pred every 10 ms until it is true or timeout_ms passed (times $TEST_TIME_SCALE, for
+ * slow runs such as the agent under valgrind). */
 bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
 /* Mount-table queries through libmount on a fresh read of /proc/self/mountinfo. */
