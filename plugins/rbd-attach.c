@@ -181,6 +181,11 @@ static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret
 	add(&a, a.pool_image);
 	if (p->read_only)
 		add(&a, "--read-only");
+	/* Do not wait for udev to process the new device: a node (or container) without udevd
+	 * would hang here until the timeout.  The kernel's devtmpfs has made /dev/rbdN by the
+	 * time the map returns, and nothing here uses udev's /dev/rbd/POOL/IMAGE links. */
+	add(&a, "-o");
+	add(&a, "noudev");
 	add_common(&a, p, key_file, true);
 	r = rbd_exec(a.argv, p->timeout_ms, out, HELPER_OUT);
 	rbd_key_file_remove(tmp_key);
@@ -228,7 +233,9 @@ static bool krbd_device_is(const char *dev, const char *pool, const char *image)
 static int release_krbd(const struct device_attachment *att, uint64_t timeout_ms,
 			struct error_info *err)
 {
-	const char *dev = att->device_path, *argv[] = {"rbd", "unmap", dev, NULL};
+	/* noudev: see attach_krbd; without udevd, unmap would wait for the "remove" event. */
+	const char *dev = att->device_path,
+		   *argv[] = {"rbd", "unmap", "-o", "noudev", dev, NULL};
 	char out[1024], why[512];
 	int r;
 

@@ -1,0 +1,54 @@
+#!/bin/bash
+# test-rbd-vm.sh - the rbd plugin's krbd (`rbd map`) and nbd (`rbd-nbd map`) attach methods
+# for real: this host's kernel has neither rbd nor nbd, the VM's (scripts/vm/run) has both.
+# One VM boot runs tests/rbd/guest-krbd-nbd.sh, which starts a throwaway Ceph cluster inside
+# the guest (a cluster on the host would advertise 127.0.0.1, unreachable from the guest),
+# then drives the agent from pod spec files with --rbd-attach-methods krbd, then nbd: mount
+# from /dev/rbdN and /dev/nbdN, write and read, kill -9 of rbd-nbd healed, pod removal
+# leaves no mapping and no watcher.  See docs/rbd.md, "krbd and rbd-nbd, exercised in a VM".
+#
+# Nothing runs on the host but qemu (scripts/vm/run stops it by its PID on every exit path);
+# the cluster, the agent and the mappings live and die in the guest.
+# Skips (77) without qemu, the Ceph tools or root, except under CI=true (a failure).
+# Environment: VOLAGENT_BIN (build/volagent), RBD_VM_TIMEOUT (VM limit, 600 s), RBD_VM_MEM
+# (guest MiB, 2048), KEEP_LOG=1 (print the agent log's tail even on success).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../vm/testlib.sh"
+
+t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
+	command -v "${VM_QEMU:-qemu-system-x86_64}"
+for tool in ceph-mon ceph-osd ceph rbd rbd-nbd mkfs.ext4; do
+	t_need "$tool is not installed (scripts/install-deps test)" command -v "$tool"
+done
+t_need "the VM's cluster and mappings need root" test "$(id -u)" = 0
+
+agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
+case $agent in /*) ;; *) agent=$t_repo/$agent ;; esac
+t_need "the agent is not built ($agent; run make)" test -x "$agent"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/rbd-vm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+t0=$EPOCHREALTIME
+rc=0
+"$t_repo/scripts/vm/run" -m "${RBD_VM_MEM:-2048}" -t "${RBD_VM_TIMEOUT:-600}" \
+	-e VOLAGENT_BIN="$agent" -e REPO="$t_repo" -e KEEP_LOG="${KEEP_LOG:-}" \
+	-- unshare -m --propagation private bash "$t_repo/tests/rbd/guest-krbd-nbd.sh" \
+	>"$work/out" 2>"$work/err" || rc=$?
+echo "vm boot + cluster + krbd and nbd tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+
+# The guest's results count as ours.
+while IFS= read -r line; do
+	case $line in
+	"PASS: "*) t_pass "guest: ${line#PASS: }" ;;
+	"FAIL: "*) t_fail "guest: ${line#FAIL: }" ;;
+	*) echo "  guest: $line" ;;
+	esac
+done <"$work/out"
+sed 's/^/  guest stderr: /' "$work/err" | tail -n 40
+t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
+t_check "the guest reports its results" grep -q ' passed, 0 failed$' "$work/out"
+t_done
