@@ -494,13 +494,11 @@ static void test_csi_stage_publish(void **state)
 	print_message("%s", out);
 	assert_answer(out, 0, "OK {}");
 	assert_answer(out, 1, "OK {}");
-	/* The plugin says -EBUSY; csi-node.c answers a backend's -EBUSY with ABORTED today (the
-	 * issue asks for FAILED_PRECONDITION: a core change, see docs/rbd.md). */
+	/* The plugin says -EBUSY (another client holds the image): FAILED_PRECONDITION. */
 	{
 		char b[4096];
 		answer(out, 2, b, sizeof(b));
-		assert_true(startswith(b, "ERR FAILED_PRECONDITION") ||
-			    startswith(b, "ERR ABORTED"));
+		assert_true(startswith(b, "ERR FAILED_PRECONDITION"));
 	}
 	assert_answer(out, 2, "is in use by client.");
 	free(out);
