@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
@@ -52,12 +53,33 @@ static void unmount_below(const char *dir)
 	}
 }
 
+static void print_agent_log(const struct agent_fixture *f)
+{
+	char *log = test_read_file(f->agent.log_path);
+
+	fprintf(stderr, "--- agent log ---\n%s--- end ---\n", log ? log : "");
+	free(log);
+}
+
 void fixture_free(struct agent_fixture *f)
 {
 	if (!f)
 		return;
-	if (f->agent.pid > 0)
-		test_agent_stop(&f->agent, SIGKILL);
+	if (f->agent.pid > 0) {
+		int status;
+
+		/* An agent that died on its own (refused to start, crashed) explains the failed
+		 * waits before this point: say so, with its log. */
+		if (waitpid(f->agent.pid, &status, WNOHANG) == f->agent.pid) {
+			f->agent.pid = 0;
+			fprintf(stderr, "agent exited on its own (%s %d); its log:\n",
+				WIFSIGNALED(status) ? "signal" : "status",
+				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			print_agent_log(f);
+		} else {
+			test_agent_stop(&f->agent, SIGKILL);
+		}
+	}
 	unmount_below(f->dir);
 	if (f->short_dir[0]) {
 		unmount_below(f->short_dir);
@@ -65,11 +87,8 @@ void fixture_free(struct agent_fixture *f)
 	}
 	for (int i = 0; i < f->n_loops; i++)
 		test_loop_detach(f->loops[i]);
-	if (getenv("VERBOSE")) {
-		char *log = test_read_file(f->agent.log_path);
-		fprintf(stderr, "--- agent log ---\n%s--- end ---\n", log ? log : "");
-		free(log);
-	}
+	if (getenv("VERBOSE"))
+		print_agent_log(f);
 	test_rm_rf(f->dir);
 	free(f->dir);
 	free(f);
