@@ -158,6 +158,26 @@ static const char *find_device(const char *out, const char *prefix, char *buf, s
 	return buf;
 }
 
+/* Turns how a map helper (rbd map, rbd-nbd map) ended into the device it printed, or into an
+ * error naming the helper and what it said. */
+static int map_outcome(const char *helper, const char *package, int r, const char *out,
+		       const char *dev_prefix, char *dev, size_t dev_len, uint64_t timeout_ms,
+		       struct error_info *err)
+{
+	char why[1024];
+
+	if (r == -ENOENT)
+		return err_set(err, -ENOENT, "%s is not installed", package);
+	if (r == -ETIMEDOUT)
+		return err_set(err, -ETIMEDOUT, "%s map did not finish within %llus", helper,
+			       (unsigned long long)(timeout_ms / 1000));
+	if (r != 0 || !find_device(out, dev_prefix, dev, dev_len)) {
+		summarize(out, why, sizeof(why));
+		return err_set(err, r < 0 ? r : -EIO, "%s map exited with %d: %s", helper, r, why);
+	}
+	return 0;
+}
+
 /* --- krbd --- */
 
 static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret,
@@ -166,7 +186,7 @@ static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret
 	struct helper_args a = {.n = 0};
 	_cleanup_free_ char *tmp_key = NULL, *out = calloc(1, HELPER_OUT);
 	const char *key_file;
-	char dev[64], why[1024];
+	char dev[64];
 	int r;
 
 	if (!out)
@@ -189,19 +209,10 @@ static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret
 	add_common(&a, p, key_file, true);
 	r = rbd_exec(a.argv, p->timeout_ms, out, HELPER_OUT);
 	rbd_key_file_remove(tmp_key);
-	if (r == -ENOENT)
-		return err_set(err, -ENOENT, "rbd (ceph-common) is not installed");
-	if (r == -ETIMEDOUT)
-		return err_set(err, -ETIMEDOUT, "rbd map did not finish within %llus",
-			       (unsigned long long)(p->timeout_ms / 1000));
-	if (r != 0 || !find_device(out, "/dev/rbd", dev, sizeof(dev))) {
-		summarize(out, why, sizeof(why));
-		return err_set(err,
-			       r > 0   ? -EIO
-			       : r < 0 ? r
-				       : -EIO,
-			       "rbd map exited with %d: %s", r, why);
-	}
+	r = map_outcome("rbd", "rbd (ceph-common)", r, out, "/dev/rbd", dev, sizeof(dev),
+			p->timeout_ms, err);
+	if (r < 0)
+		return r;
 	if (device_attachment_set_meta(ret, "method", "krbd") < 0 ||
 	    !(ret->device_path = strdup(dev)))
 		return -ENOMEM;
@@ -274,7 +285,7 @@ static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 	struct helper_args a = {.n = 0};
 	_cleanup_free_ char *tmp_key = NULL, *out = calloc(1, HELPER_OUT);
 	const char *key_file;
-	char dev[64], why[1024], pid[32];
+	char dev[64], pid[32];
 	int r;
 
 	if (!out)
@@ -292,19 +303,10 @@ static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 	add_common(&a, p, key_file, false);
 	r = rbd_exec(a.argv, p->timeout_ms, out, HELPER_OUT);
 	rbd_key_file_remove(tmp_key);
-	if (r == -ENOENT)
-		return err_set(err, -ENOENT, "rbd-nbd is not installed");
-	if (r == -ETIMEDOUT)
-		return err_set(err, -ETIMEDOUT, "rbd-nbd map did not finish within %llus",
-			       (unsigned long long)(p->timeout_ms / 1000));
-	if (r != 0 || !find_device(out, "/dev/nbd", dev, sizeof(dev))) {
-		summarize(out, why, sizeof(why));
-		return err_set(err,
-			       r > 0   ? -EIO
-			       : r < 0 ? r
-				       : -EIO,
-			       "rbd-nbd map exited with %d: %s", r, why);
-	}
+	r = map_outcome("rbd-nbd", "rbd-nbd", r, out, "/dev/nbd", dev, sizeof(dev), p->timeout_ms,
+			err);
+	if (r < 0)
+		return r;
 	snprintf(pid, sizeof(pid), "%d", (int)nbd_device_pid(dev));
 	if (device_attachment_set_meta(ret, "method", "nbd") < 0 ||
 	    device_attachment_set_meta(ret, "pid", pid) < 0 || !(ret->device_path = strdup(dev)))
