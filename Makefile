@@ -21,7 +21,8 @@ PKG_CONFIG ?= pkg-config
 
 PKGS := mount blkid libudev jansson libsystemd
 LIBS_EXTRA := -lpthread
-AGENT_SRCS := $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard plugins/*.c)
+AGENT_SRCS := $(wildcard lib/*.c plugins/*.c plugins/rbd/*.c agent/core/*.c agent/csi/*.c \
+		agent/devices/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))
 GEN_SRCS :=
 GEN_HDRS :=
 TEST_LIB_SRCS := $(wildcard tests/lib/*.c)
@@ -31,10 +32,11 @@ CHECK_SCRIPTS :=
 
 -include $(sort $(wildcard mk/*.mk))
 
+ALL_INCLUDES := -Ilib -Iplugins -Iplugins/rbd -Iagent/core -Iagent/csi -Iagent/devices -Iagent
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	  -Wno-unused-parameter -fno-strict-aliasing -D_GNU_SOURCE \
-	  -DVOLAGENT_VERSION='"$(VERSION)"' -Iagent -Iplugins -I$(BUILD)/gen
+	  -DVOLAGENT_VERSION='"$(VERSION)"' $(ALL_INCLUDES) -I$(BUILD)/gen
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -23,7 +23,7 @@ FUZZ_AGENT_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(AGENT_SRCS)) \
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -fno-strict-aliasing -D_GNU_SOURCE \
-	-DVOLAGENT_VERSION='"$(VERSION)"' -Iagent -Iplugins -I$(CSI_GEN) $(PKG_CFLAGS) \
+	-DVOLAGENT_VERSION='"$(VERSION)"' $(ALL_INCLUDES) -I$(CSI_GEN) $(PKG_CFLAGS) \
 	$(FUZZ_SAN) -fsanitize=fuzzer-no-link
 
 CHECK_SCRIPTS += tests/fuzz/run.sh

@@ -1,4 +1,4 @@
-/* rbd-loop.h - loop devices over a file (the image file rbd-fuse exposes), through the
+/* loop-device.h - loop devices over a file (the image file rbd-fuse exposes), through the
  * loop-control and LOOP_CONFIGURE ioctls: no losetup.
  *
  * The devices are not auto-cleared: between attach and mount nothing holds them open, and

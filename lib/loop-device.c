@@ -1,4 +1,4 @@
-/* rbd-loop.c - see rbd-loop.h. */
+/* loop-device.c - see loop-device.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "rbd-loop.h"
+#include "loop-device.h"
 
 static int configure(int lfd, int ffd, const char *file, bool read_only, bool direct_io)
 {

@@ -16,7 +16,7 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "rbd-attach.h"
-#include "rbd-loop.h"
+#include "loop-device.h"
 #include "rbd-util.h"
 
 #define HELPER_OUT 4096
