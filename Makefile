@@ -32,11 +32,26 @@ CHECK_SCRIPTS :=
 
 -include $(sort $(wildcard mk/*.mk))
 
-ALL_INCLUDES := -Ilib -Iplugins -Iplugins/rbd -Iagent/core -Iagent/csi -Iagent/devices -Iagent
+# The rooms (docs/architecture.md) and what each may include: lib <- plugins <- core <- csi,
+# devices, commands.  The compiler enforces the direction: a file sees only the headers of its
+# own room and the rooms below it.
+INC_LIB := -Ilib
+INC_PLUGINS := $(INC_LIB) -Iplugins
+INC_CORE := $(INC_PLUGINS) -Iagent/core
+INC_CSI := $(INC_CORE) -Iagent/csi -I$(BUILD)/gen
+INC_DEVICES := $(INC_LIB) -Iagent/devices
+ALL_INCLUDES := $(INC_CORE) -Iplugins/rbd -Iagent/csi -Iagent/devices -Iagent -I$(BUILD)/gen
+INCLUDES = $(ALL_INCLUDES)
+$(BUILD)/lib/%.o: INCLUDES = $(INC_LIB)
+$(BUILD)/plugins/%.o: INCLUDES = $(INC_PLUGINS)
+$(BUILD)/plugins/rbd/%.o: INCLUDES = $(INC_PLUGINS) -Iplugins/rbd
+$(BUILD)/agent/core/%.o: INCLUDES = $(INC_CORE)
+$(BUILD)/agent/csi/%.o: INCLUDES = $(INC_CSI)
+$(BUILD)/agent/devices/%.o: INCLUDES = $(INC_DEVICES)
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	  -Wno-unused-parameter -fno-strict-aliasing -D_GNU_SOURCE \
-	  -DVOLAGENT_VERSION='"$(VERSION)"' $(ALL_INCLUDES) -I$(BUILD)/gen
+	  -DVOLAGENT_VERSION='"$(VERSION)"' $(INCLUDES)
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -20,6 +20,7 @@
 #include "admin-server.h"
 #include "config.h"
 #include "csi-node.h"
+#include "devmon.h"
 #include "csi-server.h"
 #include "log.h"
 #include "metrics-server.h"
@@ -157,6 +158,16 @@ static int start_local_services(const struct agent_config *cfg, struct reconcile
 	return 0;
 }
 
+/* The device monitor's events, on the reconciler's thread. */
+static void devmon_on_event(void *userdata)
+{
+	struct error_info err = { 0 };
+
+	if (devmon_dispatch(userdata, &err) < 0)
+		log_warning("device inventory not updated, keeping the previous one", "error",
+			    err_msg(&err));
+}
+
 static int wait_for_signal(struct reconciler *rec)
 {
 	sigset_t mask;
@@ -197,6 +208,8 @@ int cmd_run(int argc, char **argv)
 	struct csi_server *csi = NULL;
 	struct admin_server *admin = NULL;
 	struct metrics_server *metrics = NULL;
+	struct devmon *dm = NULL;
+	struct reconciler_event_source dm_source = { 0 };
 	struct csi_node_config node = { 0 };
 	_cleanup_close_ int lock_fd = -1;
 	_cleanup_free_ char *rbd_run_dir = NULL;
@@ -248,6 +261,17 @@ int cmd_run(int argc, char **argv)
 	log_info("starting", "version", VOLAGENT_VERSION, "root_dir", cfg.root_dir, "state_dir",
 		 cfg.state_dir, "pods_dir", cfg.pods_dir, "workers", LOG_INT(cfg.workers));
 
+	if (cfg.device_inventory) {
+		struct error_info dm_err = { 0 };
+		dm = devmon_new(cfg.state_dir, &dm_err);
+		if (!dm)
+			log_warning("device inventory unavailable, continuing without it", "error",
+				    err_msg(&dm_err));
+		else
+			dm_source = (struct reconciler_event_source){
+				.fd = devmon_get_fd(dm), .dispatch = devmon_on_event, .userdata = dm
+			};
+	}
 	r = reconciler_new(&(struct reconciler_config){
 				   .root_dir = cfg.root_dir,
 				   .state_dir = cfg.state_dir,
@@ -257,7 +281,8 @@ int cmd_run(int argc, char **argv)
 				   .backoff_max_ms = cfg.backoff_max_ms,
 				   .resync_ms = cfg.resync_ms,
 				   .refresh_min_interval_ms = 100,
-				   .device_inventory = cfg.device_inventory,
+				   .sources = dm ? &dm_source : NULL,
+				   .n_sources = dm ? 1 : 0,
 				   .health_interval_ms = cfg.health_interval_ms,
 				   .kubelet_root = cfg.kubelet_root_dir,
 			   },
@@ -291,6 +316,7 @@ out:
 	admin = admin_server_free(admin);
 	metrics = metrics_server_free(metrics);
 	reconciler_free(rec);
+	devmon_free(dm);
 	log_info("stopped");
 	config_done(&cfg);
 	return rc;

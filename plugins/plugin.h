@@ -136,7 +136,10 @@ struct volume_plugin {
 			    struct error_info *err);
 };
 
-/* The registry: a static table of the built-in plugins. */
+/* The registry: a static table of the built-in plugins.  plugin_registry_set() replaces it
+ * (tests register a fake plugin this way); NULL restores the built-in table.  Not thread-safe:
+ * call it before the agent starts. */
+void plugin_registry_set(const struct volume_plugin *const *table, size_t n);
 const struct volume_plugin *plugin_find_by_name(const char *name);
 /* The one plugin whose can_support accepts spec.  None, or more than one, is -EINVAL with a
  * message naming the type. */

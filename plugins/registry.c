@@ -10,15 +10,25 @@ extern const struct volume_plugin local_plugin;
 extern const struct volume_plugin nfs_plugin;
 extern const struct volume_plugin rbd_plugin;
 
-static const struct volume_plugin *const plugins[] = {
+static const struct volume_plugin *const builtin_plugins[] = {
 	&local_plugin,
 	&nfs_plugin,
 	&rbd_plugin,
 };
 
+/* The table in use: the built-in plugins unless a test handed in its own. */
+static const struct volume_plugin *const *plugins = builtin_plugins;
+static size_t n_plugins = ARRAY_SIZE(builtin_plugins);
+
+void plugin_registry_set(const struct volume_plugin *const *table, size_t n)
+{
+	plugins = table ? table : builtin_plugins;
+	n_plugins = table ? n : ARRAY_SIZE(builtin_plugins);
+}
+
 const struct volume_plugin *plugin_find_by_name(const char *name)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(plugins); i++)
+	for (size_t i = 0; i < n_plugins; i++)
 		if (streq(plugins[i]->name, name))
 			return plugins[i];
 	return NULL;
@@ -29,7 +39,7 @@ const char *plugin_names(void)
 	static char names[128];
 
 	if (!names[0])
-		for (size_t i = 0; i < ARRAY_SIZE(plugins); i++) {
+		for (size_t i = 0; i < n_plugins; i++) {
 			if (i)
 				strcat(names, ", ");
 			strcat(names, plugins[i]->name);
@@ -42,7 +52,7 @@ int plugin_find_for_spec(const struct volume_spec *spec, const struct volume_plu
 {
 	const struct volume_plugin *found = NULL;
 
-	for (size_t i = 0; i < ARRAY_SIZE(plugins); i++) {
+	for (size_t i = 0; i < n_plugins; i++) {
 		if (!plugins[i]->can_support(spec))
 			continue;
 		if (found)

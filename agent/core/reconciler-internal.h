@@ -10,7 +10,6 @@
 #include "actual-state.h"
 #include "backoff.h"
 #include "desired-state.h"
-#include "devmon.h"
 #include "executor.h"
 #include "journal.h"
 #include "mount-table.h"
@@ -44,7 +43,6 @@ struct reconciler {
 	struct executor *ex;
 	struct backoff *backoff;
 	struct spec_source *specs;
-	struct devmon *devmon;		/* NULL when the inventory is off or unavailable */
 	struct hashmap *inflight_pod;	/* target -> volume_op */
 	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
 	struct hashmap *busy;		/* volume name -> vol_busy */

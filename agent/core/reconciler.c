@@ -17,7 +17,6 @@
 #include "actual-state.h"
 #include "backoff.h"
 #include "desired-state.h"
-#include "devmon.h"
 #include "executor.h"
 #include "journal.h"
 #include "log.h"
@@ -944,11 +943,6 @@ static void handle_event(struct reconciler *r, int fd)
 	} else if (fd == mount_monitor_get_fd(r->monitor)) {
 		if (mount_monitor_drain(r->monitor) > 0)
 			r->table_dirty = true;
-	} else if (r->devmon && fd == devmon_get_fd(r->devmon)) {
-		struct error_info err = { 0 };
-		if (devmon_dispatch(r->devmon, &err) < 0)
-			log_warning("device inventory not updated, keeping the previous one", "error",
-				    err_msg(&err));
 	} else if (fd == executor_get_fd(r->ex)) {
 		drain_completed(r);
 	} else if (fd == r->timer_fd) {
@@ -958,6 +952,10 @@ static void handle_event(struct reconciler *r, int fd)
 	} else if (fd == r->wake_fd) {
 		(void)!read(r->wake_fd, &n, sizeof(n));
 		requests_take_incoming(r);
+	} else {
+		for (size_t i = 0; i < r->cfg.n_sources; i++)
+			if (fd == r->cfg.sources[i].fd)
+				r->cfg.sources[i].dispatch(r->cfg.sources[i].userdata);
 	}
 }
 
@@ -1026,6 +1024,14 @@ static int watch_fd(struct reconciler *r, int fd)
 	return epoll_ctl(r->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+static int watch_sources(struct reconciler *r)
+{
+	for (size_t i = 0; i < r->cfg.n_sources; i++)
+		if (watch_fd(r, r->cfg.sources[i].fd) < 0)
+			return -errno;
+	return 0;
+}
+
 int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		   struct error_info *err)
 {
@@ -1090,13 +1096,6 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		reconciler_free(r);
 		return k;
 	}
-	if (cfg->device_inventory) {
-		struct error_info dm_err = { 0 };
-		r->devmon = devmon_new(cfg->state_dir, &dm_err);
-		if (!r->devmon)
-			log_warning("device inventory unavailable, continuing without it", "error",
-				    err_msg(&dm_err));
-	}
 	r->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1105,7 +1104,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	    watch_fd(r, executor_get_fd(r->ex)) < 0 ||
 	    watch_fd(r, mount_monitor_get_fd(r->monitor)) < 0 ||
 	    (r->specs && watch_fd(r, spec_source_get_fd(r->specs)) < 0) ||
-	    (r->devmon && watch_fd(r, devmon_get_fd(r->devmon)) < 0)) {
+	    watch_sources(r) < 0) {
 		k = -errno;
 		reconciler_free(r);
 		return err_set(err, k, "reconciler: cannot set up its event loop: %s",
@@ -1183,7 +1182,6 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	reconciler_stop(r);
 	executor_free(r->ex, drop_job);
 	spec_source_free(r->specs);
-	devmon_free(r->devmon);
 	journal_free(r->journal);
 	mount_monitor_free(r->monitor);
 	mount_table_free(r->table);

@@ -21,6 +21,15 @@
 #include "plugin.h"
 #include "volume-spec.h"
 
+/* An outside source of events the reconciler's loop also waits on (the device monitor): the
+ * loop calls dispatch(userdata) on its own thread whenever fd is readable.  The core knows
+ * nothing of what the source does. */
+struct reconciler_event_source {
+	int fd;
+	void (*dispatch)(void *userdata);
+	void *userdata;
+};
+
 struct reconciler_config {
 	const char *root_dir;
 	const char *state_dir;
@@ -30,12 +39,14 @@ struct reconciler_config {
 	uint64_t backoff_max_ms;
 	uint64_t resync_ms;		/* full pass with a fresh table this often */
 	uint64_t refresh_min_interval_ms;	/* re-read the table at most this often in a burst */
-	bool device_inventory;		/* keep <state_dir>/devices.json current (devmon) */
 	uint64_t health_interval_ms;	/* check_health of mounted volumes this often; 0: never */
 	const char *kubelet_root;	/* CSI targets and staging paths lie below it; NULL: no CSI */
 	/* Called once, on the reconciler thread, when the startup reconstruction is complete. */
 	void (*on_ready)(void *userdata);
 	void *on_ready_userdata;
+	/* Extra event sources for the loop (n_sources of them); the array outlives the reconciler. */
+	const struct reconciler_event_source *sources;
+	size_t n_sources;
 };
 
 /* A desired-state change asked for by a CSI Node call.  The reconciler applies it, and the
