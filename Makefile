@@ -3,6 +3,7 @@
 #   make            build build/volagent
 #   make check      build and run every test (root for the integration tests)
 #   make check SANITIZE=1   the same under ASan + UBSan
+#   make check-fast the tests that need no VM, Ceph cluster or valgrind (a few minutes)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deps       install the Debian packages needed to build and test
 #
@@ -48,13 +49,26 @@ $(BUILD)/plugins/rbd/%.o: INCLUDES = $(INC_PLUGINS) -Iplugins/rbd
 $(BUILD)/agent/core/%.o: INCLUDES = $(INC_CORE)
 $(BUILD)/agent/csi/%.o: INCLUDES = $(INC_CSI)
 $(BUILD)/agent/devices/%.o: INCLUDES = $(INC_DEVICES)
+# The one set of warnings and language flags of every build: normal, sanitizer, fuzz, bench.
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	    -Wno-unused-parameter
+BASE_CFLAGS := -std=gnu11 $(WARNINGS) -fno-strict-aliasing -D_GNU_SOURCE \
+	       -DVOLAGENT_VERSION='"$(VERSION)"'
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-	  -Wno-unused-parameter -fno-strict-aliasing -D_GNU_SOURCE \
-	  -DVOLAGENT_VERSION='"$(VERSION)"' $(INCLUDES)
+CFLAGS += $(BASE_CFLAGS) $(INCLUDES)
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+endif
+# A missing library stops the build with the name of its pkg-config package (not with a
+# compiler error about a header), except for the targets that install or clean.
+ifeq ($(filter deps test-deps clean fuzz-clean,$(MAKECMDGOALS)),)
+# The tests also need cmocka.
+CHECKED_PKGS := $(PKGS) $(if $(filter check%,$(MAKECMDGOALS)),cmocka)
+MISSING_PKGS := $(strip $(foreach p,$(CHECKED_PKGS),$(if $(shell $(PKG_CONFIG) --exists $(p) && echo y),,$(p))))
+ifneq ($(MISSING_PKGS),)
+$(error pkg-config finds no $(MISSING_PKGS): install the dependencies first (scripts/install-deps build, or test for the tests))
+endif
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
@@ -65,7 +79,7 @@ TEST_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_LIB_SRCS))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 LIBAGENT := $(BUILD)/libvolagent.a
 
-.PHONY: all check install uninstall clean deps test-deps
+.PHONY: all check check-fast install uninstall clean deps test-deps
 all: $(BUILD)/volagent
 
 $(BUILD)/%.o: %.c $(GEN_HDRS)
@@ -93,6 +107,11 @@ $(BUILD)/tests/lib/%.o: CFLAGS += -Itests/lib -Wno-format-truncation
 check: $(BUILD)/volagent $(TEST_BINS)
 	BUILD=$(BUILD) VOLAGENT_BIN=$(BUILD)/volagent CHECK_SCRIPTS="$(CHECK_SCRIPTS)" \
 		tests/run-tests.sh $(TEST_BINS)
+
+# The C tests that need no VM, no Ceph cluster and no valgrind: a few minutes, for the
+# edit-build-test loop.  `make check` stays the whole suite (what .ci/run runs).
+check-fast: $(BUILD)/volagent $(TEST_BINS)
+	BUILD=$(BUILD) VOLAGENT_BIN=$(BUILD)/volagent CHECK_SCRIPTS="" tests/run-tests.sh $(TEST_BINS)
 
 install: $(BUILD)/volagent
 	install -D -m 0755 $(BUILD)/volagent $(DESTDIR)$(PREFIX)/bin/volagent

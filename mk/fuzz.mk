@@ -21,9 +21,7 @@ FUZZ_LIB := $(FUZZ_BUILD)/libvolagent-fuzz.a
 FUZZ_AGENT_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(AGENT_SRCS)) \
 	$(patsubst $(CSI_GEN)/%.c,$(FUZZ_BUILD)/gen/%.o,$(GEN_SRCS))
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
-	-Wmissing-prototypes -Wno-unused-parameter -fno-strict-aliasing -D_GNU_SOURCE \
-	-DVOLAGENT_VERSION='"$(VERSION)"' $(ALL_INCLUDES) -I$(CSI_GEN) $(PKG_CFLAGS) \
+FUZZ_CFLAGS = -O1 -g $(BASE_CFLAGS) $(ALL_INCLUDES) -I$(CSI_GEN) $(PKG_CFLAGS) \
 	$(FUZZ_SAN) -fsanitize=fuzzer-no-link
 
 CHECK_SCRIPTS += tests/fuzz/run.sh
