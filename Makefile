@@ -79,7 +79,7 @@ TEST_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_LIB_SRCS))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 LIBAGENT := $(BUILD)/libvolagent.a
 
-.PHONY: all check check-fast install uninstall clean deps test-deps
+.PHONY: all check check-fast check-format install uninstall clean deps test-deps
 all: $(BUILD)/volagent
 
 $(BUILD)/%.o: %.c $(GEN_HDRS)
@@ -110,6 +110,10 @@ check: $(BUILD)/volagent $(TEST_BINS)
 
 # The C tests that need no VM, no Ceph cluster and no valgrind: a few minutes, for the
 # edit-build-test loop.  `make check` stays the whole suite (what .ci/run runs).
+# The code's format (.clang-format); CI runs it before the tests.
+check-format:
+	scripts/check-format
+
 check-fast: $(BUILD)/volagent $(TEST_BINS)
 	BUILD=$(BUILD) VOLAGENT_BIN=$(BUILD)/volagent CHECK_SCRIPTS="" tests/run-tests.sh $(TEST_BINS)
 
