@@ -83,6 +83,10 @@ static void print_human(json_t *root)
 		printf("journal at startup: %s\n", str(journal, "startup"));
 	printf("\n%-32s %-6s %-24s %-28s %s\n", "VOLUME", "PLUGIN", "POD", "STATE", "TARGET");
 	json_array_foreach(json_object_get(root, "volumes"), i, vol) {
+		if (!json_array_size(json_object_get(vol, "pods")))
+			printf("%-32s %-6s %-24s %-28s %s\n", str(vol, "name"), str(vol, "plugin"),
+			       "-", json_is_true(json_object_get(vol, "staged")) ? "staged" : "no pods",
+			       "-");
 		json_array_foreach(json_object_get(vol, "pods"), k, pod) {
 			json_t *bo = json_object_get(pod, "backoff");
 			json_t *fl = json_object_get(pod, "in_flight");
@@ -97,6 +101,9 @@ static void print_human(json_t *root)
 				       (long long)json_integer_value(json_object_get(bo, "retry_in_ms")),
 				       str(bo, "last_error"), str(bo, "last_error_at"));
 		}
+		/* The agent's one rendering of the spec, sensitive options masked. */
+		if (json_is_string(json_object_get(vol, "summary")))
+			printf("    source: %s\n", str(vol, "summary"));
 	}
 	if (json_array_size(json_object_get(root, "devices")))
 		printf("\n%-32s %-6s %-16s %-9s %s\n", "DEVICE VOLUME", "PLUGIN", "DEVICE", "STATE",

@@ -7,8 +7,14 @@
  * while the desired state may drop it. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+/* The attribute that names more mount options to keep secret ("ticket,domain"; see
+ * mount-options.h), and what a sensitive option is written as in the journal. */
+#define VOLUME_SPEC_SENSITIVE_KEY "sensitiveMountOptions"
+#define VOLUME_SPEC_MASKED_OPTION "(sensitive option not journaled)"
 
 struct volume_attr {
 	char *key;
@@ -44,6 +50,39 @@ int volume_spec_set_secret(struct volume_spec *s, const char *key, const char *v
 const char *volume_spec_get_secret(const struct volume_spec *s, const char *key);
 /* Whether two specs describe the same source the same way (type, fields, options, ro). */
 bool volume_spec_equal(const struct volume_spec *a, const struct volume_spec *b);
+
+/* --- rendering: the one way a spec leaves the agent (volume-spec-format.c) ---
+ *
+ * Every writer (log lines, error messages, the journal, `volagent status`, metrics) renders a
+ * spec through these, so that none of them can drift from the others: sensitive mount options
+ * (mount-options.h, plus the names in VOLUME_SPEC_SENSITIVE_KEY) are masked, in the options
+ * list and in a "mountOptions" attribute alike, and secrets are never part of the output. */
+
+enum volume_spec_json_form {
+	/* For people (status): the fields flat, "mountOptions" a list with each sensitive
+	 * option as "name=****", "readOnly": true when set. */
+	VOLUME_SPEC_JSON_STATUS,
+	/* The journal's (on-disk, unchanged since journal version 1): {"type", "attrs",
+	 * "mount_options", "read_only"}, each sensitive option replaced by
+	 * VOLUME_SPEC_MASKED_OPTION, so that such an entry is never restored from it. */
+	VOLUME_SPEC_JSON_JOURNAL,
+};
+
+/* s as a new JSON object (json_null() for a NULL s) in the given form.  Returns NULL on
+ * ENOMEM. */
+json_t *volume_spec_to_json(const struct volume_spec *s, enum volume_spec_json_form form);
+
+/* s as one line for a log or a message: "nfs server=h path=/x mountOptions=vers=4.1,
+ * password=**** ro".  Returns a new string, or NULL on ENOMEM. */
+char *volume_spec_format(const struct volume_spec *s);
+
+/* Whether s has a sensitive mount option (in its list or its "mountOptions" attribute). */
+bool volume_spec_has_sensitive_option(const struct volume_spec *s);
+
+/* Replaces in text (NUL-terminated, in a buffer of size bytes) each value of a sensitive
+ * option of s with "****", for a message that may have echoed one (a helper's error, a
+ * fingerprint).  Truncates to fit size. */
+void volume_spec_mask_text(const struct volume_spec *s, char *text, size_t size);
 
 static inline void volume_spec_unrefp(struct volume_spec **s)
 {

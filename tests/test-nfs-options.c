@@ -1,5 +1,6 @@
 /* test-nfs-options.c - the mount option helpers the nfs plugin builds its mounts and messages
- * with: split and join, lookup, and masking of options that carry credentials. */
+ * with: split and join, lookup, and masking of options that carry credentials; and the one
+ * rendering of a volume spec (volume-spec.h) every writer uses, with those options masked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "mount-options.h"
+#include "volume-spec.h"
 
 static char **split(const char *s)
 {
@@ -120,12 +122,140 @@ static void test_mask_text(void **state)
 	mount_options_free(v);
 }
 
+/* An nfs spec with every kind of sensitive option: built in (password, sec=krb5p), named in
+ * sensitiveMountOptions (ticket, and the flag option magic), in a "mountOptions" attribute,
+ * and a CSI secret. */
+static struct volume_spec *sensitive_spec(void)
+{
+	struct volume_spec *s = volume_spec_new("nfs");
+
+	assert_non_null(s);
+	assert_int_equal(volume_spec_set(s, "server", "10.0.0.1"), 0);
+	assert_int_equal(volume_spec_set(s, "path", "/export"), 0);
+	assert_int_equal(volume_spec_set(s, VOLUME_SPEC_SENSITIVE_KEY, "ticket,magic"), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "vers=4.1"), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "password=hunter2"), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "sec=krb5p"), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "ticket=abc123"), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "magic"), 0);
+	assert_int_equal(volume_spec_set_secret(s, "token", "t0ken"), 0);
+	s->read_only = true;
+	return s;
+}
+
+static char *dump(json_t *o)
+{
+	char *s;
+
+	assert_non_null(o);
+	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	json_decref(o);
+	assert_non_null(s);
+	return s;
+}
+
+static void test_spec_status_json(void **state)
+{
+	_cleanup_volume_spec_ struct volume_spec *s = sensitive_spec();
+	char *j = dump(volume_spec_to_json(s, VOLUME_SPEC_JSON_STATUS));
+
+	assert_string_equal(j, "{\"mountOptions\":[\"vers=4.1\",\"password=****\",\"sec=****\","
+			       "\"ticket=****\",\"****\"],\"path\":\"/export\",\"readOnly\":true,"
+			       "\"sensitiveMountOptions\":\"ticket,magic\",\"server\":\"10.0.0.1\"}");
+	free(j);
+	j = dump(volume_spec_to_json(NULL, VOLUME_SPEC_JSON_STATUS));
+	assert_string_equal(j, "null");
+	free(j);
+}
+
+/* The journal's form is on-disk state: exactly what journal version 1 always wrote. */
+static void test_spec_journal_json(void **state)
+{
+	_cleanup_volume_spec_ struct volume_spec *s = sensitive_spec();
+	_cleanup_volume_spec_ struct volume_spec *plain = volume_spec_new("local");
+	char *j = dump(volume_spec_to_json(s, VOLUME_SPEC_JSON_JOURNAL));
+
+	assert_string_equal(j, "{\"attrs\":{\"path\":\"/export\",\"sensitiveMountOptions\":"
+			       "\"ticket,magic\",\"server\":\"10.0.0.1\"},\"mount_options\":["
+			       "\"vers=4.1\",\"" VOLUME_SPEC_MASKED_OPTION "\",\""
+			       VOLUME_SPEC_MASKED_OPTION "\",\"" VOLUME_SPEC_MASKED_OPTION "\",\""
+			       VOLUME_SPEC_MASKED_OPTION "\"],\"read_only\":true,\"type\":\"nfs\"}");
+	free(j);
+	assert_int_equal(volume_spec_set(plain, "path", "/dev/sdb"), 0);
+	assert_int_equal(volume_spec_add_mount_option(plain, "noatime"), 0);
+	j = dump(volume_spec_to_json(plain, VOLUME_SPEC_JSON_JOURNAL));
+	assert_string_equal(j, "{\"attrs\":{\"path\":\"/dev/sdb\"},\"mount_options\":"
+			       "[\"noatime\"],\"read_only\":false,\"type\":\"local\"}");
+	free(j);
+}
+
+/* A "mountOptions" attribute (one comma-separated string) is masked too, and marks a journal
+ * entry as not to be restored; one that does not split is hidden whole. */
+static void test_spec_options_attribute(void **state)
+{
+	_cleanup_volume_spec_ struct volume_spec *s = volume_spec_new("nfs");
+	_cleanup_volume_spec_ struct volume_spec *bad = volume_spec_new("nfs");
+	_cleanup_volume_spec_ struct volume_spec *fine = volume_spec_new("nfs");
+	char *j, *t, *t2;
+
+	assert_int_equal(volume_spec_set(s, "mountOptions", "vers=3,secret=s3cr3t"), 0);
+	assert_true(volume_spec_has_sensitive_option(s));
+	j = dump(volume_spec_to_json(s, VOLUME_SPEC_JSON_STATUS));
+	assert_string_equal(j, "{\"mountOptions\":[\"vers=3\",\"secret=****\"]}");
+	free(j);
+	j = dump(volume_spec_to_json(s, VOLUME_SPEC_JSON_JOURNAL));
+	assert_null(strstr(j, "s3cr3t"));
+	assert_non_null(strstr(j, "\"mount_options\":[\"" VOLUME_SPEC_MASKED_OPTION "\"]"));
+	free(j);
+	t = volume_spec_format(s);
+	assert_string_equal(t, "nfs mountOptions=vers=3,secret=****");
+	assert_int_equal(volume_spec_add_mount_option(s, "ro"), 0);
+	t2 = volume_spec_format(s); /* the spec's options first, as the plugins apply them */
+	assert_string_equal(t2, "nfs mountOptions=ro,vers=3,secret=****");
+	free(t2);
+	free(t);
+
+	assert_int_equal(volume_spec_set(bad, "mountOptions", "a,,password=x"), 0);
+	assert_true(volume_spec_has_sensitive_option(bad));
+	t = volume_spec_format(bad);
+	assert_string_equal(t, "nfs mountOptions=****");
+	free(t);
+
+	assert_int_equal(volume_spec_set(fine, "mountOptions", "vers=3"), 0);
+	assert_false(volume_spec_has_sensitive_option(fine));
+	j = dump(volume_spec_to_json(fine, VOLUME_SPEC_JSON_JOURNAL));
+	assert_non_null(strstr(j, "\"mount_options\":[]"));
+	free(j);
+}
+
+static void test_spec_format_and_mask_text(void **state)
+{
+	_cleanup_volume_spec_ struct volume_spec *s = sensitive_spec();
+	char *t = volume_spec_format(s);
+	char text[256];
+
+	assert_string_equal(t, "nfs server=10.0.0.1 path=/export sensitiveMountOptions=ticket,magic "
+			       "mountOptions=vers=4.1,password=****,sec=****,ticket=****,**** ro");
+	free(t);
+	assert_true(volume_spec_has_sensitive_option(s));
+
+	/* A CSI fingerprint, or a helper's error that echoed the options. */
+	snprintf(text, sizeof(text), "type=nfs;opt=password=hunter2;opt=ticket=abc123;opt=magic;");
+	volume_spec_mask_text(s, text, sizeof(text));
+	assert_string_equal(text, "type=nfs;opt=password=****;opt=ticket=****;opt=****;");
+	volume_spec_mask_text(NULL, text, sizeof(text)); /* no spec: nothing to mask */
+	assert_string_equal(text, "type=nfs;opt=password=****;opt=ticket=****;opt=****;");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_split_and_join), cmocka_unit_test(test_get),
 		cmocka_unit_test(test_sensitive),      cmocka_unit_test(test_mask),
-		cmocka_unit_test(test_mask_text),
+		cmocka_unit_test(test_mask_text),      cmocka_unit_test(test_spec_status_json),
+		cmocka_unit_test(test_spec_journal_json),
+		cmocka_unit_test(test_spec_options_attribute),
+		cmocka_unit_test(test_spec_format_and_mask_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

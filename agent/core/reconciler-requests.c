@@ -18,15 +18,12 @@
 
 #include "log.h"
 #include "macro.h"
-#include "mount-options.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "reconciler-internal.h"
 
-/* The spec attr naming more options to keep secret (see mount-options.h), and what a
- * sensitive option is journaled as. */
-#define SENSITIVE_KEY "sensitiveMountOptions"
-#define MASKED_OPTION "(sensitive option not journaled)"
+/* What a sensitive option is journaled as (volume-spec.h). */
+#define MASKED_OPTION VOLUME_SPEC_MASKED_OPTION
 
 struct pending_request {
 	struct pending_request *next;
@@ -461,24 +458,18 @@ void requests_abort_all(struct reconciler *r)
 
 /* --- the journal's "csi" section --- */
 
-static json_t *spec_to_json(const struct volume_spec *s)
+/* A fingerprint as the journal keeps it: with the values of the spec's sensitive options
+ * masked (such an entry is not restored, so its fingerprint is never compared). */
+static json_t *fingerprint_json(const struct volume_spec *s, const char *fp)
 {
-	json_t *o = json_object(), *attrs = json_object(), *opts = json_array();
+	size_t size = strlen(fp) * 4 + 1; /* room for a one-byte value to become "****" */
+	_cleanup_free_ char *m = malloc(size);
 
-	json_object_set_new(o, "type", json_string(s->type));
-	for (size_t i = 0; i < s->n_attrs; i++)
-		json_object_set_new(attrs, s->attrs[i].key, json_string(s->attrs[i].value));
-	/* A sensitive option (password=...) is never written: it is masked, and an entry with
-	 * a masked option is not restored (kubelet calls again with the real one). */
-	for (char **m = s->mount_options; *m; m++)
-		json_array_append_new(opts, json_string(mount_option_is_sensitive(
-							  *m, volume_spec_get(s, SENSITIVE_KEY))
-							  ? MASKED_OPTION
-							  : *m));
-	json_object_set_new(o, "attrs", attrs);
-	json_object_set_new(o, "mount_options", opts);
-	json_object_set_new(o, "read_only", json_boolean(s->read_only));
-	return o; /* secrets are never written */
+	if (!m)
+		return NULL;
+	snprintf(m, size, "%s", fp);
+	volume_spec_mask_text(s, m, size);
+	return json_string(m);
 }
 
 json_t *requests_export_csi(struct reconciler *r)
@@ -500,10 +491,12 @@ json_t *requests_export_csi(struct reconciler *r)
 			continue;
 		o = json_object();
 		json_object_set_new(o, "volume_id", json_string(vol->volume_id));
-		json_object_set_new(o, "spec", spec_to_json(vol->spec));
+		json_object_set_new(o, "spec", volume_spec_to_json(vol->spec,
+								    VOLUME_SPEC_JSON_JOURNAL));
 		json_object_set_new(o, "staged", json_boolean(vol->staged));
 		if (vol->staged && vol->fingerprint)
-			json_object_set_new(o, "fingerprint", json_string(vol->fingerprint));
+			json_object_set_new(o, "fingerprint",
+					    fingerprint_json(vol->spec, vol->fingerprint));
 		if (vol->device_mount_path)
 			json_object_set_new(o, "staging_path", json_string(vol->device_mount_path));
 		json_object_set_new(o, "targets", json_array());
@@ -522,7 +515,8 @@ json_t *requests_export_csi(struct reconciler *r)
 		json_object_set_new(t, "pod_uid", json_string(pv->pod_uid));
 		json_object_set_new(t, "name", json_string(pv->outer_name));
 		json_object_set_new(t, "read_only", json_boolean(pv->read_only));
-		json_object_set_new(t, "fingerprint", json_string(pv->fingerprint));
+		json_object_set_new(t, "fingerprint",
+				    fingerprint_json(pv->volume->spec, pv->fingerprint));
 		json_array_append_new(json_object_get(o, "targets"), t);
 	}
 	json_decref(by_name);

@@ -28,7 +28,8 @@ static json_t *wall_time(uint64_t mono_ms)
 	return json_string(buf);
 }
 
-/* Backoff and last error of key, or null. */
+/* Backoff and last error of key, or null.  (The error was masked when its operation
+ * finished: see apply_result.) */
 static json_t *backoff_json(struct reconciler *r, const char *kind, const char *name)
 {
 	_cleanup_free_ char *key = key_for(kind, name);
@@ -56,22 +57,6 @@ static json_t *op_json(const struct volume_op *op)
 	o = json_object();
 	json_object_set_new(o, "operation", json_string(volume_op_kind_name(op->kind)));
 	json_object_set_new(o, "started_at", wall_time(op->queued_ms));
-	return o;
-}
-
-static json_t *spec_json(const struct volume_spec *s)
-{
-	json_t *o = json_object(), *opts = json_array();
-
-	if (!s)
-		return json_null();
-	for (size_t i = 0; i < s->n_attrs; i++)
-		json_object_set_new(o, s->attrs[i].key, json_string(s->attrs[i].value));
-	for (char **m = s->mount_options; *m; m++)
-		json_array_append_new(opts, json_string(*m));
-	json_object_set_new(o, "mountOptions", opts);
-	if (s->read_only)
-		json_object_set_new(o, "readOnly", json_true());
 	return o;
 }
 
@@ -125,11 +110,14 @@ char *reconciler_status_json(struct reconciler *r)
 	/* Volumes, then their pods (one pass over each index). */
 	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
 		const struct dsw_volume *vol = v;
+		_cleanup_free_ char *summary = volume_spec_format(vol->spec);
 		json_t *o = json_object();
 
 		json_object_set_new(o, "name", json_string(vol->name));
 		json_object_set_new(o, "plugin", json_string(vol->plugin->name));
-		json_object_set_new(o, "source", spec_json(vol->spec));
+		json_object_set_new(o, "source", volume_spec_to_json(vol->spec,
+								      VOLUME_SPEC_JSON_STATUS));
+		json_object_set_new(o, "summary", summary ? json_string(summary) : json_null());
 		json_object_set_new(o, "from", json_string(vol->csi ? "csi" : "spec file"));
 		if (vol->csi) {
 			json_object_set_new(o, "volume_id", json_string(vol->volume_id));

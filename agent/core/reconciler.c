@@ -571,6 +571,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	const char *name;
 
 	finish_op(r, op);
+	/* The error goes to the log, the status and a CSI answer: never with a secret in it. */
+	volume_spec_mask_text(op->spec, op->err.msg, sizeof(op->err.msg));
 	if (op->kind == VOLUME_OP_CHECK_HEALTH) {
 		apply_health(r, op);
 		return;

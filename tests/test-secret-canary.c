@@ -1,0 +1,377 @@
+/* test-secret-canary.c - a sensitive mount option given to a real agent goes nowhere in clear:
+ * not its log, not a file under its state dir, not `volagent status` (text or JSON), not the
+ * metrics, not a CSI error.  Canary values come in through a pod spec file (mountOptions, one
+ * of them named in sensitiveMountOptions) and through CSI (the capability's mount_flags, the
+ * volume_context's mountOptions, and the request's secrets), for nfs volumes whose server is
+ * down or never answers, so that the failure paths (which echo options) run.
+ *
+ * Root, private mount namespace; the CSI part uses the Python grpcio client. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "testlib.h"
+
+#define WAIT_MS 15000
+
+#define CANARY_POD_PW "canaryPodPw-9d1e"
+#define CANARY_POD_TICKET "canaryPodTicket-4b7c"
+#define CANARY_CSI_FLAG "canaryCsiFlag-2a6f"
+#define CANARY_CSI_CTX "canaryCsiCtx-8e3b"
+#define CANARY_CSI_SECRET "canaryCsiSecret-c05d"
+
+static const char *const canaries[] = {
+	CANARY_POD_PW, CANARY_POD_TICKET, CANARY_CSI_FLAG, CANARY_CSI_CTX, CANARY_CSI_SECRET,
+};
+
+static int setup(void **state)
+{
+	*state = fixture_new("canary");
+	return 0;
+}
+
+/* The CSI client the test started, if it still runs (a failed assertion left it). */
+static pid_t csi_pid;
+
+static int teardown(void **state)
+{
+	if (csi_pid > 0) {
+		kill(csi_pid, SIGKILL);
+		waitpid(csi_pid, NULL, 0);
+		csi_pid = 0;
+	}
+	fixture_free(*state);
+	return 0;
+}
+
+/* Fails naming where a canary showed up, with the text around it. */
+static void assert_no_canary(const char *where, const char *text)
+{
+	assert_non_null(text);
+	for (size_t i = 0; i < sizeof(canaries) / sizeof(canaries[0]); i++) {
+		const char *p = strstr(text, canaries[i]);
+		if (p) {
+			const char *from = p - text > 200 ? p - 200 : text;
+			fail_msg("%s holds the canary %s: ...%.400s...", where, canaries[i], from);
+		}
+	}
+}
+
+static int state_files_checked;
+
+static int check_state_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	char *text;
+
+	if (type != FTW_F || !S_ISREG(st->st_mode))
+		return 0;
+	text = test_read_file(path);
+	assert_no_canary(path, text ? text : "");
+	free(text);
+	state_files_checked++;
+	return 0;
+}
+
+/* Every place the agent writes to: log, state dir, status (both forms), metrics. */
+static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volume)
+{
+	char sock[700], msock[700], *out = NULL, *log;
+
+	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
+	snprintf(msock, sizeof(msock), "%s/metrics.sock", f->state);
+
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--json", "--socket", sock,
+							      NULL },
+				       &out),
+			 0);
+	assert_no_canary("status --json", out);
+	/* Not vacuous: the volume is there, its options shown masked. */
+	assert_non_null(strstr(out, volume));
+	assert_non_null(strstr(out, "password=****"));
+	free(out);
+
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--socket", sock, NULL },
+				       &out),
+			 0);
+	assert_no_canary("status", out);
+	assert_non_null(strstr(out, "password=****"));
+	free(out);
+
+	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
+								  msock, "http://agent/metrics",
+								  NULL },
+					  &out),
+			 0);
+	assert_no_canary("metrics", out);
+	assert_non_null(strstr(out, "volagent_operations_started_total"));
+	free(out);
+
+	state_files_checked = 0;
+	assert_int_equal(nftw(f->state, check_state_file, 16, FTW_PHYS), 0);
+	assert_true(state_files_checked >= 1); /* the journal at least */
+
+	log = test_read_file(f->agent.log_path);
+	assert_no_canary("agent log", log);
+	free(log);
+}
+
+static int closed_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* A server that never answers: a listener with backlog 0 whose accept queue this test fills,
+ * so that the kernel drops every further SYN and the agent's connect hangs until its connect
+ * timeout.  The fds are returned in fds[0..2] for the caller to close. */
+static int hung_server(int fds[3])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(fds[0], (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fds[0], 0), 0);
+	assert_int_equal(getsockname(fds[0], (struct sockaddr *)&a, &len), 0);
+	for (int i = 1; i < 3; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		(void)connect(fds[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	return ntohs(a.sin_port);
+}
+
+/* (a) A pod spec file: nfs, server down, a password= option and one named in
+ * sensitiveMountOptions. */
+static void test_pod_spec_file(void **state)
+{
+	struct agent_fixture *f = *state;
+	char spec[1024];
+	int port = closed_port();
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"pod-canary\"}, \"volumes\": ["
+		 "{\"name\": \"share\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
+		 " \"sensitiveMountOptions\": [\"ticket\"]},"
+		 " \"mountOptions\": [\"port=%d\", \"vers=4.1\", \"password=" CANARY_POD_PW "\","
+		 " \"ticket=" CANARY_POD_TICKET "\"]}]}",
+		 port);
+	assert_int_equal(fixture_write_pod(f, "canary.json", spec), 0);
+	assert_int_equal(fixture_start(f, (const char *const[]){ "--log-level", "debug",
+								 "--nfs-connect-timeout", "300ms",
+								 "--device-inventory", "false", NULL }),
+			 0);
+	assert_true(fixture_wait_log(f, "operation failed", WAIT_MS));
+	assert_true(fixture_wait_log(f, "Connection refused", WAIT_MS));
+	assert_no_canary_anywhere(f, "pod-canary");
+	/* The journal kept nothing but what it needs; the agent stops cleanly. */
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	{
+		char *log = test_read_file(f->agent.log_path);
+		assert_no_canary("agent log after stop", log);
+		free(log);
+	}
+}
+
+struct csi_call {
+	char out[700];
+};
+
+/* Starts the CSI client on the calls in the background; its answers go to c->out. */
+static void csi_start(struct agent_fixture *f, const char *sock, const char *calls,
+		      struct csi_call *c)
+{
+	char input[700], stubs[700];
+
+	snprintf(input, sizeof(input), "%s/calls.txt", f->dir);
+	snprintf(stubs, sizeof(stubs), "%s/stubs", f->dir);
+	snprintf(c->out, sizeof(c->out), "%s/answers.txt", f->dir);
+	assert_int_equal(test_write_file(input, calls), 0);
+	csi_pid = fork();
+	assert_true(csi_pid >= 0);
+	if (csi_pid == 0) {
+		int fd = open(c->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(126);
+		execl("/usr/bin/python3", "/usr/bin/python3", "tests/csi/csi_client.py", "--socket", sock,
+		      "--stub-dir", stubs, "--timeout", "60", "--input", input, (char *)NULL);
+		_exit(127);
+	}
+}
+
+/* Waits for the client; returns its answers (caller frees). */
+static char *csi_finish(struct csi_call *c)
+{
+	int status;
+
+	assert_int_equal(waitpid(csi_pid, &status, 0), csi_pid);
+	csi_pid = 0;
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	return test_read_file(c->out);
+}
+
+static bool socket_exists(void *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+struct journal_has {
+	const char *path;
+	const char *text;
+};
+
+static bool journal_holds(void *arg)
+{
+	struct journal_has *j = arg;
+	char *s = test_read_file(j->path);
+	bool has = s && strstr(s, j->text);
+
+	free(s);
+	return has;
+}
+
+#define CAP_FLAGS                                                                                  \
+	"{\"mount\": {\"mount_flags\": [\"password=" CANARY_CSI_FLAG "\"]}, "                     \
+	"\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+
+#define CONTEXT                                                                                    \
+	"\"volume_context\": {\"type\": \"nfs\", \"server\": \"127.0.0.1\", \"path\": "          \
+	"\"/export\", \"mountOptions\": \"port=%d,secret=" CANARY_CSI_CTX "\"}, \"secrets\": "  \
+	"{\"token\": \"" CANARY_CSI_SECRET "\"}"
+
+/* Starts the agent with --csi in the given nfs mode; the kubelet dir is in ret_kubelet. */
+static void csi_agent_start(struct agent_fixture *f, const char *nfs_mode, char *kubelet,
+			    char *sock)
+{
+	long off = fixture_log_size(f);
+
+	snprintf(kubelet, 600, "%s/kubelet", fixture_short_dir(f));
+	snprintf(sock, 700, "%s/plugins/csi.volagent.io/csi.sock", kubelet);
+	assert_int_equal(fixture_start(f, (const char *const[]){ "--csi", "--kubelet-root-dir",
+								 kubelet, "--device-inventory",
+								 "false", "--log-level", "debug",
+								 "--nfs-mode", nfs_mode,
+								 "--nfs-connect-timeout", "8s",
+								 NULL }),
+			 0);
+	assert_true(test_wait_until(socket_exists, sock, WAIT_MS));
+	assert_true(fixture_wait_log_after(f, off, "startup reconstruction complete", WAIT_MS));
+}
+
+/* Runs calls, whose last one reaches a server that never answers; while it is in flight
+ * (the journal holds journal_text) and after it failed, no canary is anywhere. */
+static void csi_check(struct agent_fixture *f, const char *sock, const char *calls,
+		      const char *journal_text, const char *volume, int n_ok)
+{
+	char journal[700], *out, *line;
+	struct journal_has jh = { journal, journal_text };
+	struct csi_call c;
+	int ok = 0, n = 0;
+
+	snprintf(journal, sizeof(journal), "%s/journal.json", f->state);
+	csi_start(f, sock, calls, &c);
+	assert_true(test_wait_until(journal_holds, &jh, WAIT_MS));
+	assert_no_canary_anywhere(f, volume);
+
+	out = csi_finish(&c);
+	assert_non_null(out);
+	assert_no_canary("CSI answers", out);
+	/* The first n_ok calls succeed; the last fails, as its server never answers. */
+	for (line = out; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "") {
+		n++;
+		ok += strncmp(line, "OK ", 3) == 0;
+	}
+	if (ok != n_ok || n != n_ok + 1)
+		fail_msg("expected %d answers OK then one error: %s", n_ok, out);
+	free(out);
+	{
+		char *log = test_read_file(f->agent.log_path), *j = test_read_file(journal);
+		assert_no_canary("agent log", log);
+		assert_no_canary("journal", j);
+		free(log);
+		free(j);
+	}
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* (b) CSI, stage: NodeStageVolume (nfs shared mode mounts the share when staging) with the
+ * canaries in the capability's mount_flags, the volume_context's mountOptions and secrets,
+ * its server never answering: checked while the call is in flight (status and journal hold
+ * the volume) and after it failed. */
+static void test_csi_stage(void **state)
+{
+	struct agent_fixture *f = *state;
+	char kubelet[600], sock[700], stg[700], calls[4096];
+	int fds[3], hung = hung_server(fds);
+
+	csi_agent_start(f, "shared", kubelet, sock);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/hung/globalmount",
+		 kubelet);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, NULL }), 0);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"nfs-hung\", \"staging_target_path\": "
+		 "\"%s\", \"volume_capability\": " CAP_FLAGS ", " CONTEXT "}\n",
+		 stg, hung);
+	csi_check(f, sock, calls, "\"volume_id\":\"nfs-hung\"", "csi:nfs-hung", 0);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+
+/* (b) CSI, publish: in nfs direct mode the stage mounts nothing and NodePublishVolume mounts
+ * the share at the target; the same canaries, the server never answering. */
+static void test_csi_publish(void **state)
+{
+	struct agent_fixture *f = *state;
+	char kubelet[600], sock[700], stg[700], tgt[700], calls[4096];
+	int fds[3], hung = hung_server(fds);
+
+	csi_agent_start(f, "direct", kubelet, sock);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/pv/globalmount",
+		 kubelet);
+	snprintf(tgt, sizeof(tgt), "%s/pods/pod-c/volumes/kubernetes.io~csi/pv", kubelet);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, tgt, NULL }), 0);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"nfs-pub\", \"staging_target_path\": "
+		 "\"%s\", \"volume_capability\": " CAP_FLAGS ", " CONTEXT "}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"nfs-pub\", \"staging_target_path\": "
+		 "\"%s\", \"target_path\": \"%s/mount\", \"volume_capability\": " CAP_FLAGS
+		 ", " CONTEXT "}\n",
+		 stg, hung, stg, tgt, hung);
+	csi_check(f, sock, calls, "\"pod_uid\":\"pod-c\"", "csi:nfs-pub", 1);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_pod_spec_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_stage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_publish, setup, teardown),
+	};
+
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
