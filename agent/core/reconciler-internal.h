@@ -83,6 +83,10 @@ struct reconciler {
 	pthread_cond_t req_cond;
 	struct pending_request *incoming;	/* under req_lock */
 	struct pending_request *waiting;	/* reconciler thread only */
+	/* rec_run_on_thread: the call to make, and whether it was made (under req_lock). */
+	void (*call_fn)(struct reconciler *r, void *arg);
+	void *call_arg;
+	bool call_done;
 	char *kubelet_root;			/* NULL when CSI is off */
 
 	uint64_t started_ms;			/* for the uptime in status */
@@ -126,6 +130,11 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err);
 /* reconciler.c */
 /* Re-reads the mount table and syncs the actual state with it. */
 int rec_refresh_table(struct reconciler *r);
+/* For tests: runs fn(r, arg) on the reconciler thread between two events and waits for it to
+ * return (directly when the thread is not running), so fn may read and change the desired and
+ * actual state safely.  One caller at a time. */
+void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, void *arg),
+		       void *arg);
 /* Saves the journal if a device record changed, or CSI entries changed and their save is due
  * (or force). */
 void rec_save_journal(struct reconciler *r, bool force);

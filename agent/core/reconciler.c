@@ -165,6 +165,47 @@ static void forced_resync(struct reconciler *r)
 		 "pass_us", LOG_INT((c.tv_sec - b.tv_sec) * 1000000 + (c.tv_nsec - b.tv_nsec) / 1000));
 }
 
+void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, void *arg),
+		       void *arg)
+{
+	uint64_t one = 1;
+
+	if (!r->thread_started) {
+		fn(r, arg);
+		return;
+	}
+	pthread_mutex_lock(&r->req_lock);
+	r->call_fn = fn;
+	r->call_arg = arg;
+	r->call_done = false;
+	pthread_mutex_unlock(&r->req_lock);
+	(void)!write(r->wake_fd, &one, sizeof(one));
+	pthread_mutex_lock(&r->req_lock);
+	while (!r->call_done)
+		pthread_cond_wait(&r->req_cond, &r->req_lock);
+	r->call_fn = NULL;
+	pthread_mutex_unlock(&r->req_lock);
+}
+
+/* Makes the call rec_run_on_thread asked for, if any. */
+static void run_call(struct reconciler *r)
+{
+	void (*fn)(struct reconciler *, void *);
+	void *arg;
+
+	pthread_mutex_lock(&r->req_lock);
+	fn = r->call_done ? NULL : r->call_fn;
+	arg = r->call_arg;
+	pthread_mutex_unlock(&r->req_lock);
+	if (!fn)
+		return;
+	fn(r, arg);
+	pthread_mutex_lock(&r->req_lock);
+	r->call_done = true;
+	pthread_cond_broadcast(&r->req_cond);
+	pthread_mutex_unlock(&r->req_lock);
+}
+
 static void handle_event(struct reconciler *r, int fd)
 {
 	uint64_t n;
@@ -184,6 +225,7 @@ static void handle_event(struct reconciler *r, int fd)
 	} else if (fd == r->wake_fd) {
 		(void)!read(r->wake_fd, &n, sizeof(n));
 		requests_take_incoming(r);
+		run_call(r);
 	} else {
 		for (size_t i = 0; i < r->cfg.n_sources; i++)
 			if (fd == r->cfg.sources[i].fd)
