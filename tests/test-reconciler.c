@@ -721,6 +721,123 @@ static void test_reconstruction_adopts_mounts(void **state)
 	assert_int_equal(test_mount_id(tp), id_p);
 }
 
+/* --- defect 4: a mount-table read failure is logged once, at the boundary --- */
+
+/* Redirects stderr (where the log goes) to a file until log_capture_end. */
+struct log_capture {
+	char path[64];
+	int saved;
+};
+
+static void log_capture_begin(struct log_capture *c)
+{
+	int fd;
+
+	snprintf(c->path, sizeof(c->path), "/tmp/va-rec-log-XXXXXX");
+	fd = mkstemp(c->path);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	c->saved = dup(2);
+	dup2(fd, 2);
+	close(fd);
+}
+
+/* Restores stderr and returns what was logged (caller frees). */
+static char *log_capture_end(struct log_capture *c)
+{
+	char *text;
+
+	fflush(stderr);
+	dup2(c->saved, 2);
+	close(c->saved);
+	text = test_read_file(c->path);
+	unlink(c->path);
+	return text ? text : strdup("");
+}
+
+static unsigned count_lines_with(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Hides /proc in the test's mount namespace: /proc/self/mountinfo cannot be opened, a real
+ * read failure of the mount table (the monitor's fd, opened before, keeps working). */
+static void hide_proc(void)
+{
+	assert_int_equal(mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k"), 0);
+}
+
+static void unhide_proc(void)
+{
+	assert_int_equal(umount2("/proc", MNT_DETACH), 0);
+}
+
+/* At startup the failure is not logged by the reconciler: it goes back in err, for the one
+ * caller (cmd-run: "cannot start") to log. */
+static void test_table_unreadable_at_start_is_returned_not_logged(void **state)
+{
+	struct fix *f = *state;
+	struct error_info err = { 0 };
+	struct log_capture c;
+	_cleanup_free_ char *log = NULL;
+	int k;
+
+	assert_int_equal(reconciler_new(&(struct reconciler_config){
+						 .root_dir = f->root,
+						 .state_dir = f->state,
+						 .pods_dir = f->pods,
+						 .workers = 1,
+						 .backoff_initial_ms = 100,
+						 .backoff_max_ms = 1000,
+						 .resync_ms = 600000,
+						 .refresh_min_interval_ms = 10,
+					 },
+					 &f->r, &err),
+			 0);
+	log_capture_begin(&c);
+	hide_proc();
+	k = reconciler_start(f->r, &err);
+	unhide_proc();
+	log = log_capture_end(&c);
+	assert_true(k < 0);
+	assert_int_equal(count_lines_with(log, "mount table"), 0);
+	assert_non_null(strstr(err_msg(&err), "reading the mount table /proc/self/mountinfo"));
+}
+
+static bool table_failure_logged(void *arg)
+{
+	struct log_capture *c = arg;
+	_cleanup_free_ char *text = test_read_file(c->path);
+
+	return text && strstr(text, "cannot read the mount table");
+}
+
+/* While running, the loop is the boundary: it logs the failure once however often the read is
+ * retried, and once more when the table is readable again. */
+static void test_table_unreadable_while_running_logged_once(void **state)
+{
+	struct fix *f = *state;
+	struct log_capture c;
+	_cleanup_free_ char *log = NULL;
+
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	log_capture_begin(&c);
+	hide_proc(); /* the monitor sees the mount: the table is re-read, and fails */
+	assert_true(test_wait_until(table_failure_logged, &c, 5000));
+	wait_two_passes(f); /* forced resyncs, each reading the table again */
+	wait_two_passes(f);
+	unhide_proc();
+	wait_two_passes(f);
+	log = log_capture_end(&c);
+	assert_int_equal(count_lines_with(log, "cannot read the mount table"), 1);
+	assert_int_equal(count_lines_with(log, "mount table is readable again"), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -732,6 +849,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failing_volume_does_not_hold_up_another,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_unreadable_at_start_is_returned_not_logged,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_unreadable_while_running_logged_once,
+						setup, teardown),
 	};
 
 	if (!test_have_root()) {

@@ -62,6 +62,7 @@ struct reconciler {
 	bool resync_requested;		/* set under stats_lock */
 
 	bool table_dirty;
+	bool table_unreadable;		/* the last read of the mount table failed (logged once) */
 	bool pass_needed;
 	unsigned long ops_started;
 	unsigned long ops_failed;
@@ -128,8 +129,9 @@ void rec_pass(struct reconciler *r);
 int rec_reconstruct(struct reconciler *r, struct error_info *err);
 
 /* reconciler.c */
-/* Re-reads the mount table and syncs the actual state with it. */
-int rec_refresh_table(struct reconciler *r);
+/* Re-reads the mount table and syncs the actual state with it.  Does not log: returns 0, or a
+ * negative errno with err set and the last table read kept. */
+int rec_refresh_table(struct reconciler *r, struct error_info *err);
 /* For tests: runs fn(r, arg) on the reconciler thread between two events and waits for it to
  * return (directly when the thread is not running), so fn may read and change the desired and
  * actual state safely.  One caller at a time. */

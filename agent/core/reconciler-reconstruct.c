@@ -154,9 +154,10 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 		device_attachment_clear(&d->att);
 		journal_mark_dirty(r->journal);
 	}
-	k = rec_refresh_table(r);
+	/* Not logged here: the caller of reconciler_start logs err once. */
+	k = rec_refresh_table(r, err);
 	if (k < 0)
-		return err_set(err, k, "cannot read the mount table");
+		return k;
 	adopt_untracked_device_mounts(r);
 	if (r->specs) {
 		k = spec_source_scan(r->specs);

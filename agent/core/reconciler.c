@@ -65,20 +65,37 @@ void rec_save_journal(struct reconciler *r, bool force)
 
 /* --- the mount table --- */
 
-int rec_refresh_table(struct reconciler *r)
+int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
-	struct error_info err = { 0 };
-	int k = mount_table_refresh(r->table, NULL, &err);
+	int k = mount_table_refresh(r->table, NULL, err);
 
-	if (k < 0) {
-		log_error("cannot read the mount table", "error", err_msg(&err));
+	if (k < 0)
 		return k;
-	}
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
 	asw_sync_with_table(r->asw, r->table);
 	r->pass_needed = true;
 	return 0;
+}
+
+/* The loop's refresh, and the one place its failure is logged: once when the table becomes
+ * unreadable and once when it is readable again, not per retry.  Meanwhile the last table
+ * read stays in force and the read is retried every refresh_min_interval_ms. */
+static void refresh_table_in_loop(struct reconciler *r)
+{
+	struct error_info err = { 0 };
+
+	if (rec_refresh_table(r, &err) < 0) {
+		r->last_refresh_ms = now_ms();
+		if (!r->table_unreadable)
+			log_error("cannot read the mount table, keeping the last one read and retrying",
+				  "error", err_msg(&err));
+		r->table_unreadable = true;
+		return;
+	}
+	if (r->table_unreadable)
+		log_info("the mount table is readable again");
+	r->table_unreadable = false;
 }
 
 /* --- the loop --- */
@@ -153,7 +170,7 @@ static void forced_resync(struct reconciler *r)
 	struct timespec a, b, c;
 
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	rec_refresh_table(r);
+	refresh_table_in_loop(r);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	r->pass_needed = false;
 	rec_pass(r);
@@ -257,7 +274,7 @@ static void *reconciler_main(void *arg)
 		if (take_resync_request(r))
 			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
-			rec_refresh_table(r);
+			refresh_table_in_loop(r);
 		if (r->pass_needed) {
 			r->pass_needed = false;
 			rec_pass(r);
