@@ -2,9 +2,7 @@
  * the mount table refresh and journal saves.  The pass, operations in flight and the
  * reconstruction after a restart have their own files (reconciler-pass.c, reconciler-ops.c,
  * reconciler-reconstruct.c). */
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,10 +21,8 @@
 #include "executor.h"
 #include "journal.h"
 #include "log.h"
-#include "metrics.h"
 #include "macro.h"
 #include "mount-table.h"
-#include "mount-util.h"
 #include "path-util.h"
 #include "reconciler.h"
 #include "reconciler-internal.h"
