@@ -174,7 +174,7 @@ static void test_edit_applies_the_difference(void **state)
 		 "{\"name\": \"c\", \"local\": {\"path\": \"%s\"}}]}",
 		 b, c);
 	assert_int_equal(fixture_write_pod(f, "p.json", spec), 0);
-	assert_true(fixture_wait_log(f, "read_only=true", WAIT_MS));
+	assert_true(fixture_wait_pod_state(f, db, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(db));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
@@ -214,7 +214,15 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	free(s);
 	fs_uuid(dev, uuid2, sizeof(uuid2));
 	assert_string_equal(uuid1, uuid2);
-	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1);
+	{
+		json_t *st = fixture_status(f), *d;
+		assert_non_null(st);
+		assert_int_equal(status_count(st, "devices"), 1);
+		d = status_device(st, dev);
+		assert_non_null(d);
+		assert_true(json_is_true(json_object_get(d, "mounted")));
+		json_decref(st);
+	}
 	assert_true(fixture_wait_mount_count(f, 3, WAIT_MS)); /* global + two binds */
 
 	/* The last pod going releases the device. */
@@ -225,7 +233,7 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	assert_int_equal(test_count_mounts_under(global), 1);
 	assert_int_equal(fixture_remove_pod(f, "two.json"), 0);
 	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
-	assert_true(fixture_wait_log(f, "device unmounted", WAIT_MS));
+	assert_true(fixture_wait_count(f, "devices", 0, WAIT_MS));
 	fs_uuid(dev, uuid2, sizeof(uuid2));
 	assert_string_equal(uuid1, uuid2);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
@@ -452,8 +460,10 @@ static void test_symlinks_are_refused(void **state)
 	}
 	assert_int_equal(fixture_write_pod(f, "trap.json", spec), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_true(fixture_wait_log(f, "component \\\"link\\\" is a symlink", WAIT_MS));
-	assert_true(fixture_wait_log(f, "a symlink is never followed", WAIT_MS));
+	assert_true(fixture_wait_pod_error(f, fixture_pod_dir(f, "trap", "vialink", d),
+					   "component \"link\" is a symlink", WAIT_MS));
+	assert_true(fixture_wait_pod_error(f, fixture_pod_dir(f, "trap", "planted", d),
+					   "a symlink is never followed", WAIT_MS));
 	assert_int_equal(test_count_mounts_under(f->root), 0);
 	assert_int_equal(test_count_mounts_under(escape), 0);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);

@@ -88,8 +88,8 @@ static void test_status_shows_volumes_errors_and_journal(void **state)
 
 	write_pods(f);
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_true(fixture_wait_log(f, "operation failed", 10000));
-	assert_true(fixture_wait_log(f, "msg=\"volume mounted\"", 10000));
+	assert_true(fixture_wait_count(f, "failing", 1, 10000));
+	assert_true(fixture_wait_count(f, "mounted", 1, 10000));
 	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
 
 	assert_int_equal(status_as(0, 0, (const char *[]){ "--socket", sock, NULL }, &out, &err), 0);
@@ -140,14 +140,13 @@ static void test_non_root_refused_unless_group_allows(void **state)
 	struct agent_fixture *f = *state;
 	char sock[700], *out, *err;
 	const char *dir = fixture_short_dir(f);
-	long off;
 
 	/* A socket in a dir "nobody" may traverse, so that the socket's own mode (0600) or
 	 * group (0660) is what decides, not the dirs above it. */
 	assert_int_equal(chmod(dir, 0755), 0);
 	snprintf(sock, sizeof(sock), "%s/admin.sock", dir);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--admin-socket", sock, NULL }), 0);
-	assert_true(fixture_wait_log(f, "startup reconstruction complete", 10000));
+	assert_true(fixture_wait_ready(f, sock, 10000));
 	assert_int_equal(status_as(65534, 65534, (const char *[]){ "--socket", sock, NULL }, &out,
 				   &err),
 			 1);
@@ -161,12 +160,11 @@ static void test_non_root_refused_unless_group_allows(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 
 	/* With --admin-socket-group the group's members may ask. */
-	off = fixture_log_size(f);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--admin-socket", sock,
 								  "--admin-socket-group", "65534",
 								  NULL }),
 			 0);
-	assert_true(fixture_wait_log_after(f, off, "startup reconstruction complete", 10000));
+	assert_true(fixture_wait_ready(f, sock, 10000));
 	assert_int_equal(status_as(65534, 65534, (const char *[]){ "--socket", sock, NULL }, &out,
 				   &err),
 			 0);
@@ -183,8 +181,8 @@ static void test_metrics_unix_and_loopback(void **state)
 
 	write_pods(f);
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_true(fixture_wait_log(f, "operation failed", 10000));
-	assert_true(fixture_wait_log(f, "msg=\"volume mounted\"", 10000));
+	assert_true(fixture_wait_count(f, "failing", 1, 10000));
+	assert_true(fixture_wait_count(f, "mounted", 1, 10000));
 	snprintf(sock, sizeof(sock), "%s/metrics.sock", f->state);
 	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
 								  sock, "http://agent/metrics",

@@ -77,8 +77,8 @@ int mount_table_refresh(struct mount_table *t, const char *path, struct error_in
 	}
 	r = mnt_table_parse_file(tb, path ? path : "/proc/self/mountinfo");
 	if (r != 0) {
-		r = err_set(err, r < 0 ? r : -EIO, "reading the mount table: %s",
-			    strerror(r < 0 ? -r : EIO));
+		r = err_set(err, r < 0 ? r : -EIO, "reading the mount table %s: %s",
+			    path ? path : "/proc/self/mountinfo", strerror(r < 0 ? -r : EIO));
 		goto out;
 	}
 	/* mountinfo lists mounts in mount order: a later mount on the same target covers an

@@ -1,5 +1,9 @@
-/* reconciler-internal.h - the reconciler's state, shared by its own files only
- * (reconciler.c: the loop and the passes; reconciler-requests.c: CSI requests). */
+/* reconciler-internal.h - the reconciler's state, shared by its own files only:
+ * reconciler.c (lifecycle, loop, timers, table refresh, journal saves), reconciler-ops.c
+ * (operations in flight and their results), reconciler-pass.c (the pass),
+ * reconciler-reconstruct.c (after a restart), reconciler-requests.c (CSI requests) and
+ * reconciler-status.c (the status snapshot).  Functions shared between them are prefixed rec_
+ * (key_for and requests_ predate that); all run on the reconciler thread. */
 #pragma once
 
 #include <jansson.h>
@@ -58,6 +62,7 @@ struct reconciler {
 	bool resync_requested;		/* set under stats_lock */
 
 	bool table_dirty;
+	bool table_unreadable;		/* the last read of the mount table failed (logged once) */
 	bool pass_needed;
 	unsigned long ops_started;
 	unsigned long ops_failed;
@@ -79,6 +84,10 @@ struct reconciler {
 	pthread_cond_t req_cond;
 	struct pending_request *incoming;	/* under req_lock */
 	struct pending_request *waiting;	/* reconciler thread only */
+	/* rec_run_on_thread: the call to make, and whether it was made (under req_lock). */
+	void (*call_fn)(struct reconciler *r, void *arg);
+	void *call_arg;
+	bool call_done;
 	char *kubelet_root;			/* NULL when CSI is off */
 
 	uint64_t started_ms;			/* for the uptime in status */
@@ -88,17 +97,56 @@ struct reconciler {
 };
 
 
-struct vol_busy *busy_get(struct reconciler *r, const char *volume, bool create);
-bool device_op_running(struct reconciler *r, const char *volume);
+/* reconciler-ops.c */
+/* The busy record of volume, created when create is set; NULL when none (or out of memory). */
+struct vol_busy *rec_busy_get(struct reconciler *r, const char *volume, bool create);
+/* Whether a device-level operation on volume is in flight. */
+bool rec_device_op_running(struct reconciler *r, const char *volume);
+/* Whether a pod-level operation on target (of volume) may start now. */
+bool rec_pod_op_allowed(struct reconciler *r, const char *target, const char *volume);
+/* Whether a device-level operation on volume may start now (nothing else runs on it). */
+bool rec_device_op_allowed(struct reconciler *r, const char *volume);
+/* A new operation on target; NULL when out of memory. */
+struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, const char *key,
+			      const char *target, const char *volume_name,
+			      const struct volume_plugin *plugin, struct volume_spec *spec);
+/* Marks op as in flight and appends it to the list at *tail (submitted by the caller). */
+void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op ***tail);
+/* Up to where empty dirs are removed after unmounting target (caller frees). */
+char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device);
+/* The backoff key of an operation: "<kind>:<name>" (caller frees). */
 char *key_for(const char *kind, const char *name);
-int refresh_table(struct reconciler *r);
+/* Age in seconds of the oldest operation in flight, 0 when none. */
+double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
+/* Applies the results of the operations the executor finished. */
+void rec_drain_completed(struct reconciler *r);
+
+/* reconciler-pass.c: one pass (see reconciler.h). */
+void rec_pass(struct reconciler *r);
+
+/* reconciler-reconstruct.c: the actual state after a restart, from the journal, the mount
+ * table and the pod spec files.  Returns 0 or a negative errno with err set. */
+int rec_reconstruct(struct reconciler *r, struct error_info *err);
+
+/* reconciler.c */
+/* Re-reads the mount table and syncs the actual state with it.  Does not log: returns 0, or a
+ * negative errno with err set and the last table read kept. */
+int rec_refresh_table(struct reconciler *r, struct error_info *err);
+/* For tests: runs fn(r, arg) on the reconciler thread between two events and waits for it to
+ * return (directly when the thread is not running), so fn may read and change the desired and
+ * actual state safely.  One caller at a time. */
+void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, void *arg),
+		       void *arg);
+/* Saves the journal if a device record changed, or CSI entries changed and their save is due
+ * (or force). */
+void rec_save_journal(struct reconciler *r, bool force);
 /* The CSI entries changed: the journal is saved within CSI_JOURNAL_DELAY_MS, batched with any
  * other change then, without holding up the call that changed them.  They only record what
  * kubelet asked for, and kubelet asks again: a restart that lost the last ones adopts a
  * repeated publish (the target already holds the volume) and unmounts on unpublish or
  * unstage what it finds there.  Device records, which only the agent knows, are saved
  * before the operation they describe (journal_mark_dirty). */
-void csi_journal_changed(struct reconciler *r);
+void rec_csi_journal_changed(struct reconciler *r);
 #define CSI_JOURNAL_DELAY_MS 200
 
 /* reconciler-requests.c */

@@ -172,7 +172,7 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 			return complete(r, p, -ENOMEM, "out of memory");
 		if (key)
 			backoff_forget(r->backoff, key); /* kubelet's call, kubelet's backoff */
-		csi_journal_changed(r);
+		rec_csi_journal_changed(r);
 	}
 	if (!v->uses_device)
 		return complete(r, p, 0, NULL); /* nothing to mount until publish */
@@ -223,7 +223,7 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 		if (key)
 			backoff_forget(r->backoff, key);
 	}
-	csi_journal_changed(r);
+	rec_csi_journal_changed(r);
 	wait_for(r, p);
 }
 
@@ -252,7 +252,7 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 		return complete(r, p, -EEXIST, "%s belongs to a pod spec file, not to CSI", target);
 	if (pv) {
 		dsw_csi_unpublish(r->dsw, target);
-		csi_journal_changed(r);
+		rec_csi_journal_changed(r);
 	} else if (!asw_get_pod_mount(r->asw, target)) {
 		adopt_unknown_mount(r, target, true);
 	}
@@ -277,7 +277,7 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 			return complete(r, p, -EEXIST, "volume %s is staged at %s, not at %s",
 					p->req->volume_id, v->device_mount_path, path);
 		dsw_csi_unstage(r->dsw, v);
-		csi_journal_changed(r);
+		rec_csi_journal_changed(r);
 	}
 	if (!asw_get_device(r->asw, p->name) && mnt_util_is_mount_root(path) == 1) {
 		/* Staged by an agent that lost its journal: release it all the same. */
@@ -291,7 +291,7 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 			journal_mark_dirty(r->journal);
 		}
 	}
-	if (!asw_get_device(r->asw, p->name) && !device_op_running(r, p->name))
+	if (!asw_get_device(r->asw, p->name) && !rec_device_op_running(r, p->name))
 		return complete(r, p, 0, NULL);
 	wait_for(r, p);
 }
@@ -371,7 +371,7 @@ static bool reached(struct reconciler *r, const struct pending_request *p)
 		return !asw_get_pod_mount(r->asw, req->path) &&
 		       !hashmap_get(r->inflight_pod, req->path);
 	case VOLUME_REQUEST_UNSTAGE:
-		return !asw_get_device(r->asw, p->name) && !device_op_running(r, p->name);
+		return !asw_get_device(r->asw, p->name) && !rec_device_op_running(r, p->name);
 	case VOLUME_REQUEST_INFO:
 	case VOLUME_REQUEST_STATUS:
 		return true;
@@ -421,10 +421,10 @@ static void withdraw(struct reconciler *r, const struct pending_request *p)
 	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
 
 	if (p->req->kind == VOLUME_REQUEST_PUBLISH && dsw_csi_unpublish(r->dsw, p->req->path) == 0)
-		csi_journal_changed(r);
+		rec_csi_journal_changed(r);
 	else if (p->req->kind == VOLUME_REQUEST_STAGE && v && v->staged && v->n_pod_volumes == 0) {
 		dsw_csi_unstage(r->dsw, v);
-		csi_journal_changed(r);
+		rec_csi_journal_changed(r);
 	}
 }
 

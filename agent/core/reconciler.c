@@ -1,7 +1,8 @@
-/* reconciler.c - see reconciler.h. */
-#include <dirent.h>
+/* reconciler.c - see reconciler.h.  The reconciler's lifecycle and its loop: events, timers,
+ * the mount table refresh and journal saves.  The pass, operations in flight and the
+ * reconstruction after a restart have their own files (reconciler-pass.c, reconciler-ops.c,
+ * reconciler-reconstruct.c). */
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,164 +21,15 @@
 #include "executor.h"
 #include "journal.h"
 #include "log.h"
-#include "metrics.h"
 #include "macro.h"
 #include "mount-table.h"
-#include "mount-util.h"
 #include "path-util.h"
 #include "reconciler.h"
 #include "reconciler-internal.h"
 #include "spec-source.h"
 #include "volume-ops.h"
 
-/* --- in-flight bookkeeping --- */
-
-struct vol_busy *busy_get(struct reconciler *r, const char *volume, bool create)
-{
-	struct vol_busy *b;
-
-	if (!volume)
-		return NULL;
-	b = hashmap_get(r->busy, volume);
-	if (b || !create)
-		return b;
-	b = calloc(1, sizeof(*b));
-	if (!b || !(b->name = strdup(volume)) || hashmap_put(r->busy, b->name, b) < 0) {
-		if (b)
-			free(b->name);
-		free(b);
-		return NULL;
-	}
-	return b;
-}
-
-static void busy_put(struct reconciler *r, struct vol_busy *b)
-{
-	if (b && !b->pod_ops && !b->device_op) {
-		hashmap_remove(r->busy, b->name);
-		free(b->name);
-		free(b);
-	}
-}
-
-bool device_op_running(struct reconciler *r, const char *volume)
-{
-	struct vol_busy *b = busy_get(r, volume, false);
-
-	return b && b->device_op;
-}
-
-static bool pod_op_allowed(struct reconciler *r, const char *target, const char *volume)
-{
-	return !hashmap_get(r->inflight_pod, target) && !device_op_running(r, volume);
-}
-
-static bool device_op_allowed(struct reconciler *r, const char *volume)
-{
-	struct vol_busy *b = busy_get(r, volume, false);
-
-	return !b || (!b->device_op && !b->pod_ops);
-}
-
-/* --- building operations --- */
-
-static struct volume_op *new_op(struct reconciler *r, enum volume_op_kind kind, const char *key,
-				const char *target, const char *volume_name,
-				const struct volume_plugin *plugin, struct volume_spec *spec)
-{
-	struct volume_op *op = volume_op_new(kind, key);
-
-	if (!op)
-		return NULL;
-	op->target = strdup(target);
-	/* CSI targets and staging paths are walked down from the kubelet root. */
-	op->target_root = strdup(r->kubelet_root && path_is_under(target, r->kubelet_root)
-					 ? r->kubelet_root
-					 : r->root_dir);
-	op->volume_name = volume_name ? strdup(volume_name) : NULL;
-	op->plugin = plugin;
-	op->spec = volume_spec_ref(spec);
-	if (!op->target || !op->target_root || (volume_name && !op->volume_name))
-		return volume_op_free(op);
-	return op;
-}
-
-/* Marks op as in flight and queues it on list (submitted after the journal is saved). */
-static void start_op(struct reconciler *r, struct volume_op *op, struct volume_op ***tail)
-{
-	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
-		      (op->kind == VOLUME_OP_CHECK_HEALTH && op->device);
-	struct vol_busy *b = busy_get(r, op->volume_name, true);
-
-	op->queued_ms = now_ms();
-	if (device) {
-		if (b)
-			b->device_op = true;
-		hashmap_put(r->inflight_dev, op->volume_name, op);
-	} else {
-		hashmap_put(r->inflight_pod, op->target, op);
-		if (b) {
-			b->pod_ops++;
-			if (op->kind == VOLUME_OP_TEAR_DOWN)
-				b->releasing++;
-		}
-	}
-	**tail = op;
-	*tail = (struct volume_op **)&op->job.next;
-	r->ops_started++;
-	log_debug("reconcile", "operation started", "op", volume_op_kind_name(op->kind), "volume",
-		  op->volume_name, "target", op->target);
-}
-
-static void finish_op(struct reconciler *r, struct volume_op *op)
-{
-	struct vol_busy *b = busy_get(r, op->volume_name, false);
-
-	if (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
-	    (op->kind == VOLUME_OP_CHECK_HEALTH && op->device)) {
-		if (b)
-			b->device_op = false;
-		if (hashmap_get(r->inflight_dev, op->volume_name) == op)
-			hashmap_remove(r->inflight_dev, op->volume_name);
-	} else {
-		hashmap_remove(r->inflight_pod, op->target);
-		if (b) {
-			b->pod_ops--;
-			if (op->kind == VOLUME_OP_TEAR_DOWN)
-				b->releasing--;
-		}
-	}
-	busy_put(r, b);
-}
-
-/* Up to where empty dirs are removed after an unmount: below <root>/pods the whole pod dir
- * may go; a CSI publish target is removed itself (kubelet made its parent); a CSI staging dir
- * is kubelet's and stays; the agent's own device dirs go one at a time. */
-static char *cleanup_stop_for(struct reconciler *r, const char *target, bool device)
-{
-	char *stop;
-
-	if (path_is_under(target, r->pods_root))
-		return strdup(r->pods_root);
-	if (device && r->kubelet_root && path_is_under(target, r->kubelet_root))
-		return strdup(target);
-	stop = strdup(target);
-	if (stop && strrchr(stop, '/') && strrchr(stop, '/') != stop)
-		*strrchr(stop, '/') = '\0';
-	return stop;
-}
-
-char *key_for(const char *kind, const char *name)
-{
-	return strdup_printf("%s:%s", kind, name);
-}
-
-static bool ready_to_try(struct reconciler *r, const char *key, uint64_t now)
-{
-	return backoff_ready(r->backoff, key, now);
-}
-
-void csi_journal_changed(struct reconciler *r)
+void rec_csi_journal_changed(struct reconciler *r)
 {
 	if (!r->csi_save_due_ms)
 		r->csi_save_due_ms = now_ms() + CSI_JOURNAL_DELAY_MS;
@@ -185,7 +37,7 @@ void csi_journal_changed(struct reconciler *r)
 
 /* Saves the journal if a device record changed, or CSI entries changed and their save is due
  * (or force).  One save carries everything. */
-static void save_journal(struct reconciler *r, bool force)
+void rec_save_journal(struct reconciler *r, bool force)
 {
 	struct error_info err = { 0 };
 	bool csi_due = r->csi_save_due_ms && (force || now_ms() >= r->csi_save_due_ms);
@@ -207,486 +59,14 @@ static void save_journal(struct reconciler *r, bool force)
 	json_decref(csi);
 }
 
-/* --- one pass --- */
+/* --- the mount table --- */
 
-static void queue_tear_down(struct reconciler *r, const struct asw_pod_mount *pm,
-			    struct volume_op ***tail)
+int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
-	_cleanup_free_ char *key = key_for("pod", pm->target);
-	struct volume_op *op;
+	int k = mount_table_refresh(r->table, NULL, err);
 
-	if (!key || !ready_to_try(r, key, now_ms()))
-		return;
-	op = new_op(r, VOLUME_OP_TEAR_DOWN, key, pm->target, pm->volume_name,
-		    plugin_find_by_name(pm->plugin_name), NULL);
-	if (!op)
-		return;
-	op->pod_uid = strdup(pm->pod_uid);
-	op->cleanup_stop = cleanup_stop_for(r, pm->target, false);
-	start_op(r, op, tail);
-}
-
-static void queue_verify(struct reconciler *r, const struct asw_pod_mount *pm,
-			 const struct dsw_pod_volume *pv, struct volume_op ***tail)
-{
-	_cleanup_free_ char *key = key_for("pod", pm->target);
-	struct dsw_volume *v = pv->volume;
-	struct volume_op *op;
-
-	if (!key || !ready_to_try(r, key, now_ms()) || device_op_running(r, v->name))
-		return;
-	op = new_op(r, VOLUME_OP_VERIFY, key, pm->target, v->name, v->plugin, v->spec);
-	if (!op)
-		return;
-	op->pod_uid = strdup(pv->pod_uid);
-	op->read_only = pv->read_only;
-	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
-	op->startup = !r->ready;
-	start_op(r, op, tail);
-}
-
-static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
-			 struct volume_op ***tail)
-{
-	_cleanup_free_ char *key = key_for("pod", pv->target);
-	struct dsw_volume *v = pv->volume;
-	struct volume_op *op;
-
-	if (!key || !ready_to_try(r, key, now_ms()))
-		return;
-	op = new_op(r, VOLUME_OP_SET_UP, key, pv->target, v->name, v->plugin, v->spec);
-	if (!op)
-		return;
-	op->pod_uid = strdup(pv->pod_uid);
-	op->read_only = pv->read_only;
-	op->cleanup_stop = cleanup_stop_for(r, pv->target, false);
-	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
-	start_op(r, op, tail);
-}
-
-static void queue_mount_device(struct reconciler *r, struct dsw_volume *v,
-			       struct volume_op ***tail)
-{
-	_cleanup_free_ char *key = key_for("dev", v->name);
-	struct asw_device *d;
-	struct volume_op *op;
-
-	if (!key || !ready_to_try(r, key, now_ms()))
-		return;
-	d = asw_add_device(r->asw, v->name, v->plugin->name, v->spec, v->device_mount_path);
-	if (!d)
-		return;
-	/* The record exists before the work starts, so a crash leaves it in the journal. */
-	journal_mark_dirty(r->journal);
-	op = new_op(r, VOLUME_OP_MOUNT_DEVICE, key, v->device_mount_path, v->name, v->plugin,
-		    v->spec);
-	if (!op)
-		return;
-	op->read_only = v->n_read_write == 0 && !(v->csi && v->staged && !v->spec->read_only);
-	op->cleanup_stop = cleanup_stop_for(r, op->target, true);
-	if (d->att.device_path)
-		op->att.device_path = strdup(d->att.device_path); /* attached before a restart */
-	for (size_t i = 0; i < d->att.n_meta; i++)
-		device_attachment_set_meta(&op->att, d->att.meta[i].key, d->att.meta[i].value);
-	start_op(r, op, tail);
-}
-
-static void queue_unmount_device(struct reconciler *r, const struct asw_device *d,
-				 struct volume_op ***tail)
-{
-	_cleanup_free_ char *key = key_for("dev", d->volume_name);
-	struct volume_op *op;
-
-	if (!key || !ready_to_try(r, key, now_ms()))
-		return;
-	op = new_op(r, VOLUME_OP_UNMOUNT_DEVICE, key, d->mount_path, d->volume_name,
-		    plugin_find_by_name(d->plugin_name), d->spec);
-	if (!op)
-		return;
-	op->cleanup_stop = cleanup_stop_for(r, op->target, true);
-	if (d->attached && d->att.device_path)
-		op->att.device_path = strdup(d->att.device_path);
-	for (size_t i = 0; i < d->att.n_meta; i++)
-		device_attachment_set_meta(&op->att, d->att.meta[i].key, d->att.meta[i].value);
-	start_op(r, op, tail);
-}
-
-static bool pod_mount_is_wanted(struct reconciler *r, const struct asw_pod_mount *pm,
-				const struct dsw_pod_volume *pv)
-{
-	const struct asw_device *d;
-
-	if (!pv || pm->foreign || pm->broken || !pm->volume_name ||
-	    !streq(pm->volume_name, pv->volume->name) || pm->read_only != pv->read_only)
-		return false;
-	/* A pod bind of a broken device goes first, so the device can be released. */
-	d = pv->volume->uses_device ? asw_get_device(r->asw, pv->volume->name) : NULL;
-	return !d || !d->broken;
-}
-
-/* Queues a health check of every mounted volume whose plugin has one: the node-wide mount of
- * device volumes, the pod mounts of the others. */
-static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
-{
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
-
-	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
-		struct asw_device *d = v;
-		const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
-		_cleanup_free_ char *key = key_for("health", d->mount_path);
-		struct volume_op *op;
-
-		if (!p || !p->check_health || !d->spec || !d->mounted || d->broken || !key ||
-		    !device_op_allowed(r, d->volume_name))
-			continue;
-		op = new_op(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
-			    d->spec);
-		if (!op)
-			continue;
-		op->device = true;
-		start_op(r, op, tail);
-	}
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
-		struct asw_pod_mount *pm = v;
-		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
-		_cleanup_free_ char *key = key_for("health", pm->target);
-		struct volume_op *op;
-
-		if (!pv || pv->volume->uses_device || !pv->volume->plugin->check_health ||
-		    !pod_mount_is_wanted(r, pm, pv) || !key ||
-		    !pod_op_allowed(r, pm->target, pm->volume_name))
-			continue;
-		op = new_op(r, VOLUME_OP_CHECK_HEALTH, key, pm->target, pm->volume_name,
-			    pv->volume->plugin, pv->volume->spec);
-		if (!op)
-			continue;
-		op->pod_uid = strdup(pm->pod_uid);
-		start_op(r, op, tail);
-	}
-}
-
-/* Age in seconds of the oldest operation in flight, 0 when none. */
-static double oldest_pending_age(struct reconciler *r, uint64_t now)
-{
-	const struct hashmap *maps[] = { r->inflight_pod, r->inflight_dev };
-	uint64_t oldest = now;
-
-	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
-		struct hashmap_iter it = HASHMAP_ITER_INIT;
-		void *v;
-		while (hashmap_iterate(maps[i], &it, &v, NULL))
-			if (((struct volume_op *)v)->queued_ms < oldest)
-				oldest = ((struct volume_op *)v)->queued_ms;
-	}
-	return (double)(now - oldest) / 1000.0;
-}
-
-static void reconcile_pass(struct reconciler *r)
-{
-	struct hashmap *releasing = r->pass_releasing, *held = r->pass_held;
-	struct volume_op *list = NULL, **tail = &list;
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	struct timespec start, end;
-	size_t unverified = 0, mounted = 0;
-	double seconds;
-	void *v;
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	hashmap_clear(releasing);
-	hashmap_clear(held);
-	/* 1. Unmount what is no longer wanted (and check what a restart found). */
-	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
-		struct asw_pod_mount *pm = v;
-		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
-
-		if (pm->volume_name)
-			hashmap_put(held, pm->volume_name, pm);
-		if (!pm->volume_name && !pm->foreign) {
-			unverified++;
-			if (hashmap_get(r->inflight_pod, pm->target))
-				continue;
-			if (pv)
-				queue_verify(r, pm, pv, &tail);
-			else
-				queue_tear_down(r, pm, &tail);
-			continue;
-		}
-		if (pod_mount_is_wanted(r, pm, pv)) {
-			mounted++;
-			continue;
-		}
-		if (pm->volume_name)
-			hashmap_put(releasing, pm->volume_name, pm);
-		if (pod_op_allowed(r, pm->target, pm->volume_name))
-			queue_tear_down(r, pm, &tail);
-	}
-	/* 2. Mount what is wanted and missing; a volume still being released waits. */
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
-		struct dsw_pod_volume *pv = v;
-		struct dsw_volume *vol = pv->volume;
-		struct vol_busy *b;
-
-		if (asw_get_pod_mount(r->asw, pv->target) || hashmap_get(r->inflight_pod, pv->target))
-			continue;
-		b = busy_get(r, vol->name, false);
-		if (hashmap_get(releasing, vol->name) || (b && (b->releasing || b->device_op)))
-			continue;
-		if (vol->uses_device) {
-			struct asw_device *d = asw_get_device(r->asw, vol->name);
-			if (d && d->broken)
-				continue; /* released first, then staged again */
-			if (!d || !d->mounted) {
-				if (device_op_allowed(r, vol->name))
-					queue_mount_device(r, vol, &tail);
-				continue;
-			}
-		}
-		queue_set_up(r, pv, &tail);
-	}
-	/* 2b. CSI volumes staged before any pod is published need their device too. */
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
-		struct dsw_volume *vol = v;
-		struct asw_device *d;
-		struct vol_busy *b;
-
-		if (!vol->staged || !vol->uses_device || vol->n_pod_volumes > 0)
-			continue;
-		d = asw_get_device(r->asw, vol->name);
-		b = busy_get(r, vol->name, false);
-		if ((d && (d->mounted || d->broken)) || (b && (b->releasing || b->device_op)) ||
-		    !device_op_allowed(r, vol->name))
-			continue;
-		queue_mount_device(r, vol, &tail);
-	}
-	/* 3. Release devices that no pod uses any more. */
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
-		struct asw_device *d = v;
-
-		if ((dsw_get_volume(r->dsw, d->volume_name) && !d->broken) || unverified > 0 ||
-		    hashmap_get(held, d->volume_name) || !device_op_allowed(r, d->volume_name))
-			continue;
-		queue_unmount_device(r, d, &tail);
-	}
-	/* The keys point into pod mounts an operation's result may free: empty them now. */
-	hashmap_clear(releasing);
-	hashmap_clear(held);
-	if (r->health_due) {
-		r->health_due = false;
-		queue_health_checks(r, &tail);
-	}
-
-	/* Device records first, then the work they describe: one fsync for the whole pass. */
-	save_journal(r, false);
-	for (struct volume_op *op = list, *next; op; op = next) {
-		next = volume_op_from_job(op->job.next);
-		executor_submit(r->ex, &op->job);
-	}
-
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
-	pthread_mutex_lock(&r->stats_lock);
-	if (!r->ready && unverified == 0) {
-		r->ready = true;
-		log_info("startup reconstruction complete", "pod_mounts",
-			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
-			 LOG_INT(hashmap_size(asw_devices(r->asw))));
-		sd_notify(0, "READY=1");
-		if (r->cfg.on_ready)
-			r->cfg.on_ready(r->cfg.on_ready_userdata);
-	}
-	r->stats.passes++;
-	r->stats.ops_started = r->ops_started;
-	r->stats.ops_failed = r->ops_failed;
-	r->stats.last_pass_us = (uint64_t)(seconds * 1e6);
-	r->stats.desired_pod_volumes = hashmap_size(dsw_pod_volumes(r->dsw));
-	r->stats.mounted_pod_volumes = mounted;
-	r->stats.devices = hashmap_size(asw_devices(r->asw));
-	r->stats.failing = backoff_count(r->backoff);
-	r->stats.journal_saves = journal_save_count(r->journal);
-	pthread_mutex_unlock(&r->stats_lock);
-	metrics_reconcile_pass(seconds);
-	metrics_set_volume_gauges(hashmap_size(dsw_pod_volumes(r->dsw)), mounted,
-				  backoff_count(r->backoff), hashmap_size(asw_devices(r->asw)),
-				  oldest_pending_age(r, now_ms()));
-}
-
-/* --- results --- */
-
-static void report_result(struct reconciler *r, struct volume_op *op)
-{
-	const char *kind = volume_op_kind_name(op->kind);
-
-	if (op->result < 0) {
-		const struct backoff_entry *e;
-		bool changed = backoff_failed(r->backoff, op->key, now_ms(), err_msg(&op->err));
-
-		r->ops_failed++;
-		e = backoff_get(r->backoff, op->key);
-		if (changed)
-			log_error("operation failed", "op", kind, "plugin",
-				  op->plugin ? op->plugin->name : NULL, "volume", op->volume_name,
-				  "pod", op->pod_uid, "target", op->target, "error", err_msg(&op->err),
-				  "retry_in_ms", e ? LOG_INT(e->delay_ms) : "0");
-		else
-			log_debug("reconcile", "operation failed again", "op", kind, "volume",
-				  op->volume_name, "target", op->target, "failures",
-				  e ? LOG_INT(e->failures) : "0");
-		return;
-	}
-	if (backoff_succeeded(r->backoff, op->key))
-		log_info("operation succeeded after failing", "op", kind, "volume", op->volume_name,
-			 "target", op->target);
-}
-
-static void apply_health(struct reconciler *r, struct volume_op *op)
-{
-	struct asw_device *d = op->device ? asw_get_device(r->asw, op->volume_name) : NULL;
-	struct asw_pod_mount *pm = op->device ? NULL : asw_get_pod_mount(r->asw, op->target);
-
-	if (op->result < 0) {
-		log_debug("reconcile", "health check could not run", "volume", op->volume_name,
-			  "path", op->target, "error", err_msg(&op->err));
-		return;
-	}
-	if (!op->broken || (!d && !pm))
-		return;
-	log_warning("volume is broken, healing it: unmounting and setting it up again", "volume",
-		    op->volume_name, "path", op->target, "reason", err_msg(&op->err));
-	if (d)
-		d->broken = true;
-	else
-		pm->broken = true;
-	r->pass_needed = true;
-}
-
-static void apply_result(struct reconciler *r, struct volume_op *op)
-{
-	uint64_t gen = mount_table_generation(r->table);
-	struct asw_device *d;
-	const char *name;
-
-	finish_op(r, op);
-	/* The error goes to the log, the status and a CSI answer: never with a secret in it. */
-	volume_spec_mask_text(op->spec, op->err.msg, sizeof(op->err.msg));
-	if (op->kind == VOLUME_OP_CHECK_HEALTH) {
-		apply_health(r, op);
-		return;
-	}
-	report_result(r, op);
-	if (op->result < 0)
-		requests_op_failed(r, op);
-	switch (op->kind) {
-	case VOLUME_OP_SET_UP:
-		if (op->result < 0)
-			break;
-		name = strrchr(op->target, '/') + 1;
-		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
-				  op->volume_name, op->read_only || op->spec->read_only,
-				  op->mount_id, gen);
-		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
-			 "pod", op->pod_uid, "target", op->target, "read_only", op->read_only ? "true" : "false", "ms",
-			 LOG_INT(op->duration_ms));
-		break;
-	case VOLUME_OP_TEAR_DOWN:
-		if (op->result < 0)
-			break;
-		asw_remove_pod_mount(r->asw, op->target, gen);
-		if (!dsw_get_pod_volume(r->dsw, op->target))
-			asw_untrack_target(r->asw, op->target);
-		log_info("volume unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
-			 "volume", op->volume_name ? op->volume_name : "unknown", "pod", op->pod_uid,
-			 "target", op->target);
-		break;
-	case VOLUME_OP_VERIFY: {
-		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, op->target);
-		if (op->result < 0 || !pm)
-			break;
-		if (op->verified) {
-			free(pm->volume_name);
-			pm->volume_name = strdup(op->volume_name);
-			pm->read_only = op->read_only || op->spec->read_only;
-			pm->mount_id = op->mount_id;
-			log_info("adopted existing mount", "volume", op->volume_name, "pod",
-				 op->pod_uid, "target", op->target);
-		} else {
-			pm->foreign = true;
-			log_info("mount holds something else, replacing it", "volume",
-				 op->volume_name, "pod", op->pod_uid, "target", op->target);
-		}
-		break;
-	}
-	case VOLUME_OP_MOUNT_DEVICE:
-		d = asw_get_device(r->asw, op->volume_name);
-		if (!d)
-			break;
-		/* Keep whatever attach made, even on failure: detach needs it. */
-		if (op->detached)
-			device_attachment_clear(&d->att); /* the old one is gone */
-		if (op->att.device_path && !streq_ptr(d->att.device_path, op->att.device_path)) {
-			device_attachment_clear(&d->att);
-			d->att = op->att;
-			memset(&op->att, 0, sizeof(op->att));
-		}
-		d->attached = d->att.device_path != NULL;
-		if (op->result == 0) {
-			d->mounted = true;
-			d->read_only = op->read_only;
-			d->mount_id = op->mount_id;
-			d->learned_gen = gen;
-			log_info("device mounted", "plugin", op->plugin->name, "volume",
-				 op->volume_name, "device",
-				 d->att.device_path, "target", op->target, "read_only",
-				 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
-		} else if (!d->mounted && (!op->plugin->attach || !d->attached)) {
-			asw_remove_device(r->asw, op->volume_name);
-		}
-		journal_mark_dirty(r->journal);
-		break;
-	case VOLUME_OP_UNMOUNT_DEVICE:
-		if (op->result < 0)
-			break;
-		d = asw_get_device(r->asw, op->volume_name);
-		log_info("device unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
-			 "volume", op->volume_name, "target", op->target,
-			 "reason", d && d->broken ? "broken, will be staged again" : NULL);
-		asw_remove_device(r->asw, op->volume_name);
-		journal_mark_dirty(r->journal);
-		break;
-	case VOLUME_OP_CHECK_HEALTH:
-		break; /* handled by apply_health */
-	}
-	r->pass_needed = true;
-}
-
-static void drain_completed(struct reconciler *r)
-{
-	struct executor_job *job = executor_take_completed(r->ex);
-
-	while (job) {
-		struct executor_job *next = job->next;
-		struct volume_op *op = volume_op_from_job(job);
-		apply_result(r, op);
-		volume_op_free(op);
-		job = next;
-	}
-}
-
-/* --- reconstruction --- */
-
-int refresh_table(struct reconciler *r)
-{
-	struct error_info err = { 0 };
-	int k = mount_table_refresh(r->table, NULL, &err);
-
-	if (k < 0) {
-		log_error("cannot read the mount table", "error", err_msg(&err));
+	if (k < 0)
 		return k;
-	}
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
 	asw_sync_with_table(r->asw, r->table);
@@ -694,161 +74,24 @@ int refresh_table(struct reconciler *r)
 	return 0;
 }
 
-/* Device mounts under <root>/plugins/kubernetes.io/<plugin>/mounts/ that the journal does not
- * describe (it was lost or corrupt): recorded from the table so they are not leaked. */
-static void adopt_untracked_device_mounts(struct reconciler *r)
+/* The loop's refresh, and the one place its failure is logged: once when the table becomes
+ * unreadable and once when it is readable again, not per retry.  Meanwhile the last table
+ * read stays in force and the read is retried every refresh_min_interval_ms. */
+static void refresh_table_in_loop(struct reconciler *r)
 {
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
+	struct error_info err = { 0 };
 
-	while (hashmap_iterate(mount_table_entries(r->table), &it, &v, NULL)) {
-		const struct mount_info *mi = v;
-		const char *rest = mi->target + strlen(r->plugins_prefix), *slash;
-		_cleanup_free_ char *plugin = NULL, *name = NULL;
-		const struct volume_plugin *p;
-		struct volume_spec *spec = NULL;
-		struct error_info ignored = { 0 };
-		struct asw_device *d;
-
-		if (!startswith(mi->target, r->plugins_prefix) || !(slash = strchr(rest, '/')) ||
-		    !startswith(slash, "/mounts/") || strchr(slash + strlen("/mounts/"), '/'))
-			continue;
-		plugin = strndup(rest, (size_t)(slash - rest));
-		name = path_unescape_component(slash + strlen("/mounts/"));
-		if (!plugin || !name || asw_get_device(r->asw, name))
-			continue;
-		p = plugin_find_by_name(plugin);
-		if (p && p->construct_spec)
-			(void)p->construct_spec(name, mi->target, &spec, &ignored);
-		d = asw_add_device(r->asw, name, plugin, spec, mi->target);
-		volume_spec_unref(spec);
-		if (!d)
-			continue;
-		d->mounted = true;
-		d->attached = true;
-		d->mount_id = mi->id;
-		d->att.device_path = strdup(mi->source);
-		journal_mark_dirty(r->journal);
-		log_warning("found a device mount the journal did not record, adopting it",
-			    "volume", name, "device", mi->source, "target", mi->target);
-	}
-}
-
-/* Removes empty pod volume dirs that nothing mounts and no spec wants (left by a crash
- * between mkdir and mount, or by pods deleted while the agent was down). */
-static void remove_stale_pod_dirs(struct reconciler *r)
-{
-	DIR *pods = opendir(r->pods_root);
-	struct dirent *p;
-
-	if (!pods)
+	if (rec_refresh_table(r, &err) < 0) {
+		r->last_refresh_ms = now_ms();
+		if (!r->table_unreadable)
+			log_error("cannot read the mount table, keeping the last one read and retrying",
+				  "error", err_msg(&err));
+		r->table_unreadable = true;
 		return;
-	while ((p = readdir(pods))) {
-		char vols[PATH_MAX];
-		DIR *plugins;
-		struct dirent *pl;
-
-		if (!path_is_safe_component(p->d_name))
-			continue;
-		if (snprintf(vols, sizeof(vols), "%s/%s/volumes", r->pods_root, p->d_name) >=
-		    (int)sizeof(vols))
-			continue;
-		plugins = opendir(vols);
-		if (!plugins)
-			continue;
-		while ((pl = readdir(plugins))) {
-			char dir[PATH_MAX];
-			DIR *names;
-			struct dirent *n;
-
-			if (!startswith(pl->d_name, "kubernetes.io~"))
-				continue;
-			if (snprintf(dir, sizeof(dir), "%s/%s", vols, pl->d_name) >= (int)sizeof(dir))
-				continue;
-			names = opendir(dir);
-			if (!names)
-				continue;
-			while ((n = readdir(names))) {
-				char target[PATH_MAX];
-
-				if (!path_is_safe_component(n->d_name))
-					continue;
-				if (snprintf(target, sizeof(target), "%s/%s", dir, n->d_name) >=
-				    (int)sizeof(target))
-					continue;
-				if (dsw_get_pod_volume(r->dsw, target) ||
-				    mount_table_get(r->table, target) ||
-				    mnt_util_is_mount_root(target) == 1)
-					continue;
-				if (path_rmdir_up_to(target, r->pods_root) == 0)
-					log_debug("reconcile", "removed empty pod volume dir", "dir",
-						  target);
-			}
-			closedir(names);
-		}
-		closedir(plugins);
 	}
-	closedir(pods);
-}
-
-static int reconstruct(struct reconciler *r, struct error_info *err)
-{
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	bool same_boot = false;
-	json_t *csi = NULL;
-	int k;
-	void *v;
-
-	k = journal_load(r->journal, r->asw, &same_boot, &csi, err);
-	if (k == -EBADMSG) {
-		log_error("journal is corrupt; continuing from the mount table alone", "error",
-			  err_msg(err));
-		snprintf(r->journal_note, sizeof(r->journal_note),
-			 "corrupt at startup, moved aside: %s", err_msg(err));
-		err_clear(err);
-		journal_mark_dirty(r->journal);
-	} else if (k < 0) {
-		return k;
-	}
-	/* CSI entries are kubelet's: after a reboot it calls again for what it still wants, so
-	 * only entries of this boot are restored (a deleted pod is not resurrected). */
-	if (csi && same_boot && r->kubelet_root) {
-		k = requests_import_csi(r, csi, err);
-		if (k < 0) {
-			log_error("journal: CSI entries unreadable, waiting for kubelet to call again",
-				  "error", err_msg(err));
-			err_clear(err);
-		}
-	} else if (csi && !same_boot) {
-		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
-	}
-	json_decref(csi);
-	/* Written once at start even if nothing changes: proves the state dir works, and
-	 * records this boot's id. */
-	journal_mark_dirty(r->journal);
-	/* After a reboot nothing an attach made survives. */
-	while (!same_boot && hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
-		struct asw_device *d = v;
-		d->attached = false;
-		device_attachment_clear(&d->att);
-		journal_mark_dirty(r->journal);
-	}
-	k = refresh_table(r);
-	if (k < 0)
-		return err_set(err, k, "cannot read the mount table");
-	adopt_untracked_device_mounts(r);
-	if (r->specs) {
-		k = spec_source_scan(r->specs);
-		if (k < 0)
-			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir, strerror(-k));
-	}
-	remove_stale_pod_dirs(r);
-	log_info("reconstructed actual state", "pod_mounts",
-		 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
-		 LOG_INT(hashmap_size(asw_devices(r->asw))), "desired_pod_volumes",
-		 LOG_INT(hashmap_size(dsw_pod_volumes(r->dsw))), "journal_same_boot",
-		 same_boot ? "true" : "false");
-	return 0;
+	if (r->table_unreadable)
+		log_info("the mount table is readable again");
+	r->table_unreadable = false;
 }
 
 /* --- the loop --- */
@@ -923,16 +166,57 @@ static void forced_resync(struct reconciler *r)
 	struct timespec a, b, c;
 
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	refresh_table(r);
+	refresh_table_in_loop(r);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	r->pass_needed = false;
-	reconcile_pass(r);
+	rec_pass(r);
 	clock_gettime(CLOCK_MONOTONIC, &c);
 	log_info("forced resync", "table_entries", LOG_INT(mount_table_size(r->table)),
 		 "desired_pod_volumes", LOG_INT(hashmap_size(dsw_pod_volumes(r->dsw))),
 		 "refresh_us",
 		 LOG_INT((b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000),
 		 "pass_us", LOG_INT((c.tv_sec - b.tv_sec) * 1000000 + (c.tv_nsec - b.tv_nsec) / 1000));
+}
+
+void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, void *arg),
+		       void *arg)
+{
+	uint64_t one = 1;
+
+	if (!r->thread_started) {
+		fn(r, arg);
+		return;
+	}
+	pthread_mutex_lock(&r->req_lock);
+	r->call_fn = fn;
+	r->call_arg = arg;
+	r->call_done = false;
+	pthread_mutex_unlock(&r->req_lock);
+	(void)!write(r->wake_fd, &one, sizeof(one));
+	pthread_mutex_lock(&r->req_lock);
+	while (!r->call_done)
+		pthread_cond_wait(&r->req_cond, &r->req_lock);
+	r->call_fn = NULL;
+	pthread_mutex_unlock(&r->req_lock);
+}
+
+/* Makes the call rec_run_on_thread asked for, if any. */
+static void run_call(struct reconciler *r)
+{
+	void (*fn)(struct reconciler *, void *);
+	void *arg;
+
+	pthread_mutex_lock(&r->req_lock);
+	fn = r->call_done ? NULL : r->call_fn;
+	arg = r->call_arg;
+	pthread_mutex_unlock(&r->req_lock);
+	if (!fn)
+		return;
+	fn(r, arg);
+	pthread_mutex_lock(&r->req_lock);
+	r->call_done = true;
+	pthread_cond_broadcast(&r->req_cond);
+	pthread_mutex_unlock(&r->req_lock);
 }
 
 static void handle_event(struct reconciler *r, int fd)
@@ -946,7 +230,7 @@ static void handle_event(struct reconciler *r, int fd)
 		if (mount_monitor_drain(r->monitor) > 0)
 			r->table_dirty = true;
 	} else if (fd == executor_get_fd(r->ex)) {
-		drain_completed(r);
+		rec_drain_completed(r);
 	} else if (fd == r->timer_fd) {
 		(void)!read(r->timer_fd, &n, sizeof(n));
 		if (backoff_next_deadline(r->backoff) <= now_ms())
@@ -954,6 +238,7 @@ static void handle_event(struct reconciler *r, int fd)
 	} else if (fd == r->wake_fd) {
 		(void)!read(r->wake_fd, &n, sizeof(n));
 		requests_take_incoming(r);
+		run_call(r);
 	} else {
 		for (size_t i = 0; i < r->cfg.n_sources; i++)
 			if (fd == r->cfg.sources[i].fd)
@@ -985,13 +270,13 @@ static void *reconciler_main(void *arg)
 		if (take_resync_request(r))
 			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
-			refresh_table(r);
+			refresh_table_in_loop(r);
 		if (r->pass_needed) {
 			r->pass_needed = false;
-			reconcile_pass(r);
+			rec_pass(r);
 		}
 		requests_check_waiting(r);
-		save_journal(r, false);
+		rec_save_journal(r, false);
 		notify_systemd(r);
 
 		arm_timer(r);
@@ -1007,15 +292,15 @@ static void *reconciler_main(void *arg)
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
 		struct epoll_event ev;
 		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 && ev.data.fd == executor_get_fd(r->ex))
-			drain_completed(r);
+			rec_drain_completed(r);
 		else
-			drain_completed(r);
+			rec_drain_completed(r);
 		if (executor_pending(r->ex) == 0 && hashmap_size(r->inflight_pod) == 0)
 			break;
 	}
-	drain_completed(r);
+	rec_drain_completed(r);
 	requests_abort_all(r);
-	save_journal(r, true);
+	rec_save_journal(r, true);
 	return NULL;
 }
 
@@ -1122,7 +407,7 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 	sigset_t all, old;
 	int k;
 
-	k = reconstruct(r, err);
+	k = rec_reconstruct(r, err);
 	if (k < 0)
 		return k;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)

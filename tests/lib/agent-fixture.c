@@ -284,3 +284,158 @@ long fixture_log_find(const struct agent_fixture *f, const char *a, const char *
 	free(log);
 	return off;
 }
+
+/* --- status --- */
+
+json_t *fixture_status_at(const char *socket)
+{
+	const char *args[] = { "status", "--json", "--socket", socket, NULL };
+	char *out = NULL;
+	json_t *st = NULL;
+
+	if (test_volagent(args, &out) == 0 && out)
+		st = json_loads(out, 0, NULL);
+	free(out);
+	return st;
+}
+
+json_t *fixture_status(const struct agent_fixture *f)
+{
+	char sock[600];
+
+	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
+	return fixture_status_at(sock);
+}
+
+json_t *status_pod_volume(json_t *status, const char *target)
+{
+	json_t *v, *pod;
+	size_t i, k;
+
+	json_array_foreach(json_object_get(status, "volumes"), i, v)
+		json_array_foreach(json_object_get(v, "pods"), k, pod) {
+			const char *t = json_string_value(json_object_get(pod, "target"));
+			if (t && !strcmp(t, target))
+				return pod;
+		}
+	return NULL;
+}
+
+json_t *status_device(json_t *status, const char *name)
+{
+	json_t *d;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "devices"), i, d) {
+		const char *vol = json_string_value(json_object_get(d, "volume"));
+		const char *dev = json_string_value(json_object_get(d, "device"));
+		if ((vol && !strcmp(vol, name)) || (dev && !strcmp(dev, name)))
+			return d;
+	}
+	return NULL;
+}
+
+long long status_count(json_t *status, const char *key)
+{
+	json_t *v = json_object_get(json_object_get(status, "counts"), key);
+
+	return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+struct status_wait {
+	const struct agent_fixture *f;
+	const char *socket;
+	bool (*pred)(json_t *status, const void *arg);
+	const void *arg;
+};
+
+static bool status_holds(void *arg)
+{
+	struct status_wait *w = arg;
+	json_t *st = w->socket ? fixture_status_at(w->socket) : fixture_status(w->f);
+	bool ok = st && w->pred(st, w->arg);
+
+	json_decref(st);
+	return ok;
+}
+
+bool fixture_wait_status(const struct agent_fixture *f, const char *socket,
+			 bool (*pred)(json_t *status, const void *arg), const void *arg,
+			 int timeout_ms)
+{
+	struct status_wait w = { f, socket, pred, arg };
+
+	return test_wait_until(status_holds, &w, timeout_ms);
+}
+
+static bool is_ready(json_t *st, const void *arg)
+{
+	return json_is_true(json_object_get(st, "ready"));
+}
+
+bool fixture_wait_ready(const struct agent_fixture *f, const char *socket, int timeout_ms)
+{
+	return fixture_wait_status(f, socket, is_ready, NULL, timeout_ms);
+}
+
+struct pod_state_arg {
+	const char *target, *state, *error;
+	int read_only;
+};
+
+static bool pod_in_state(json_t *st, const void *arg)
+{
+	const struct pod_state_arg *a = arg;
+	json_t *pod = status_pod_volume(st, a->target);
+	const char *s = pod ? json_string_value(json_object_get(pod, "state")) : NULL;
+
+	return s && !strcmp(s, a->state) &&
+	       (a->read_only < 0 ||
+		json_is_true(json_object_get(pod, "read_only")) == (a->read_only == 1));
+}
+
+bool fixture_wait_pod_state(const struct agent_fixture *f, const char *target, const char *state,
+			    int read_only, int timeout_ms)
+{
+	struct pod_state_arg a = { .target = target, .state = state, .read_only = read_only };
+
+	return fixture_wait_status(f, NULL, pod_in_state, &a, timeout_ms);
+}
+
+static bool pod_has_error(json_t *st, const void *arg)
+{
+	const struct pod_state_arg *a = arg;
+	json_t *pod = status_pod_volume(st, a->target);
+	const char *e = json_string_value(
+		json_object_get(json_object_get(pod, "backoff"), "last_error"));
+
+	return e && strstr(e, a->error);
+}
+
+bool fixture_wait_pod_error(const struct agent_fixture *f, const char *target, const char *text,
+			    int timeout_ms)
+{
+	struct pod_state_arg a = { .target = target, .error = text };
+
+	return fixture_wait_status(f, NULL, pod_has_error, &a, timeout_ms);
+}
+
+struct status_count_arg {
+	const char *key;
+	long long n;
+};
+
+static bool status_count_is(json_t *st, const void *arg)
+{
+	const struct status_count_arg *a = arg;
+
+	return status_count(st, a->key) == a->n;
+}
+
+bool fixture_wait_count(const struct agent_fixture *f, const char *key, long long n,
+			int timeout_ms)
+{
+	struct status_count_arg a = { key, n };
+
+	return fixture_wait_status(f, NULL, status_count_is, &a, timeout_ms);
+}

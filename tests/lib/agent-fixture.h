@@ -3,6 +3,7 @@
  * every mount under the temp dir is removed even when an assertion fails. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "testlib.h"
@@ -57,3 +58,32 @@ bool fixture_wait_log_after(const struct agent_fixture *f, long offset, const ch
 int fixture_log_count(const struct agent_fixture *f, const char *text);
 /* Offset in the log of the first line containing all of a and b, or -1. */
 long fixture_log_find(const struct agent_fixture *f, const char *a, const char *b);
+
+/* --- the agent's state, through `volagent status --json` (the admin socket) --- */
+
+/* The agent's status snapshot, parsed (caller decrefs); NULL while no agent answers on
+ * <state>/admin.sock.  fixture_status_at asks at socket instead. */
+json_t *fixture_status(const struct agent_fixture *f);
+json_t *fixture_status_at(const char *socket);
+/* The entry of the pod volume at target in a snapshot (borrowed), or NULL. */
+json_t *status_pod_volume(json_t *status, const char *target);
+/* The entry of the device whose volume name or device path is name (borrowed), or NULL. */
+json_t *status_device(json_t *status, const char *name);
+/* counts.<key> of a snapshot, or -1. */
+long long status_count(json_t *status, const char *key);
+/* Waits until pred holds for a snapshot from the agent (at socket; NULL: <state>/admin.sock). */
+bool fixture_wait_status(const struct agent_fixture *f, const char *socket,
+			 bool (*pred)(json_t *status, const void *arg), const void *arg,
+			 int timeout_ms);
+/* Waits until the agent is ready (startup reconstruction complete). */
+bool fixture_wait_ready(const struct agent_fixture *f, const char *socket, int timeout_ms);
+/* Waits until the pod volume at target is in state ("mounted", "not mounted", ...), and, when
+ * read_only is 0 or 1, has that read-only setting. */
+bool fixture_wait_pod_state(const struct agent_fixture *f, const char *target, const char *state,
+			    int read_only, int timeout_ms);
+/* Waits until the last error of the pod volume at target contains text. */
+bool fixture_wait_pod_error(const struct agent_fixture *f, const char *target, const char *text,
+			    int timeout_ms);
+/* Waits until counts.<key> of the snapshot is n. */
+bool fixture_wait_count(const struct agent_fixture *f, const char *key, long long n,
+			int timeout_ms);

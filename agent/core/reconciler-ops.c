@@ -1,0 +1,329 @@
+/* reconciler-ops.c - the reconciler's operations in flight: which volumes and targets are
+ * busy (at most one operation per volume and target, one device operation per volume),
+ * building and starting operations, and applying their results to the actual state when the
+ * executor hands them back. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "macro.h"
+#include "path-util.h"
+#include "reconciler-internal.h"
+
+struct vol_busy *rec_busy_get(struct reconciler *r, const char *volume, bool create)
+{
+	struct vol_busy *b;
+
+	if (!volume)
+		return NULL;
+	b = hashmap_get(r->busy, volume);
+	if (b || !create)
+		return b;
+	b = calloc(1, sizeof(*b));
+	if (!b || !(b->name = strdup(volume)) || hashmap_put(r->busy, b->name, b) < 0) {
+		if (b)
+			free(b->name);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void busy_put(struct reconciler *r, struct vol_busy *b)
+{
+	if (b && !b->pod_ops && !b->device_op) {
+		hashmap_remove(r->busy, b->name);
+		free(b->name);
+		free(b);
+	}
+}
+
+bool rec_device_op_running(struct reconciler *r, const char *volume)
+{
+	struct vol_busy *b = rec_busy_get(r, volume, false);
+
+	return b && b->device_op;
+}
+
+bool rec_pod_op_allowed(struct reconciler *r, const char *target, const char *volume)
+{
+	return !hashmap_get(r->inflight_pod, target) && !rec_device_op_running(r, volume);
+}
+
+bool rec_device_op_allowed(struct reconciler *r, const char *volume)
+{
+	struct vol_busy *b = rec_busy_get(r, volume, false);
+
+	return !b || (!b->device_op && !b->pod_ops);
+}
+
+/* --- building operations --- */
+
+struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, const char *key,
+			      const char *target, const char *volume_name,
+			      const struct volume_plugin *plugin, struct volume_spec *spec)
+{
+	struct volume_op *op = volume_op_new(kind, key);
+
+	if (!op)
+		return NULL;
+	op->target = strdup(target);
+	/* CSI targets and staging paths are walked down from the kubelet root. */
+	op->target_root = strdup(r->kubelet_root && path_is_under(target, r->kubelet_root)
+					 ? r->kubelet_root
+					 : r->root_dir);
+	op->volume_name = volume_name ? strdup(volume_name) : NULL;
+	op->plugin = plugin;
+	op->spec = volume_spec_ref(spec);
+	if (!op->target || !op->target_root || (volume_name && !op->volume_name))
+		return volume_op_free(op);
+	return op;
+}
+
+/* Marks op as in flight and queues it on list (submitted after the journal is saved). */
+void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op ***tail)
+{
+	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
+		      (op->kind == VOLUME_OP_CHECK_HEALTH && op->device);
+	struct vol_busy *b = rec_busy_get(r, op->volume_name, true);
+
+	op->queued_ms = now_ms();
+	if (device) {
+		if (b)
+			b->device_op = true;
+		hashmap_put(r->inflight_dev, op->volume_name, op);
+	} else {
+		hashmap_put(r->inflight_pod, op->target, op);
+		if (b) {
+			b->pod_ops++;
+			if (op->kind == VOLUME_OP_TEAR_DOWN)
+				b->releasing++;
+		}
+	}
+	**tail = op;
+	*tail = (struct volume_op **)&op->job.next;
+	r->ops_started++;
+	log_debug("reconcile", "operation started", "op", volume_op_kind_name(op->kind), "volume",
+		  op->volume_name, "target", op->target);
+}
+
+static void finish_op(struct reconciler *r, struct volume_op *op)
+{
+	struct vol_busy *b = rec_busy_get(r, op->volume_name, false);
+
+	if (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
+	    (op->kind == VOLUME_OP_CHECK_HEALTH && op->device)) {
+		if (b)
+			b->device_op = false;
+		if (hashmap_get(r->inflight_dev, op->volume_name) == op)
+			hashmap_remove(r->inflight_dev, op->volume_name);
+	} else {
+		hashmap_remove(r->inflight_pod, op->target);
+		if (b) {
+			b->pod_ops--;
+			if (op->kind == VOLUME_OP_TEAR_DOWN)
+				b->releasing--;
+		}
+	}
+	busy_put(r, b);
+}
+
+/* Up to where empty dirs are removed after an unmount: below <root>/pods the whole pod dir
+ * may go; a CSI publish target is removed itself (kubelet made its parent); a CSI staging dir
+ * is kubelet's and stays; the agent's own device dirs go one at a time. */
+char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device)
+{
+	char *stop;
+
+	if (path_is_under(target, r->pods_root))
+		return strdup(r->pods_root);
+	if (device && r->kubelet_root && path_is_under(target, r->kubelet_root))
+		return strdup(target);
+	stop = strdup(target);
+	if (stop && strrchr(stop, '/') && strrchr(stop, '/') != stop)
+		*strrchr(stop, '/') = '\0';
+	return stop;
+}
+
+char *key_for(const char *kind, const char *name)
+{
+	return strdup_printf("%s:%s", kind, name);
+}
+
+/* Age in seconds of the oldest operation in flight, 0 when none. */
+double rec_oldest_pending_age(struct reconciler *r, uint64_t now)
+{
+	const struct hashmap *maps[] = { r->inflight_pod, r->inflight_dev };
+	uint64_t oldest = now;
+
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		struct hashmap_iter it = HASHMAP_ITER_INIT;
+		void *v;
+		while (hashmap_iterate(maps[i], &it, &v, NULL))
+			if (((struct volume_op *)v)->queued_ms < oldest)
+				oldest = ((struct volume_op *)v)->queued_ms;
+	}
+	return (double)(now - oldest) / 1000.0;
+}
+
+/* --- results --- */
+
+static void report_result(struct reconciler *r, struct volume_op *op)
+{
+	const char *kind = volume_op_kind_name(op->kind);
+
+	if (op->result < 0) {
+		const struct backoff_entry *e;
+		bool changed = backoff_failed(r->backoff, op->key, now_ms(), err_msg(&op->err));
+
+		r->ops_failed++;
+		e = backoff_get(r->backoff, op->key);
+		if (changed)
+			log_error("operation failed", "op", kind, "plugin",
+				  op->plugin ? op->plugin->name : NULL, "volume", op->volume_name,
+				  "pod", op->pod_uid, "target", op->target, "error", err_msg(&op->err),
+				  "retry_in_ms", e ? LOG_INT(e->delay_ms) : "0");
+		else
+			log_debug("reconcile", "operation failed again", "op", kind, "volume",
+				  op->volume_name, "target", op->target, "failures",
+				  e ? LOG_INT(e->failures) : "0");
+		return;
+	}
+	if (backoff_succeeded(r->backoff, op->key))
+		log_info("operation succeeded after failing", "op", kind, "volume", op->volume_name,
+			 "target", op->target);
+}
+
+static void apply_health(struct reconciler *r, struct volume_op *op)
+{
+	struct asw_device *d = op->device ? asw_get_device(r->asw, op->volume_name) : NULL;
+	struct asw_pod_mount *pm = op->device ? NULL : asw_get_pod_mount(r->asw, op->target);
+
+	if (op->result < 0) {
+		log_debug("reconcile", "health check could not run", "volume", op->volume_name,
+			  "path", op->target, "error", err_msg(&op->err));
+		return;
+	}
+	if (!op->broken || (!d && !pm))
+		return;
+	log_warning("volume is broken, healing it: unmounting and setting it up again", "volume",
+		    op->volume_name, "path", op->target, "reason", err_msg(&op->err));
+	if (d)
+		d->broken = true;
+	else
+		pm->broken = true;
+	r->pass_needed = true;
+}
+
+static void apply_result(struct reconciler *r, struct volume_op *op)
+{
+	uint64_t gen = mount_table_generation(r->table);
+	struct asw_device *d;
+	const char *name;
+
+	finish_op(r, op);
+	/* The error goes to the log, the status and a CSI answer: never with a secret in it. */
+	volume_spec_mask_text(op->spec, op->err.msg, sizeof(op->err.msg));
+	if (op->kind == VOLUME_OP_CHECK_HEALTH) {
+		apply_health(r, op);
+		return;
+	}
+	report_result(r, op);
+	if (op->result < 0)
+		requests_op_failed(r, op);
+	switch (op->kind) {
+	case VOLUME_OP_SET_UP:
+		if (op->result < 0)
+			break;
+		name = strrchr(op->target, '/') + 1;
+		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
+				  op->volume_name, op->read_only || op->spec->read_only,
+				  op->mount_id, gen);
+		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
+			 "pod", op->pod_uid, "target", op->target, "read_only", op->read_only ? "true" : "false", "ms",
+			 LOG_INT(op->duration_ms));
+		break;
+	case VOLUME_OP_TEAR_DOWN:
+		if (op->result < 0)
+			break;
+		asw_remove_pod_mount(r->asw, op->target, gen);
+		if (!dsw_get_pod_volume(r->dsw, op->target))
+			asw_untrack_target(r->asw, op->target);
+		log_info("volume unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
+			 "volume", op->volume_name ? op->volume_name : "unknown", "pod", op->pod_uid,
+			 "target", op->target);
+		break;
+	case VOLUME_OP_VERIFY: {
+		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, op->target);
+		if (op->result < 0 || !pm)
+			break;
+		if (op->verified) {
+			free(pm->volume_name);
+			pm->volume_name = strdup(op->volume_name);
+			pm->read_only = op->read_only || op->spec->read_only;
+			pm->mount_id = op->mount_id;
+			log_info("adopted existing mount", "volume", op->volume_name, "pod",
+				 op->pod_uid, "target", op->target);
+		} else {
+			pm->foreign = true;
+			log_info("mount holds something else, replacing it", "volume",
+				 op->volume_name, "pod", op->pod_uid, "target", op->target);
+		}
+		break;
+	}
+	case VOLUME_OP_MOUNT_DEVICE:
+		d = asw_get_device(r->asw, op->volume_name);
+		if (!d)
+			break;
+		/* Keep whatever attach made, even on failure: detach needs it. */
+		if (op->detached)
+			device_attachment_clear(&d->att); /* the old one is gone */
+		if (op->att.device_path && !streq_ptr(d->att.device_path, op->att.device_path)) {
+			device_attachment_clear(&d->att);
+			d->att = op->att;
+			memset(&op->att, 0, sizeof(op->att));
+		}
+		d->attached = d->att.device_path != NULL;
+		if (op->result == 0) {
+			d->mounted = true;
+			d->read_only = op->read_only;
+			d->mount_id = op->mount_id;
+			d->learned_gen = gen;
+			log_info("device mounted", "plugin", op->plugin->name, "volume",
+				 op->volume_name, "device",
+				 d->att.device_path, "target", op->target, "read_only",
+				 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
+		} else if (!d->mounted && (!op->plugin->attach || !d->attached)) {
+			asw_remove_device(r->asw, op->volume_name);
+		}
+		journal_mark_dirty(r->journal);
+		break;
+	case VOLUME_OP_UNMOUNT_DEVICE:
+		if (op->result < 0)
+			break;
+		d = asw_get_device(r->asw, op->volume_name);
+		log_info("device unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
+			 "volume", op->volume_name, "target", op->target,
+			 "reason", d && d->broken ? "broken, will be staged again" : NULL);
+		asw_remove_device(r->asw, op->volume_name);
+		journal_mark_dirty(r->journal);
+		break;
+	case VOLUME_OP_CHECK_HEALTH:
+		break; /* handled by apply_health */
+	}
+	r->pass_needed = true;
+}
+
+void rec_drain_completed(struct reconciler *r)
+{
+	struct executor_job *job = executor_take_completed(r->ex);
+
+	while (job) {
+		struct executor_job *next = job->next;
+		struct volume_op *op = volume_op_from_job(job);
+		apply_result(r, op);
+		volume_op_free(op);
+		job = next;
+	}
+}

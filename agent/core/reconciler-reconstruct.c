@@ -1,0 +1,174 @@
+/* reconciler-reconstruct.c - rebuilding the actual state after a restart: the journal, the
+ * mount table (device mounts the journal lost are adopted), the pod spec files, and empty pod
+ * volume dirs left behind.  Pod mounts found in the table are checked by the first pass. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "macro.h"
+#include "mount-util.h"
+#include "path-util.h"
+#include "reconciler-internal.h"
+
+
+/* Device mounts under <root>/plugins/kubernetes.io/<plugin>/mounts/ that the journal does not
+ * describe (it was lost or corrupt): recorded from the table so they are not leaked. */
+static void adopt_untracked_device_mounts(struct reconciler *r)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(mount_table_entries(r->table), &it, &v, NULL)) {
+		const struct mount_info *mi = v;
+		const char *rest = mi->target + strlen(r->plugins_prefix), *slash;
+		_cleanup_free_ char *plugin = NULL, *name = NULL;
+		const struct volume_plugin *p;
+		struct volume_spec *spec = NULL;
+		struct error_info ignored = { 0 };
+		struct asw_device *d;
+
+		if (!startswith(mi->target, r->plugins_prefix) || !(slash = strchr(rest, '/')) ||
+		    !startswith(slash, "/mounts/") || strchr(slash + strlen("/mounts/"), '/'))
+			continue;
+		plugin = strndup(rest, (size_t)(slash - rest));
+		name = path_unescape_component(slash + strlen("/mounts/"));
+		if (!plugin || !name || asw_get_device(r->asw, name))
+			continue;
+		p = plugin_find_by_name(plugin);
+		if (p && p->construct_spec)
+			(void)p->construct_spec(name, mi->target, &spec, &ignored);
+		d = asw_add_device(r->asw, name, plugin, spec, mi->target);
+		volume_spec_unref(spec);
+		if (!d)
+			continue;
+		d->mounted = true;
+		d->attached = true;
+		d->mount_id = mi->id;
+		d->att.device_path = strdup(mi->source);
+		journal_mark_dirty(r->journal);
+		log_warning("found a device mount the journal did not record, adopting it",
+			    "volume", name, "device", mi->source, "target", mi->target);
+	}
+}
+
+/* Removes empty pod volume dirs that nothing mounts and no spec wants (left by a crash
+ * between mkdir and mount, or by pods deleted while the agent was down). */
+static void remove_stale_pod_dirs(struct reconciler *r)
+{
+	DIR *pods = opendir(r->pods_root);
+	struct dirent *p;
+
+	if (!pods)
+		return;
+	while ((p = readdir(pods))) {
+		char vols[PATH_MAX];
+		DIR *plugins;
+		struct dirent *pl;
+
+		if (!path_is_safe_component(p->d_name))
+			continue;
+		if (snprintf(vols, sizeof(vols), "%s/%s/volumes", r->pods_root, p->d_name) >=
+		    (int)sizeof(vols))
+			continue;
+		plugins = opendir(vols);
+		if (!plugins)
+			continue;
+		while ((pl = readdir(plugins))) {
+			char dir[PATH_MAX];
+			DIR *names;
+			struct dirent *n;
+
+			if (!startswith(pl->d_name, "kubernetes.io~"))
+				continue;
+			if (snprintf(dir, sizeof(dir), "%s/%s", vols, pl->d_name) >= (int)sizeof(dir))
+				continue;
+			names = opendir(dir);
+			if (!names)
+				continue;
+			while ((n = readdir(names))) {
+				char target[PATH_MAX];
+
+				if (!path_is_safe_component(n->d_name))
+					continue;
+				if (snprintf(target, sizeof(target), "%s/%s", dir, n->d_name) >=
+				    (int)sizeof(target))
+					continue;
+				if (dsw_get_pod_volume(r->dsw, target) ||
+				    mount_table_get(r->table, target) ||
+				    mnt_util_is_mount_root(target) == 1)
+					continue;
+				if (path_rmdir_up_to(target, r->pods_root) == 0)
+					log_debug("reconcile", "removed empty pod volume dir", "dir",
+						  target);
+			}
+			closedir(names);
+		}
+		closedir(plugins);
+	}
+	closedir(pods);
+}
+
+int rec_reconstruct(struct reconciler *r, struct error_info *err)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	bool same_boot = false;
+	json_t *csi = NULL;
+	int k;
+	void *v;
+
+	k = journal_load(r->journal, r->asw, &same_boot, &csi, err);
+	if (k == -EBADMSG) {
+		log_error("journal is corrupt; continuing from the mount table alone", "error",
+			  err_msg(err));
+		snprintf(r->journal_note, sizeof(r->journal_note),
+			 "corrupt at startup, moved aside: %s", err_msg(err));
+		err_clear(err);
+		journal_mark_dirty(r->journal);
+	} else if (k < 0) {
+		return k;
+	}
+	/* CSI entries are kubelet's: after a reboot it calls again for what it still wants, so
+	 * only entries of this boot are restored (a deleted pod is not resurrected). */
+	if (csi && same_boot && r->kubelet_root) {
+		k = requests_import_csi(r, csi, err);
+		if (k < 0) {
+			log_error("journal: CSI entries unreadable, waiting for kubelet to call again",
+				  "error", err_msg(err));
+			err_clear(err);
+		}
+	} else if (csi && !same_boot) {
+		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
+	}
+	json_decref(csi);
+	/* Written once at start even if nothing changes: proves the state dir works, and
+	 * records this boot's id. */
+	journal_mark_dirty(r->journal);
+	/* After a reboot nothing an attach made survives. */
+	while (!same_boot && hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
+		struct asw_device *d = v;
+		d->attached = false;
+		device_attachment_clear(&d->att);
+		journal_mark_dirty(r->journal);
+	}
+	/* Not logged here: the caller of reconciler_start logs err once. */
+	k = rec_refresh_table(r, err);
+	if (k < 0)
+		return k;
+	adopt_untracked_device_mounts(r);
+	if (r->specs) {
+		k = spec_source_scan(r->specs);
+		if (k < 0)
+			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir, strerror(-k));
+	}
+	remove_stale_pod_dirs(r);
+	log_info("reconstructed actual state", "pod_mounts",
+		 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
+		 LOG_INT(hashmap_size(asw_devices(r->asw))), "desired_pod_volumes",
+		 LOG_INT(hashmap_size(dsw_pod_volumes(r->dsw))), "journal_same_boot",
+		 same_boot ? "true" : "false");
+	return 0;
+}

@@ -1,0 +1,864 @@
+/* test-reconciler.c - the reconciler driven directly, through its public API (pod spec files
+ * in a pods dir), with a small fake plugin, asserting on the desired and actual state (read
+ * on the reconciler thread through rec_run_on_thread) and on the order of the plugin's calls.
+ *
+ * The fake plugin does real but trivial work: a pod volume is a bind mount of a source
+ * directory, a "device" volume's node-wide mount is a tmpfs that pods bind.  It records every
+ * call with a sequence number and a timestamp.  Its failures are injected per volume: a mock,
+ * because no real, repeatable way makes one bind mount fail on demand while another works.
+ *
+ * Each case runs in its own private mount namespace (root only; skipped otherwise). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libmount.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "mount-util.h"
+#include "plugin.h"
+#include "reconciler-internal.h"
+#include "testlib.h"
+
+/* --- the fake plugin --- */
+
+#define FAKE_MAX_EVENTS 4096
+
+struct fake_event {
+	unsigned seq;
+	uint64_t ms;
+	char op[24];		/* "set_up", "set_up.done", "tear_down", "tear_down.done", ... */
+	char path[512];		/* the volume's source path (its spec "path") or the target */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct fake_event events[FAKE_MAX_EVENTS];
+	unsigned n;
+	char failing[512];	/* set_up / mount_device of the volume with this path fail */
+	unsigned delay_ms;	/* every tear_down takes this long */
+} fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void fake_record(const char *op, const char *path)
+{
+	pthread_mutex_lock(&fake.lock);
+	if (fake.n < FAKE_MAX_EVENTS) {
+		struct fake_event *e = &fake.events[fake.n];
+		e->seq = fake.n++;
+		e->ms = now_ms();
+		snprintf(e->op, sizeof(e->op), "%s", op);
+		snprintf(e->path, sizeof(e->path), "%s", path ? path : "");
+	}
+	pthread_mutex_unlock(&fake.lock);
+}
+
+static bool fake_fails(const char *path)
+{
+	bool fails;
+
+	pthread_mutex_lock(&fake.lock);
+	fails = path && fake.failing[0] && streq(fake.failing, path);
+	pthread_mutex_unlock(&fake.lock);
+	return fails;
+}
+
+static void fake_set_failing(const char *path)
+{
+	pthread_mutex_lock(&fake.lock);
+	snprintf(fake.failing, sizeof(fake.failing), "%s", path ? path : "");
+	pthread_mutex_unlock(&fake.lock);
+}
+
+static void fake_reset(void)
+{
+	pthread_mutex_lock(&fake.lock);
+	fake.n = 0;
+	fake.failing[0] = '\0';
+	fake.delay_ms = 0;
+	pthread_mutex_unlock(&fake.lock);
+}
+
+/* The events of op for path (NULL: any), at most max, in order; returns how many. */
+static unsigned fake_find(const char *op, const char *path, struct fake_event *ret, unsigned max)
+{
+	unsigned k = 0;
+
+	pthread_mutex_lock(&fake.lock);
+	for (unsigned i = 0; i < fake.n && k < max; i++)
+		if (streq(fake.events[i].op, op) && (!path || streq(fake.events[i].path, path)))
+			ret[k++] = fake.events[i];
+	pthread_mutex_unlock(&fake.lock);
+	return k;
+}
+
+static unsigned fake_count(const char *op, const char *path)
+{
+	struct fake_event e[64];
+
+	return fake_find(op, path, e, ARRAY_SIZE(e));
+}
+
+/* The sequence number of the first event of op for path; fails the test when there is none. */
+static unsigned fake_first(const char *op, const char *path)
+{
+	struct fake_event e;
+
+	if (fake_find(op, path, &e, 1) != 1)
+		fail_msg("no %s event for %s", op, path ? path : "any volume");
+	return e.seq;
+}
+
+static bool fake_can_support(const struct volume_spec *spec)
+{
+	return streq(spec->type, "fake");
+}
+
+static int fake_validate(const struct volume_spec *spec, struct error_info *err)
+{
+	const char *path = volume_spec_get(spec, "path");
+
+	if (!path || path[0] != '/')
+		return err_set(err, -EINVAL, "path: must be an absolute path");
+	return 0;
+}
+
+static char *fake_get_volume_name(const struct volume_spec *spec)
+{
+	return strdup_printf("fake:%s", volume_spec_get(spec, "path"));
+}
+
+static bool fake_uses_device(const struct volume_spec *spec)
+{
+	return volume_spec_get(spec, "device") != NULL;
+}
+
+static int fake_bind(const char *source, const struct mount_target *target, bool read_only,
+		     struct error_info *err)
+{
+	_cleanup_close_ int fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return err_set(err, -errno, "%s: %s", source, strerror(errno));
+	return mnt_util_bind_at(fd, target->parent_fd, target->name, read_only, err);
+}
+
+static int fake_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
+			  struct error_info *err)
+{
+	const char *path = volume_spec_get(m->spec, "path");
+	int r;
+
+	fake_record("set_up", path);
+	if (fake_fails(path))
+		r = err_set(err, -EIO, "injected failure");
+	else
+		r = fake_bind(m->device_mount_path ? m->device_mount_path : path, target,
+			      m->read_only, err);
+	fake_record(r < 0 ? "set_up.failed" : "set_up.done", path);
+	return r;
+}
+
+static int fake_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
+			     struct error_info *err)
+{
+	const char *path = startswith(volume_name, "fake:") ? volume_name + strlen("fake:") : "";
+	unsigned delay;
+	int r;
+
+	fake_record("tear_down", path);
+	pthread_mutex_lock(&fake.lock);
+	delay = fake.delay_ms;
+	pthread_mutex_unlock(&fake.lock);
+	if (delay)
+		usleep(delay * 1000);
+	r = mnt_util_umount(target, 0, err);
+	if (r == -EINVAL)
+		r = 0;
+	fake_record("tear_down.done", path);
+	return r;
+}
+
+static int fake_check_set_up(const struct volume_mounter *m, const char *target,
+			     struct error_info *err)
+{
+	fake_record("check_set_up", volume_spec_get(m->spec, "path"));
+	return mnt_util_is_mount_root(target) == 1;
+}
+
+static int fake_mount_device(const struct volume_spec *spec, const char *device_path,
+			     bool read_only, const struct mount_target *target,
+			     struct error_info *err)
+{
+	const char *path = volume_spec_get(spec, "path");
+	int r;
+
+	fake_record("mount_device", path);
+	if (fake_fails(path))
+		r = err_set(err, -EIO, "injected failure");
+	else
+		r = mnt_util_mount_at("fakedev", target->parent_fd, target->name, "tmpfs",
+				      read_only ? "ro,size=1m" : "size=1m", err);
+	fake_record(r < 0 ? "mount_device.failed" : "mount_device.done", path);
+	return r;
+}
+
+static int fake_unmount_device(const char *path, struct error_info *err)
+{
+	int r;
+
+	fake_record("unmount_device", path);
+	r = mnt_util_umount(path, 0, err);
+	fake_record("unmount_device.done", path);
+	return r == -EINVAL ? 0 : r;
+}
+
+static int fake_detach(const struct volume_spec *spec, const struct device_attachment *att,
+		       struct error_info *err)
+{
+	fake_record("detach", volume_spec_get(spec, "path"));
+	return 0;
+}
+
+static const struct volume_plugin fake_plugin = {
+	.name = "fake",
+	.can_support = fake_can_support,
+	.validate = fake_validate,
+	.get_volume_name = fake_get_volume_name,
+	.set_up_at = fake_set_up_at,
+	.tear_down_at = fake_tear_down_at,
+	.check_set_up = fake_check_set_up,
+	.uses_device = fake_uses_device,
+	.mount_device = fake_mount_device,
+	.unmount_device = fake_unmount_device,
+	.detach = fake_detach,
+};
+
+static const struct volume_plugin *const fake_table[] = { &fake_plugin };
+
+/* --- the fixture: a reconciler on a temp root, state and pods dir --- */
+
+#define BACKOFF_INITIAL_MS 100
+
+struct fix {
+	char *dir;
+	char root[512], state[512], pods[512];
+	struct reconciler *r;
+};
+
+static int scaled(int ms)
+{
+	const char *s = getenv("TEST_TIME_SCALE");
+	int k = s ? atoi(s) : 1;
+
+	return ms * (k > 0 ? k : 1);
+}
+
+static int rec_start(struct fix *f)
+{
+	struct error_info err = { 0 };
+	int k;
+
+	k = reconciler_new(&(struct reconciler_config){
+				   .root_dir = f->root,
+				   .state_dir = f->state,
+				   .pods_dir = f->pods,
+				   .workers = 4,
+				   .backoff_initial_ms = BACKOFF_INITIAL_MS,
+				   .backoff_max_ms = 60000,
+				   .resync_ms = 600000,
+				   .refresh_min_interval_ms = 10,
+			   },
+			   &f->r, &err);
+	if (k < 0) {
+		print_error("reconciler_new: %s\n", err_msg(&err));
+		return k;
+	}
+	k = reconciler_start(f->r, &err);
+	if (k < 0)
+		print_error("reconciler_start: %s\n", err_msg(&err));
+	return k;
+}
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	test_enter_private_mountns();
+	plugin_registry_set(fake_table, ARRAY_SIZE(fake_table));
+	fake_reset();
+	f->dir = test_mkdtemp("rec");
+	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
+	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
+	snprintf(f->pods, sizeof(f->pods), "%s/pods.d", f->dir);
+	mkdir(f->root, 0755);
+	mkdir(f->state, 0700);
+	mkdir(f->pods, 0755);
+	*state = f;
+	return 0;
+}
+
+/* Lazily unmounts everything below dir, deepest first. */
+static void umount_all_under(const char *dir)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);
+	struct libmnt_fs *fs;
+
+	while (tb && it && mnt_table_next_fs(tb, it, &fs) == 0) {
+		const char *t = mnt_fs_get_target(fs);
+		if (t && startswith(t, dir) && t[strlen(dir)] == '/')
+			umount2(t, MNT_DETACH);
+	}
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	reconciler_free(f->r);
+	umount_all_under(f->dir);
+	test_rm_rf(f->dir);
+	free(f->dir);
+	free(f);
+	plugin_registry_set(NULL, 0);
+	return 0;
+}
+
+/* A source directory f->dir/<name>; returns its path in buf. */
+static const char *make_src(struct fix *f, const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/%s", f->dir, name);
+	mkdir(buf, 0755);
+	return buf;
+}
+
+/* Writes pods.d/<file> atomically (a rename, as an operator's tool would). */
+static void write_pod(struct fix *f, const char *file, const char *json)
+{
+	char tmp[600], path[600];
+
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", f->pods, file);
+	snprintf(path, sizeof(path), "%s/%s", f->pods, file);
+	assert_int_equal(test_write_file(tmp, json), 0);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
+static void remove_pod(struct fix *f, const char *file)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", f->pods, file);
+	assert_int_equal(unlink(path), 0);
+}
+
+/* A pod with one volume "v" of source path (a device volume when device). */
+static void write_pod1(struct fix *f, const char *file, const char *uid, const char *path,
+		       bool device)
+{
+	char json[1200];
+
+	snprintf(json, sizeof(json),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"v\", \"fake\": "
+		 "{\"path\": \"%s\"%s}}]}",
+		 uid, path, device ? ", \"device\": \"yes\"" : "");
+	write_pod(f, file, json);
+}
+
+static void target_of(struct fix *f, const char *uid, const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/pods/%s/volumes/kubernetes.io~fake/%s", f->root, uid, name);
+}
+
+/* --- reading the state on the reconciler thread --- */
+
+/* What the state says of one pod target and one volume. */
+struct probe {
+	const char *target;
+	const char *volume;		/* node-wide name, "fake:<path>" */
+	bool desired;			/* dsw has the target */
+	bool mounted;			/* asw has the target, verified to hold volume */
+	bool volume_desired;
+	bool device_known;		/* asw has the volume's device */
+	bool device_mounted;
+	unsigned failures;		/* backoff entry of "pod:<target>" */
+	uint64_t delay_ms;
+	unsigned failing;		/* backoff entries in all */
+	unsigned long passes;
+	bool ready;
+};
+
+static void probe_on_thread(struct reconciler *r, void *arg)
+{
+	struct probe *p = arg;
+	const struct asw_pod_mount *pm = p->target ? asw_get_pod_mount(r->asw, p->target) : NULL;
+	const struct asw_device *d = p->volume ? asw_get_device(r->asw, p->volume) : NULL;
+	_cleanup_free_ char *key = p->target ? key_for("pod", p->target) : NULL;
+	const struct backoff_entry *e = key ? backoff_get(r->backoff, key) : NULL;
+
+	p->desired = p->target && dsw_get_pod_volume(r->dsw, p->target);
+	p->mounted = pm && pm->volume_name && p->volume && streq(pm->volume_name, p->volume);
+	p->volume_desired = p->volume && dsw_get_volume(r->dsw, p->volume);
+	p->device_known = d != NULL;
+	p->device_mounted = d && d->mounted;
+	p->failures = e ? e->failures : 0;
+	p->delay_ms = e ? e->delay_ms : 0;
+	p->failing = backoff_count(r->backoff);
+	p->passes = r->stats.passes;
+	p->ready = r->ready;
+}
+
+static struct probe probe(struct fix *f, const char *target, const char *volume)
+{
+	struct probe p = { .target = target, .volume = volume };
+
+	rec_run_on_thread(f->r, probe_on_thread, &p);
+	return p;
+}
+
+struct wait_arg {
+	struct fix *f;
+	const char *target, *volume;
+	bool (*pred)(const struct probe *p);
+};
+
+static bool wait_pred(void *arg)
+{
+	struct wait_arg *w = arg;
+	struct probe p = probe(w->f, w->target, w->volume);
+
+	return w->pred(&p);
+}
+
+static bool wait_state(struct fix *f, const char *target, const char *volume,
+		       bool (*pred)(const struct probe *p), int timeout_ms)
+{
+	struct wait_arg w = { f, target, volume, pred };
+
+	return test_wait_until(wait_pred, &w, timeout_ms);
+}
+
+static bool is_mounted(const struct probe *p)
+{
+	return p->desired && p->mounted;
+}
+
+static bool is_gone(const struct probe *p)
+{
+	return !p->desired && !p->mounted;
+}
+
+static bool device_gone(const struct probe *p)
+{
+	return !p->volume_desired && !p->device_known;
+}
+
+/* Waits until the reconciler ran two more passes (so every result already in hand was acted
+ * on). */
+static void wait_two_passes(struct fix *f)
+{
+	unsigned long start = probe(f, NULL, NULL).passes;
+	struct reconciler_stats st;
+
+	reconciler_request_resync(f->r);
+	for (int i = 0; i < scaled(5000) / 10; i++) {
+		reconciler_get_stats(f->r, &st);
+		if (st.passes >= start + 2)
+			return;
+		if (st.passes == start + 1)
+			reconciler_request_resync(f->r);
+		usleep(10000);
+	}
+	fail_msg("the reconciler ran no pass");
+}
+
+/* --- cases --- */
+
+/* A volume moving from one pod to another is unmounted from the old pod before the new one
+ * mounts it, even when the tear-down is slow. */
+static void test_move_between_pods_unmounts_first(void **state)
+{
+	struct fix *f = *state;
+	char src[600], ta[600], tb[600], vol[620];
+
+	make_src(f, "src-move", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-a", "v", ta, sizeof(ta));
+	target_of(f, "pod-b", "v", tb, sizeof(tb));
+	assert_int_equal(rec_start(f), 0);
+	write_pod1(f, "p.json", "pod-a", src, true);
+	assert_true(wait_state(f, ta, vol, is_mounted, 5000));
+	assert_true(test_is_mountpoint(ta));
+
+	pthread_mutex_lock(&fake.lock);
+	fake.delay_ms = 300;
+	pthread_mutex_unlock(&fake.lock);
+	/* One file, rewritten for the other pod: one desired-state change. */
+	write_pod1(f, "p.json", "pod-b", src, true);
+	assert_true(wait_state(f, tb, vol, is_mounted, 5000));
+	assert_true(wait_state(f, ta, vol, is_gone, 5000));
+	assert_true(test_is_mountpoint(tb));
+	assert_false(test_is_mountpoint(ta));
+
+	/* set_up for the new pod started only after the old pod's tear-down had finished, and
+	 * the device stayed: it was never released in between. */
+	assert_true(fake_first("set_up", src) < fake_first("tear_down", src));
+	{
+		struct fake_event ups[8];
+		unsigned n = fake_find("set_up", src, ups, ARRAY_SIZE(ups));
+		assert_int_equal(n, 2);
+		assert_true(ups[1].seq > fake_first("tear_down.done", src));
+	}
+	assert_int_equal(fake_count("mount_device", src), 1);
+	assert_int_equal(fake_count("unmount_device", NULL), 0);
+	assert_true(probe(f, tb, vol).device_mounted);
+}
+
+/* A device two pods use is unmounted and detached only when the last of them is gone. */
+static void test_device_released_after_last_pod(void **state)
+{
+	struct fix *f = *state;
+	char src[600], ta[600], tb[600], vol[620], devdir[700];
+	struct probe p;
+
+	make_src(f, "src-dev", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-a", "v", ta, sizeof(ta));
+	target_of(f, "pod-b", "v", tb, sizeof(tb));
+	assert_int_equal(rec_start(f), 0);
+	write_pod1(f, "a.json", "pod-a", src, true);
+	write_pod1(f, "b.json", "pod-b", src, true);
+	assert_true(wait_state(f, ta, vol, is_mounted, 5000));
+	assert_true(wait_state(f, tb, vol, is_mounted, 5000));
+	assert_true(probe(f, NULL, vol).device_mounted);
+	assert_int_equal(fake_count("mount_device", src), 1);
+
+	remove_pod(f, "a.json");
+	assert_true(wait_state(f, ta, vol, is_gone, 5000));
+	wait_two_passes(f);
+	p = probe(f, tb, vol);
+	assert_true(p.mounted);
+	assert_true(p.volume_desired);
+	assert_true(p.device_known);
+	assert_true(p.device_mounted);
+	assert_int_equal(fake_count("unmount_device", NULL), 0);
+	assert_int_equal(fake_count("detach", NULL), 0);
+
+	remove_pod(f, "b.json");
+	assert_true(wait_state(f, tb, vol, is_gone, 5000));
+	assert_true(wait_state(f, NULL, vol, device_gone, 5000));
+	/* The last pod's tear-down finished before the device's unmount began; detach last. */
+	assert_int_equal(fake_count("unmount_device", NULL), 1);
+	assert_true(fake_first("unmount_device", NULL) > fake_first("tear_down.done", src));
+	{
+		struct fake_event td[4];
+		assert_int_equal(fake_find("tear_down.done", src, td, ARRAY_SIZE(td)), 2);
+		assert_true(fake_first("unmount_device", NULL) > td[1].seq);
+	}
+	assert_true(fake_first("detach", src) > fake_first("unmount_device.done", NULL));
+	snprintf(devdir, sizeof(devdir), "%s/plugins/kubernetes.io/fake/mounts", f->root);
+	assert_int_equal(test_count_mounts_under(devdir), 0);
+}
+
+static bool failed_three_times(const struct probe *p)
+{
+	return p->failures >= 3;
+}
+
+/* Retries of a failing set-up are spaced out, the delay doubling; after a success the backoff
+ * is forgotten, so the next failure starts again from the initial delay. */
+static void test_backoff_grows_and_resets(void **state)
+{
+	struct fix *f = *state;
+	char src[600], t[600], vol[620];
+	struct fake_event ev[8];
+	struct probe p;
+	unsigned n;
+
+	make_src(f, "src-bo", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-f", "v", t, sizeof(t));
+	fake_set_failing(src);
+	assert_int_equal(rec_start(f), 0);
+	write_pod1(f, "f.json", "pod-f", src, false);
+	assert_true(wait_state(f, t, vol, failed_three_times, 10000));
+	p = probe(f, t, vol);
+	assert_false(p.mounted);
+	assert_int_equal(p.failing, 1);
+	assert_int_equal(p.delay_ms, BACKOFF_INITIAL_MS << (p.failures - 1));
+	n = fake_find("set_up", src, ev, ARRAY_SIZE(ev));
+	assert_true(n >= 3);
+	/* Attempt k+1 waits at least the delay set by failure k: 100 ms, then 200 ms. */
+	assert_true(ev[1].ms - ev[0].ms >= BACKOFF_INITIAL_MS);
+	assert_true(ev[2].ms - ev[1].ms >= 2 * BACKOFF_INITIAL_MS);
+	assert_true(ev[2].ms - ev[1].ms > ev[1].ms - ev[0].ms);
+
+	fake_set_failing(NULL);
+	assert_true(wait_state(f, t, vol, is_mounted, 10000));
+	p = probe(f, t, vol);
+	assert_int_equal(p.failures, 0);
+	assert_int_equal(p.failing, 0);
+
+	/* Fails again after the success: the first retry delay is the initial one (without the
+	 * reset it would be at least 8 times that: the delay had reached 4x before). */
+	remove_pod(f, "f.json");
+	assert_true(wait_state(f, t, vol, is_gone, 5000));
+	fake_reset();
+	fake_set_failing(src);
+	write_pod1(f, "f.json", "pod-f", src, false);
+	assert_true(wait_state(f, t, vol, failed_three_times, 10000));
+	n = fake_find("set_up", src, ev, ARRAY_SIZE(ev));
+	assert_true(n >= 2);
+	assert_true(ev[1].ms - ev[0].ms >= BACKOFF_INITIAL_MS);
+	assert_true(ev[1].ms - ev[0].ms < 4 * BACKOFF_INITIAL_MS + (uint64_t)scaled(150));
+}
+
+static bool failed_twice(const struct probe *p)
+{
+	return p->failures >= 2;
+}
+
+/* A volume that keeps failing does not hold up another one of the same pod: the good one is
+ * mounted while the bad one waits in backoff, and stays mounted. */
+static void test_failing_volume_does_not_hold_up_another(void **state)
+{
+	struct fix *f = *state;
+	char good[600], bad[600], tg[600], tbad[600], vgood[620], vbad[620], json[2000];
+	struct probe p;
+
+	make_src(f, "src-good", good, sizeof(good));
+	make_src(f, "src-bad", bad, sizeof(bad));
+	snprintf(vgood, sizeof(vgood), "fake:%s", good);
+	snprintf(vbad, sizeof(vbad), "fake:%s", bad);
+	target_of(f, "pod-g", "good", tg, sizeof(tg));
+	target_of(f, "pod-g", "bad", tbad, sizeof(tbad));
+	fake_set_failing(bad);
+	assert_int_equal(rec_start(f), 0);
+	snprintf(json, sizeof(json),
+		 "{\"pod\": {\"uid\": \"pod-g\"}, \"volumes\": ["
+		 "{\"name\": \"bad\", \"fake\": {\"path\": \"%s\"}},"
+		 "{\"name\": \"good\", \"fake\": {\"path\": \"%s\"}}]}",
+		 bad, good);
+	write_pod(f, "g.json", json);
+	assert_true(wait_state(f, tg, vgood, is_mounted, 5000));
+	assert_true(wait_state(f, tbad, vbad, failed_twice, 10000));
+	p = probe(f, tg, vgood);
+	assert_true(p.mounted);
+	assert_int_equal(p.failures, 0);
+	assert_int_equal(p.failing, 1);
+	assert_false(probe(f, tbad, vbad).mounted);
+	assert_true(test_is_mountpoint(tg));
+	assert_false(test_is_mountpoint(tbad));
+	/* The good one was set up once, right away: not after the bad one's retries. */
+	assert_int_equal(fake_count("set_up", good), 1);
+	{
+		struct fake_event bad_ups[8];
+		assert_true(fake_find("set_up", bad, bad_ups, ARRAY_SIZE(bad_ups)) >= 2);
+		assert_true(fake_first("set_up.done", good) < bad_ups[1].seq);
+	}
+}
+
+static bool ready_and_mounted(const struct probe *p)
+{
+	return p->ready && p->mounted && p->device_mounted;
+}
+
+static bool ready_and_mounted_plain(const struct probe *p)
+{
+	return p->ready && p->mounted;
+}
+
+/* After a restart (a new reconciler on the same root and state dir), what is mounted is
+ * adopted: checked with check_set_up, never set up or mounted again. */
+static void test_reconstruction_adopts_mounts(void **state)
+{
+	struct fix *f = *state;
+	char dsrc[600], psrc[600], td[600], tp[600], vd[620], vp[620], json[2000];
+	int id_d, id_p;
+
+	make_src(f, "src-dev", dsrc, sizeof(dsrc));
+	make_src(f, "src-plain", psrc, sizeof(psrc));
+	snprintf(vd, sizeof(vd), "fake:%s", dsrc);
+	snprintf(vp, sizeof(vp), "fake:%s", psrc);
+	target_of(f, "pod-r", "dev", td, sizeof(td));
+	target_of(f, "pod-r", "plain", tp, sizeof(tp));
+	assert_int_equal(rec_start(f), 0);
+	snprintf(json, sizeof(json),
+		 "{\"pod\": {\"uid\": \"pod-r\"}, \"volumes\": ["
+		 "{\"name\": \"dev\", \"fake\": {\"path\": \"%s\", \"device\": \"yes\"}},"
+		 "{\"name\": \"plain\", \"fake\": {\"path\": \"%s\"}}]}",
+		 dsrc, psrc);
+	write_pod(f, "r.json", json);
+	assert_true(wait_state(f, td, vd, is_mounted, 5000));
+	assert_true(wait_state(f, tp, vp, is_mounted, 5000));
+	id_d = test_mount_id(td);
+	id_p = test_mount_id(tp);
+	assert_true(id_d > 0 && id_p > 0);
+
+	/* The restart: the old reconciler goes, its mounts and state dir stay. */
+	f->r = reconciler_free(f->r);
+	fake_reset();
+	assert_int_equal(rec_start(f), 0);
+	assert_true(wait_state(f, td, vd, ready_and_mounted, 5000));
+	assert_true(wait_state(f, tp, vp, ready_and_mounted_plain, 5000));
+	wait_two_passes(f);
+	assert_int_equal(fake_count("set_up", NULL), 0);
+	assert_int_equal(fake_count("mount_device", NULL), 0);
+	assert_int_equal(fake_count("tear_down", NULL), 0);
+	assert_int_equal(fake_count("unmount_device", NULL), 0);
+	assert_int_equal(fake_count("check_set_up", dsrc), 1);
+	assert_int_equal(fake_count("check_set_up", psrc), 1);
+	assert_int_equal(test_mount_id(td), id_d);
+	assert_int_equal(test_mount_id(tp), id_p);
+}
+
+/* --- defect 4: a mount-table read failure is logged once, at the boundary --- */
+
+/* Redirects stderr (where the log goes) to a file until log_capture_end. */
+struct log_capture {
+	char path[64];
+	int saved;
+};
+
+static void log_capture_begin(struct log_capture *c)
+{
+	int fd;
+
+	snprintf(c->path, sizeof(c->path), "/tmp/va-rec-log-XXXXXX");
+	fd = mkstemp(c->path);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	c->saved = dup(2);
+	dup2(fd, 2);
+	close(fd);
+}
+
+/* Restores stderr and returns what was logged (caller frees). */
+static char *log_capture_end(struct log_capture *c)
+{
+	char *text;
+
+	fflush(stderr);
+	dup2(c->saved, 2);
+	close(c->saved);
+	text = test_read_file(c->path);
+	unlink(c->path);
+	return text ? text : strdup("");
+}
+
+static unsigned count_lines_with(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Hides /proc in the test's mount namespace: /proc/self/mountinfo cannot be opened, a real
+ * read failure of the mount table (the monitor's fd, opened before, keeps working). */
+static void hide_proc(void)
+{
+	assert_int_equal(mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k"), 0);
+}
+
+static void unhide_proc(void)
+{
+	assert_int_equal(umount2("/proc", MNT_DETACH), 0);
+}
+
+/* At startup the failure is not logged by the reconciler: it goes back in err, for the one
+ * caller (cmd-run: "cannot start") to log. */
+static void test_table_unreadable_at_start_is_returned_not_logged(void **state)
+{
+	struct fix *f = *state;
+	struct error_info err = { 0 };
+	struct log_capture c;
+	_cleanup_free_ char *log = NULL;
+	int k;
+
+	assert_int_equal(reconciler_new(&(struct reconciler_config){
+						 .root_dir = f->root,
+						 .state_dir = f->state,
+						 .pods_dir = f->pods,
+						 .workers = 1,
+						 .backoff_initial_ms = 100,
+						 .backoff_max_ms = 1000,
+						 .resync_ms = 600000,
+						 .refresh_min_interval_ms = 10,
+					 },
+					 &f->r, &err),
+			 0);
+	log_capture_begin(&c);
+	hide_proc();
+	k = reconciler_start(f->r, &err);
+	unhide_proc();
+	log = log_capture_end(&c);
+	assert_true(k < 0);
+	assert_int_equal(count_lines_with(log, "mount table"), 0);
+	assert_non_null(strstr(err_msg(&err), "reading the mount table /proc/self/mountinfo"));
+}
+
+static bool table_failure_logged(void *arg)
+{
+	struct log_capture *c = arg;
+	_cleanup_free_ char *text = test_read_file(c->path);
+
+	return text && strstr(text, "cannot read the mount table");
+}
+
+/* While running, the loop is the boundary: it logs the failure once however often the read is
+ * retried, and once more when the table is readable again. */
+static void test_table_unreadable_while_running_logged_once(void **state)
+{
+	struct fix *f = *state;
+	struct log_capture c;
+	_cleanup_free_ char *log = NULL;
+
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	log_capture_begin(&c);
+	hide_proc(); /* the monitor sees the mount: the table is re-read, and fails */
+	assert_true(test_wait_until(table_failure_logged, &c, 5000));
+	wait_two_passes(f); /* forced resyncs, each reading the table again */
+	wait_two_passes(f);
+	unhide_proc();
+	wait_two_passes(f);
+	log = log_capture_end(&c);
+	assert_int_equal(count_lines_with(log, "cannot read the mount table"), 1);
+	assert_int_equal(count_lines_with(log, "mount table is readable again"), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_move_between_pods_unmounts_first, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_device_released_after_last_pod, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_backoff_grows_and_resets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failing_volume_does_not_hold_up_another,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_unreadable_at_start_is_returned_not_logged,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_unreadable_while_running_logged_once,
+						setup, teardown),
+	};
+
+	if (!test_have_root()) {
+		fprintf(stderr, "skipped: needs root with CAP_SYS_ADMIN\n");
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
