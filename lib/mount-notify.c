@@ -365,42 +365,45 @@ int mount_notify_read_events(struct mount_notify *notify,
 
 /* ---- statmount ---- */
 
-bool mount_info_is_read_only(const struct mount_info *info)
+bool mount_stat_is_read_only(const struct mount_stat *info)
 {
 	return info->attr & MOUNT_ATTR_RDONLY;
 }
 
 /* The string at offset off of sm->str, if the kernel set bit in sm->mask and it lies inside
- * the part it wrote. */
-static const char *sm_string(const struct kernel_statmount *sm, size_t bufsize, uint64_t bit,
+ * the strsize bytes it wrote there. */
+static const char *sm_string(const struct kernel_statmount *sm, size_t strsize, uint64_t bit,
 			     uint32_t off)
 {
-	size_t strsize = bufsize - sizeof(*sm);
-
 	if (!(sm->mask & bit) || off >= strsize || !memchr(sm->str + off, 0, strsize - off))
 		return NULL;
 	return sm->str + off;
 }
 
-int mount_info_by_id(uint64_t id, struct mount_info **ret_info)
+/* The copy of a string of sm in the strings of st (copied from sm->str to strs). */
+static const char *rebase(const struct kernel_statmount *sm, const char *p, char *strs)
 {
-	size_t size = STATMOUNT_BUF_INITIAL;
+	return p ? strs + (p - sm->str) : NULL;
+}
+
+int mount_stat_by_id(uint64_t id, struct mount_stat **ret_info)
+{
+	union {
+		struct kernel_statmount sm;
+		char bytes[STATMOUNT_BUF_INITIAL];
+	} stackbuf;
+	_cleanup_free_ char *heap = NULL;
+	struct kernel_statmount *sm = &stackbuf.sm;
+	size_t size = sizeof(stackbuf), strsize, extra = 0;
 	uint64_t want = STATMOUNT_WANT;
-	struct kernel_statmount *sm;
-	struct mount_info *info;
-	char *block = NULL;
+	const char *target, *root, *fstype, *source, *options, *sub;
+	struct mount_stat *st;
+	char *strs;
 	int r;
 
-	/* One allocation: the info, then the kernel's answer its strings point into. */
+	/* The kernel's answer goes to the stack, or to the heap when it needs more; the result
+	 * is then one allocation the size of what it holds. */
 	for (;;) {
-		char *nb = realloc(block, sizeof(*info) + size);
-
-		if (!nb) {
-			free(block);
-			return -ENOMEM;
-		}
-		block = nb;
-		sm = (struct kernel_statmount *)(block + sizeof(*info));
 		r = sys_statmount(id, want, sm, size);
 		if (r == -EINVAL && want != STATMOUNT_WANT_V1) {
 			/* A kernel that rejects the flags it does not know. */
@@ -410,14 +413,36 @@ int mount_info_by_id(uint64_t id, struct mount_info **ret_info)
 		if (r != -EOVERFLOW || size >= STATMOUNT_BUF_MAX)
 			break;
 		size *= 2;
+		free(heap);
+		heap = malloc(size);
+		if (!heap)
+			return -ENOMEM;
+		sm = (struct kernel_statmount *)heap;
 	}
-	if (r < 0) {
-		free(block);
+	if (r < 0)
 		return r;
-	}
 
-	info = (struct mount_info *)block;
-	*info = (struct mount_info){
+	/* size: what the kernel wrote, strings included */
+	strsize = sm->size > sizeof(*sm) && sm->size <= size ? sm->size - sizeof(*sm)
+							     : size - sizeof(*sm);
+	target = sm_string(sm, strsize, STATMOUNT_MNT_POINT, sm->mnt_point);
+	root = sm_string(sm, strsize, STATMOUNT_MNT_ROOT, sm->mnt_root);
+	fstype = sm_string(sm, strsize, STATMOUNT_FS_TYPE, sm->fs_type);
+	source = sm_string(sm, strsize, STATMOUNT_SB_SOURCE, sm->sb_source);
+	options = sm_string(sm, strsize, STATMOUNT_MNT_OPTS, sm->mnt_opts);
+	sub = sm_string(sm, strsize, STATMOUNT_FS_SUBTYPE, sm->fs_subtype);
+	if (!target || !root || !fstype)
+		return -EPROTO;
+	/* mountinfo shows "type.subtype" (fuse.sshfs): built after the kernel's strings. */
+	if (sub && *sub)
+		extra = strlen(fstype) + 1 + strlen(sub) + 1;
+
+	st = malloc(sizeof(*st) + strsize + extra);
+	if (!st)
+		return -ENOMEM;
+	strs = (char *)(st + 1);
+	memcpy(strs, sm->str, strsize);
+	*st = (struct mount_stat){
 		.id = sm->mnt_id,
 		.parent_id = sm->mnt_parent_id,
 		.id_old = sm->mnt_id_old,
@@ -425,54 +450,43 @@ int mount_info_by_id(uint64_t id, struct mount_info **ret_info)
 		.dev = makedev(sm->sb_dev_major, sm->sb_dev_minor),
 		.attr = sm->mnt_attr,
 		.propagation = sm->mnt_propagation,
-		.target = sm_string(sm, size, STATMOUNT_MNT_POINT, sm->mnt_point),
-		.root = sm_string(sm, size, STATMOUNT_MNT_ROOT, sm->mnt_root),
-		.fstype = sm_string(sm, size, STATMOUNT_FS_TYPE, sm->fs_type),
-		.source = sm_string(sm, size, STATMOUNT_SB_SOURCE, sm->sb_source),
-		.options = sm_string(sm, size, STATMOUNT_MNT_OPTS, sm->mnt_opts),
+		.target = rebase(sm, target, strs),
+		.root = rebase(sm, root, strs),
+		.fstype = rebase(sm, fstype, strs),
+		.source = source && *source ? rebase(sm, source, strs) : NULL,
+		.options = options && *options ? rebase(sm, options, strs) : NULL,
 	};
-	if (!info->target || !info->root || !info->fstype) {
-		free(block);
-		return -EPROTO;
+	if (extra) {
+		snprintf(strs + strsize, extra, "%s.%s", fstype, sub);
+		st->fstype = strs + strsize;
 	}
-	if (info->source && !*info->source)
-		info->source = NULL;
-	if (info->options && !*info->options)
-		info->options = NULL;
-
-	/* mountinfo shows "type.subtype" (fuse.sshfs): build it in the unused tail if it fits. */
-	const char *sub = sm_string(sm, size, STATMOUNT_FS_SUBTYPE, sm->fs_subtype);
-	if (sub && *sub) {
-		size_t used = sm->size > sizeof(*sm) ? sm->size : size;
-		size_t need = strlen(info->fstype) + 1 + strlen(sub) + 1;
-
-		if (used <= size && size - used >= need) {
-			char *t = (char *)sm + used;
-
-			snprintf(t, need, "%s.%s", info->fstype, sub);
-			info->fstype = t;
-		}
-	}
-	*ret_info = info;
+	*ret_info = st;
 	return 0;
 }
 
-struct mount_info *mount_info_free(struct mount_info *info)
+struct mount_stat *mount_stat_free(struct mount_stat *info)
 {
 	free(info);
 	return NULL;
 }
 
-void mount_info_array_free(struct mount_info **infos, size_t n)
+void mount_stat_array_free(struct mount_stat **infos, size_t n)
 {
 	if (!infos)
 		return;
 	for (size_t i = 0; i < n; i++)
-		mount_info_free(infos[i]);
+		mount_stat_free(infos[i]);
 	free(infos);
 }
 
 /* ---- listmount ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
 
 int mount_list(uint64_t parent_id, uint64_t **ret_ids, size_t *ret_n)
 {
@@ -501,9 +515,39 @@ int mount_list(uint64_t parent_id, uint64_t **ret_ids, size_t *ret_n)
 		free(ids);
 		ids = NULL;
 	}
+	/* The kernel lists in ID order (since 6.10); sort only if one ever does not. */
+	for (size_t i = 1; i < n; i++) {
+		if (ids[i - 1] >= ids[i]) {
+			qsort(ids, n, sizeof(*ids), cmp_u64);
+			break;
+		}
+	}
 	*ret_ids = TAKE_PTR(ids);
 	*ret_n = n;
 	return 0;
+}
+
+int mount_ids_diff(const uint64_t *old_ids, size_t n_old, const uint64_t *new_ids, size_t n_new,
+		   int (*cb)(uint64_t id, bool added, void *userdata), void *userdata)
+{
+	size_t i = 0, j = 0;
+	int count = 0, r;
+
+	while (i < n_old || j < n_new) {
+		if (j == n_new || (i < n_old && old_ids[i] < new_ids[j])) {
+			r = cb(old_ids[i++], false, userdata);
+		} else if (i == n_old || new_ids[j] < old_ids[i]) {
+			r = cb(new_ids[j++], true, userdata);
+		} else {
+			i++;
+			j++;
+			continue;
+		}
+		if (r < 0)
+			return r;
+		count++;
+	}
+	return count;
 }
 
 /* Whether path is prefix or below it. */
@@ -514,63 +558,96 @@ static bool path_is_below(const char *path, const char *prefix, size_t plen)
 	return strncmp(path, prefix, plen) == 0 && (path[plen] == '\0' || path[plen] == '/');
 }
 
-/* The 64-bit ID of the mount that holds the parent directory of prefix: its subtree has
- * every mount at or below prefix, also mounts stacked on prefix itself. */
-static int prefix_parent_mount(const char *prefix, uint64_t *ret_id)
+/* The mount whose subtree holds every mount at or below prefix: when prefix is a mount point,
+ * the lowest of the mounts stacked on it (ret_at_prefix: it is one of them), else the mount
+ * that holds prefix.  So a prefix that is itself a mount point costs only its own subtree. */
+static int prefix_subtree(const char *prefix, uint64_t *ret_id, bool *ret_at_prefix)
 {
-	_cleanup_free_ char *dir = strdup(prefix);
 	struct statx stx;
-	char *slash;
+	uint64_t id;
 
-	if (!dir)
-		return -ENOMEM;
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		dir[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	if (statx(AT_FDCWD, dir, AT_NO_AUTOMOUNT, STATX_MNT_ID_UNIQUE, &stx) < 0)
+	if (statx(AT_FDCWD, prefix, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID_UNIQUE,
+		  &stx) < 0)
 		return -errno;
 	if (!(stx.stx_mask & STATX_MNT_ID_UNIQUE))
 		return -EOPNOTSUPP;
-	*ret_id = stx.stx_mnt_id;
+	id = stx.stx_mnt_id;
+	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+		*ret_id = id;
+		*ret_at_prefix = false;
+		return 0;
+	}
+	/* statx saw the top of the stack: walk down while the parent is mounted on prefix too. */
+	for (int depth = 0; depth < 1000; depth++) {
+		struct mount_stat *st = NULL, *parent = NULL;
+		bool down;
+		int r;
+
+		r = mount_stat_by_id(id, &st);
+		if (r < 0)
+			return r;
+		down = st->parent_id != st->id && mount_stat_by_id(st->parent_id, &parent) == 0 &&
+		       streq(parent->target, prefix);
+		if (down)
+			id = st->parent_id;
+		mount_stat_free(st);
+		mount_stat_free(parent);
+		if (!down)
+			break;
+	}
+	*ret_id = id;
+	*ret_at_prefix = true;
 	return 0;
 }
 
-int mount_list_below(const char *prefix, struct mount_info ***ret_infos, size_t *ret_n)
+int mount_list_below(const char *prefix, struct mount_stat ***ret_infos, size_t *ret_n)
 {
 	_cleanup_free_ uint64_t *ids = NULL;
-	struct mount_info **infos = NULL;
+	struct mount_stat **infos = NULL;
 	size_t plen = strlen(prefix), n_ids = 0, n = 0;
-	uint64_t parent = MOUNT_LIST_ROOT;
+	uint64_t root = MOUNT_LIST_ROOT;
+	bool at_prefix = false;
 	int r;
 
 	if (plen == 0 || prefix[0] != '/' || (plen > 1 && prefix[plen - 1] == '/'))
 		return -EINVAL;
-	if (plen > 1 && prefix_parent_mount(prefix, &parent) < 0)
-		parent = MOUNT_LIST_ROOT; /* prefix's parent is gone: the whole namespace */
-	r = mount_list(parent, &ids, &n_ids);
-	if (r == -ENOENT && parent != MOUNT_LIST_ROOT) /* its mount went away meanwhile */
-		r = mount_list(MOUNT_LIST_ROOT, &ids, &n_ids);
+	if (plen > 1 && prefix_subtree(prefix, &root, &at_prefix) < 0)
+		root = MOUNT_LIST_ROOT; /* prefix cannot be reached: look at every mount */
+	r = mount_list(root, &ids, &n_ids);
+	if (r == -ENOENT && root != MOUNT_LIST_ROOT) { /* its mount went away meanwhile */
+		root = MOUNT_LIST_ROOT;
+		at_prefix = false;
+		r = mount_list(root, &ids, &n_ids);
+	}
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n_ids; i++) {
-		struct mount_info *info;
+	/* The subtree's own root is not in its listing. */
+	if (at_prefix) {
+		uint64_t *ni = realloc(ids, (n_ids + 1) * sizeof(*ids));
 
-		r = mount_info_by_id(ids[i], &info);
+		if (!ni)
+			return -ENOMEM;
+		ids = ni;
+		ids[n_ids++] = root;
+	}
+	for (size_t i = 0; i < n_ids; i++) {
+		struct mount_stat *info;
+
+		r = mount_stat_by_id(ids[i], &info);
 		if (r == -ENOENT)
 			continue;
 		if (r < 0)
 			goto fail;
 		if (!path_is_below(info->target, prefix, plen)) {
-			mount_info_free(info);
+			mount_stat_free(info);
 			continue;
 		}
 		if (n % 64 == 0) {
-			struct mount_info **ni = realloc(infos, (n + 64) * sizeof(*infos));
+			struct mount_stat **ni = realloc(infos, (n + 64) * sizeof(*infos));
 
 			if (!ni) {
-				mount_info_free(info);
+				mount_stat_free(info);
 				r = -ENOMEM;
 				goto fail;
 			}
@@ -582,6 +659,6 @@ int mount_list_below(const char *prefix, struct mount_info ***ret_infos, size_t 
 	*ret_n = n;
 	return 0;
 fail:
-	mount_info_array_free(infos, n);
+	mount_stat_array_free(infos, n);
 	return r;
 }

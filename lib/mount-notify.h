@@ -57,7 +57,7 @@ int mount_notify_read_events(struct mount_notify *notify,
 			     void *userdata);
 
 /* One mount as statmount(2) describes it.  The strings live in the same allocation. */
-struct mount_info {
+struct mount_stat {
 	uint64_t id;		/* 64-bit unique mount ID, as in fanotify events */
 	uint64_t parent_id;	/* the parent's; equal to id for the namespace root */
 	uint32_t id_old;	/* the reusable ID: mountinfo's first field */
@@ -73,23 +73,36 @@ struct mount_info {
 };
 
 /* Whether the mount itself is read-only (MOUNT_ATTR_RDONLY; not the superblock's flag). */
-bool mount_info_is_read_only(const struct mount_info *info);
+bool mount_stat_is_read_only(const struct mount_stat *info);
 
 /* statmount(2) of the mount with the 64-bit unique id in the caller's namespace.  Returns 0,
  * -ENOENT when no such mount is (any longer) in the namespace, or -errno. */
-int mount_info_by_id(uint64_t id, struct mount_info **ret_info);
-struct mount_info *mount_info_free(struct mount_info *info);
+int mount_stat_by_id(uint64_t id, struct mount_stat **ret_info);
+struct mount_stat *mount_stat_free(struct mount_stat *info);
 /* Frees n infos and the array. */
-void mount_info_array_free(struct mount_info **infos, size_t n);
+void mount_stat_array_free(struct mount_stat **infos, size_t n);
 
-/* listmount(2) of the mounts below the mount parent_id (MOUNT_LIST_ROOT: every mount of the
- * caller's namespace), in increasing ID order, paging through the kernel's list.  The array
- * is malloc'ed (NULL when empty).  Returns 0 or -errno (-ENOENT: no mount parent_id). */
+/* listmount(2) of the mounts below the mount parent_id, its whole subtree (MOUNT_LIST_ROOT:
+ * every mount of the caller's namespace), paging through the kernel's list.  The array is
+ * malloc'ed (NULL when empty) and sorted by increasing ID.  Returns 0 or -errno (-ENOENT: no
+ * mount parent_id). */
 int mount_list(uint64_t parent_id, uint64_t **ret_ids, size_t *ret_n);
 
+/* Compares two sorted ID lists, as mount_list() returns them: cb(id, true) for each ID only in
+ * new_ids (a mount that appeared), cb(id, false) for each only in old_ids (one that went).
+ * Unique IDs are never reused, so an ID in both is the same mount: a full resync need not
+ * statmount it again.  When cb returns a negative errno the walk stops and returns it.
+ * Returns: the number of differences, or negative errno. */
+int mount_ids_diff(const uint64_t *old_ids, size_t n_old, const uint64_t *new_ids, size_t n_new,
+		   int (*cb)(uint64_t id, bool added, void *userdata), void *userdata);
+
 /* The mounts whose mount point is prefix or lies under prefix/ (a path boundary: /a/bc is
- * not under /a/b), each statmount'ed.  prefix is absolute, without a trailing slash (but "/"
- * itself is allowed).  Only the subtree of the mount that holds prefix is listed.  Mounts
- * that go away meanwhile are left out.  Returns 0 or -errno; on success the caller frees the
- * result with mount_info_array_free(). */
-int mount_list_below(const char *prefix, struct mount_info ***ret_infos, size_t *ret_n);
+ * not under /a/b), each statmount'ed.  prefix is absolute and canonical (mount points are
+ * reported without symlinks), without a trailing slash ("/" itself is allowed).  Only one
+ * subtree is listed: when prefix is a mount point, that of the lowest mount stacked on it,
+ * which costs only the mounts below prefix (the way to make a tree cheap to read: bind-mount
+ * it onto itself); else that of the mount holding prefix, every mount of which is
+ * statmount'ed to learn its mount point (about 4 us each).  Mounts covered by a mount on an
+ * ancestor of prefix are not seen; mounts that go away meanwhile are left out.  Returns 0 or
+ * -errno; on success the caller frees the result with mount_stat_array_free(). */
+int mount_list_below(const char *prefix, struct mount_stat ***ret_infos, size_t *ret_n);

@@ -168,7 +168,7 @@ static struct libmnt_fs *mountinfo_find(struct libmnt_table **ret_tb, const char
 }
 
 /* Checks a statmount answer against libmount's reading of mountinfo. */
-static void assert_matches_mountinfo(const struct mount_info *info)
+static void assert_matches_mountinfo(const struct mount_stat *info)
 {
 	struct libmnt_table *tb;
 	struct libmnt_fs *fs = mountinfo_find(&tb, info->target);
@@ -182,7 +182,7 @@ static void assert_matches_mountinfo(const struct mount_info *info)
 	if (info->source)
 		assert_string_equal(info->source, mnt_fs_get_source(fs));
 	/* VFS "ro" in mountinfo's per-mount options is MOUNT_ATTR_RDONLY. */
-	assert_int_equal(mount_info_is_read_only(info),
+	assert_int_equal(mount_stat_is_read_only(info),
 			 mnt_optstr_get_option(mnt_fs_get_vfs_options(fs), "ro", NULL, NULL) == 0);
 	mnt_unref_table(tb);
 }
@@ -221,7 +221,7 @@ static void test_probe_says_yes(void **state)
 static void test_attach_tmpfs_and_bind(void **state)
 {
 	struct collected c = { 0 };
-	struct mount_info *t = NULL, *b = NULL;
+	struct mount_stat *t = NULL, *b = NULL;
 	struct stat st;
 
 	assert_int_equal(mount_notify_new(-1, &fx.notify), 0);
@@ -236,13 +236,13 @@ static void test_attach_tmpfs_and_bind(void **state)
 	assert_int_equal(c.ev[1].mask, MOUNT_EVENT_ATTACH);
 	assert_int_not_equal(c.ev[0].id, c.ev[1].id);
 
-	assert_int_equal(mount_info_by_id(c.ev[0].id, &t), 0);
+	assert_int_equal(mount_stat_by_id(c.ev[0].id, &t), 0);
 	assert_int_equal(t->id, c.ev[0].id);
 	assert_int_equal(t->id, unique_id(sub("t")));
 	assert_string_equal(t->target, sub("t"));
 	assert_string_equal(t->fstype, "tmpfs");
 	assert_string_equal(t->root, "/");
-	assert_true(mount_info_is_read_only(t));
+	assert_true(mount_stat_is_read_only(t));
 	assert_non_null(t->source);
 	assert_string_equal(t->source, "vol-src");
 	assert_non_null(t->options);
@@ -250,18 +250,18 @@ static void test_attach_tmpfs_and_bind(void **state)
 	assert_int_equal(t->parent_id, unique_id(fx.path));
 	assert_matches_mountinfo(t);
 
-	assert_int_equal(mount_info_by_id(c.ev[1].id, &b), 0);
+	assert_int_equal(mount_stat_by_id(c.ev[1].id, &b), 0);
 	assert_string_equal(b->target, sub("b"));
 	assert_string_equal(b->fstype, "tmpfs");
 	assert_string_equal(b->root, "/src");
-	assert_false(mount_info_is_read_only(b));
+	assert_false(mount_stat_is_read_only(b));
 	assert_int_equal(stat(fx.path, &st), 0);
 	assert_int_equal(b->dev, st.st_dev); /* the scratch tmpfs, not t's own */
 	assert_int_not_equal(b->dev, t->dev);
 	assert_matches_mountinfo(b);
 
-	mount_info_free(t);
-	mount_info_free(b);
+	mount_stat_free(t);
+	mount_stat_free(b);
 	assert_int_equal(drain_now(&c), 0);
 }
 
@@ -270,7 +270,7 @@ static void test_attach_tmpfs_and_bind(void **state)
 static void test_detach_and_move(void **state)
 {
 	struct collected c = { 0 };
-	struct mount_info *info = NULL;
+	struct mount_stat *info = NULL;
 	uint64_t id;
 
 	assert_int_equal(mount_notify_new(-1, &fx.notify), 0);
@@ -287,16 +287,16 @@ static void test_detach_and_move(void **state)
 	assert_int_equal(c.n, 2);
 	assert_int_equal(c.ev[1].mask, MOUNT_EVENT_ATTACH | MOUNT_EVENT_DETACH);
 	assert_int_equal(c.ev[1].id, id);
-	assert_int_equal(mount_info_by_id(id, &info), 0);
+	assert_int_equal(mount_stat_by_id(id, &info), 0);
 	assert_string_equal(info->target, sub("e"));
-	info = mount_info_free(info);
+	info = mount_stat_free(info);
 
 	assert_int_equal(umount2(sub("e"), 0), 0);
 	collect(&c, 3);
 	assert_int_equal(c.n, 3);
 	assert_int_equal(c.ev[2].mask, MOUNT_EVENT_DETACH);
 	assert_int_equal(c.ev[2].id, id);
-	assert_int_equal(mount_info_by_id(id, &info), -ENOENT);
+	assert_int_equal(mount_stat_by_id(id, &info), -ENOENT);
 	assert_null(info);
 	assert_int_equal(drain_now(&c), 0);
 }
@@ -310,7 +310,7 @@ static void test_other_namespace_is_silent(void **state)
 	struct collected mine = { 0 }, theirs = { 0 };
 	int to_child[2], to_parent[2], status, ns_fd;
 	char nspath[64], ch = 0;
-	struct mount_info *info = NULL;
+	struct mount_stat *info = NULL;
 	pid_t pid;
 
 	assert_int_equal(mount_notify_new(-1, &fx.notify), 0);
@@ -349,7 +349,7 @@ static void test_other_namespace_is_silent(void **state)
 	/* The child's notifier has its ATTACH (it is queued before the child's mount returns). */
 	assert_true(mount_notify_read_events(child_notify, collect_cb, &theirs) >= 1);
 	assert_int_equal(theirs.ev[0].mask, MOUNT_EVENT_ATTACH);
-	assert_int_equal(mount_info_by_id(theirs.ev[0].id, &info), -ENOENT);
+	assert_int_equal(mount_stat_by_id(theirs.ev[0].id, &info), -ENOENT);
 
 	/* Ours: nothing but the sentinel mounted after the child's mount. */
 	assert_int_equal(mount("tmpfs", sub("sentinel"), "tmpfs", 0, "size=64k"), 0);
@@ -373,13 +373,14 @@ static void test_other_namespace_is_silent(void **state)
 
 #define N_BELOW 200
 
-/* 200 tmpfs mounts under one directory, one nested in another, two stacked at one path, and
- * decoys beside it ("belowx", a sibling): mount_list_below finds exactly the mounts under the
- * prefix, with the IDs their ATTACH events carried, as many as libmount counts. */
+/* 200 tmpfs mounts under one directory, one nested in another, two stacked at one path (with a
+ * mount on the lower one that the upper hides), and decoys beside it ("belowx", a sibling):
+ * mount_list_below finds exactly the mounts under the prefix, with the IDs their ATTACH events
+ * carried, as many as libmount counts. */
 static void test_list_below_prefix(void **state)
 {
-	uint64_t want[N_BELOW + 3], got[N_BELOW + 3];
-	struct mount_info **infos = NULL;
+	uint64_t want[N_BELOW + 4], got[N_BELOW + 4];
+	struct mount_stat **infos = NULL;
 	size_t n = 0, nwant = 0;
 	char path[PATH_MAX];
 	struct collected c = { 0 };
@@ -403,11 +404,17 @@ static void test_list_below_prefix(void **state)
 	make_dir(path);
 	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
 	want[nwant++] = unique_id(path);
-	/* two mounts stacked on one directory: both are below the prefix */
+	/* two mounts stacked on one directory, the lower one with a mount on it that the upper
+	 * one hides: all three are below the prefix */
 	snprintf(path, sizeof(path), "%s/below/stack", fx.path);
 	make_dir(path);
 	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
 	want[nwant++] = unique_id(path);
+	snprintf(path, sizeof(path), "%s/below/stack/hidden", fx.path);
+	make_dir(path);
+	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
+	want[nwant++] = unique_id(path);
+	snprintf(path, sizeof(path), "%s/below/stack", fx.path);
 	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
 	want[nwant++] = unique_id(path);
 
@@ -427,15 +434,20 @@ static void test_list_below_prefix(void **state)
 	qsort(want, nwant, sizeof(*want), cmp_u64);
 	qsort(got, n, sizeof(*got), cmp_u64);
 	assert_memory_equal(want, got, n * sizeof(*got));
-	mount_info_array_free(infos, n);
+	mount_stat_array_free(infos, n);
 
-	/* One of them on its own; a prefix with nothing below; bad prefixes. */
+	/* One of them on its own (a mount point: only its subtree is listed); the stack, with the
+	 * hidden mount; a prefix with nothing below; bad prefixes. */
 	assert_int_equal(mount_list_below(sub("below/007"), &infos, &n), 0);
 	assert_int_equal(n, 2);
-	mount_info_array_free(infos, n);
+	mount_stat_array_free(infos, n);
+	assert_int_equal(mount_list_below(sub("below/stack"), &infos, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(n, test_count_mounts_under(sub("below/stack")));
+	mount_stat_array_free(infos, n);
 	assert_int_equal(mount_list_below(sub("below/007/nested/none"), &infos, &n), 0);
 	assert_int_equal(n, 0);
-	mount_info_array_free(infos, n);
+	mount_stat_array_free(infos, n);
 	assert_int_equal(mount_list_below("relative/path", &infos, &n), -EINVAL);
 	assert_int_equal(mount_list_below(sub("below/"), &infos, &n), -EINVAL);
 
@@ -488,6 +500,66 @@ static void test_queue_overflow(void **state)
 	assert_int_equal(c.n, 1);
 	assert_int_equal(c.ev[0].mask, MOUNT_EVENT_ATTACH);
 	assert_int_equal(c.ev[0].id, unique_id(sub("o")));
+}
+
+struct diff_seen {
+	uint64_t added[8], removed[8];
+	size_t n_added, n_removed;
+};
+
+static int diff_cb(uint64_t id, bool added, void *userdata)
+{
+	struct diff_seen *d = userdata;
+
+	if (added && d->n_added < ARRAY_SIZE(d->added))
+		d->added[d->n_added++] = id;
+	else if (!added && d->n_removed < ARRAY_SIZE(d->removed))
+		d->removed[d->n_removed++] = id;
+	return 0;
+}
+
+static int diff_stop_cb(uint64_t id, bool added, void *userdata)
+{
+	return -ECANCELED;
+}
+
+/* A resync by ID: two listings of the namespace around three mounts made and one removed;
+ * the diff names exactly those, and a stopping callback stops it. */
+static void test_ids_diff_resync(void **state)
+{
+	uint64_t *before = NULL, *after = NULL, gone, made[3];
+	size_t n_before = 0, n_after = 0;
+	struct diff_seen d = { 0 };
+
+	make_dir(sub("gone"));
+	assert_int_equal(mount("tmpfs", sub("gone"), "tmpfs", 0, "size=64k"), 0);
+	gone = unique_id(sub("gone"));
+	assert_int_equal(mount_list(MOUNT_LIST_ROOT, &before, &n_before), 0);
+	assert_int_equal(umount2(sub("gone"), 0), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "new%d", i);
+		make_dir(sub(name));
+		assert_int_equal(mount("tmpfs", sub(name), "tmpfs", 0, "size=64k"), 0);
+		made[i] = unique_id(sub(name));
+	}
+	assert_int_equal(mount_list(MOUNT_LIST_ROOT, &after, &n_after), 0);
+	for (size_t i = 1; i < n_after; i++)
+		assert_true(after[i - 1] < after[i]);
+	assert_int_equal(n_after, n_before + 2);
+
+	assert_int_equal(mount_ids_diff(before, n_before, after, n_after, diff_cb, &d), 4);
+	assert_int_equal(d.n_added, 3);
+	assert_int_equal(d.n_removed, 1);
+	assert_int_equal(d.removed[0], gone);
+	qsort(made, 3, sizeof(*made), cmp_u64);
+	assert_memory_equal(d.added, made, sizeof(made));
+	assert_int_equal(mount_ids_diff(after, n_after, after, n_after, diff_cb, &d), 0);
+	assert_int_equal(mount_ids_diff(before, n_before, after, n_after, diff_stop_cb, NULL),
+			 -ECANCELED);
+	free(before);
+	free(after);
 }
 
 struct last_event {
@@ -544,7 +616,7 @@ static void test_read_stops_and_resumes(void **state)
 static void test_long_mount_point(void **state)
 {
 	char path[PATH_MAX];
-	struct mount_info *info = NULL;
+	struct mount_stat *info = NULL;
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s", fx.path);
@@ -554,25 +626,25 @@ static void test_long_mount_point(void **state)
 		make_dir(path);
 	}
 	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	assert_int_equal(mount_info_by_id(unique_id(path), &info), 0);
+	assert_int_equal(mount_stat_by_id(unique_id(path), &info), 0);
 	assert_string_equal(info->target, path);
 	assert_string_equal(info->fstype, "tmpfs");
 	assert_matches_mountinfo(info);
-	mount_info_free(info);
+	mount_stat_free(info);
 }
 
 /* An unknown ID, and the ID of a mount that is gone. */
 static void test_stat_unknown_id(void **state)
 {
-	struct mount_info *info = NULL;
+	struct mount_stat *info = NULL;
 	uint64_t id;
 
 	make_dir(sub("gone"));
 	assert_int_equal(mount("tmpfs", sub("gone"), "tmpfs", 0, "size=64k"), 0);
 	id = unique_id(sub("gone"));
 	assert_int_equal(umount2(sub("gone"), 0), 0);
-	assert_int_equal(mount_info_by_id(id, &info), -ENOENT);
-	assert_int_equal(mount_info_by_id(UINT64_MAX - 1, &info), -ENOENT);
+	assert_int_equal(mount_stat_by_id(id, &info), -ENOENT);
+	assert_int_equal(mount_stat_by_id(UINT64_MAX - 1, &info), -ENOENT);
 	assert_null(info);
 }
 
@@ -583,7 +655,7 @@ static void test_stat_unknown_id(void **state)
 static int check_probe_says_no(const char *reason)
 {
 	struct mount_notify *n = NULL;
-	struct mount_info *info = NULL;
+	struct mount_stat *info = NULL;
 	uint64_t *ids = NULL;
 	size_t cnt = 0;
 	int failed = 0, r;
@@ -604,7 +676,7 @@ static int check_probe_says_no(const char *reason)
 	if (strstr(reason, "listmount(2)")) {
 		CHECK(r < 0);
 		CHECK(!ids);
-		r = mount_info_by_id(1, &info);
+		r = mount_stat_by_id(1, &info);
 		CHECK(r < 0 && !info);
 	} else {
 		free(ids);
@@ -621,6 +693,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_detach_and_move, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_namespace_is_silent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_below_prefix, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ids_diff_resync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue_overflow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_stops_and_resumes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_mount_point, setup, teardown),
