@@ -316,7 +316,8 @@ static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 	    device_attachment_set_meta(ret, "pid", pid) < 0 || !(ret->device_path = strdup(dev)))
 		return -ENOMEM;
 	/* Out of volagent.service's cgroup, or its restart kills the daemon (helper-scope.h). */
-	r = helper_scope_move(nbd_device_pid(dev), "rbd-nbd", a.pool_image, NULL, 0, err);
+	r = nbd_device_pid(dev) > 0 ?
+		    helper_scope_move(nbd_device_pid(dev), "rbd-nbd", a.pool_image, NULL, 0, err) : 0;
 	if (r < 0)
 		(void)release_nbd(ret, p->timeout_ms, NULL);
 	return r < 0 ? r : 0;
