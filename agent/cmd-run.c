@@ -200,6 +200,15 @@ static int wait_for_signal(struct reconciler *rec)
 	return 0;
 }
 
+/* Under systemd a failed start leaves its one-line reason in `systemctl status`; the barrier
+ * makes sure systemd has read it before it sees the process exit. */
+static void notify_start_failed(const struct error_info *err)
+{
+	if (sd_notifyf(0, "STATUS=cannot start: %s\nERRNO=%d", err_msg(err),
+		       err->code < 0 ? -err->code : EINVAL) > 0)
+		(void)sd_notify_barrier(0, 5 * 1000 * 1000ULL);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct agent_config cfg;
@@ -224,6 +233,7 @@ int cmd_run(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "volagent run: %s\n", err_msg(&err));
 		fprintf(stderr, "Try 'volagent run --help'.\n");
+		notify_start_failed(&err);
 		config_done(&cfg);
 		return 2;
 	}
@@ -239,12 +249,14 @@ int cmd_run(int argc, char **argv)
 	    ensure_dir("state-dir", cfg.state_dir, 0700, &err) < 0 ||
 	    ensure_dir("pods-dir", cfg.pods_dir, 0755, &err) < 0) {
 		fprintf(stderr, "volagent run: %s\n", err_msg(&err));
+		notify_start_failed(&err);
 		config_done(&cfg);
 		return 2;
 	}
 	r = take_instance_lock(cfg.state_dir, &lock_fd, &err);
 	if (r < 0) {
 		log_error("cannot start", "error", err_msg(&err));
+		notify_start_failed(&err);
 		config_done(&cfg);
 		return 1;
 	}
@@ -300,6 +312,7 @@ int cmd_run(int argc, char **argv)
 		r = reconciler_start(rec, &err);
 	if (r < 0) {
 		log_error("cannot start", "error", err_msg(&err));
+		notify_start_failed(&err);
 		rc = 1;
 		goto out;
 	}

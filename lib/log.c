@@ -1,10 +1,19 @@
-/* log.c - logfmt lines on stderr: ts, level, msg, then the caller's key=value pairs. */
+/* log.c - logfmt lines on stderr: ts, level, msg, then the caller's key=value pairs.  When
+ * stderr is the journal (systemd's JOURNAL_STREAM names it), each event goes to journald
+ * instead as one entry with its pairs as fields (VOLUME=, POD=, ...), so that
+ * `journalctl -u volagent VOLUME=data` finds a volume's lines. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
+
+#include <systemd/sd-journal.h>
 
 #include "log.h"
 #include "macro.h"
@@ -12,6 +21,9 @@
 static enum log_level current_level = LOG_LVL_INFO;
 static char debug_subsystems[256];
 static bool debug_all;
+static bool to_journal;
+
+#define MAX_PAIRS 32
 
 static const char *const level_names[] = {
 	[LOG_LVL_DEBUG] = "debug",
@@ -41,10 +53,28 @@ enum log_level log_get_level(void)
 	return current_level;
 }
 
+/* systemd sets JOURNAL_STREAM=<dev>:<ino> of the stream it connected stderr to; a stderr
+ * redirected since (a shell, a test) no longer matches and keeps the logfmt lines. */
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 void log_init_from_env(void)
 {
 	const char *e = getenv("VOLAGENT_DEBUG");
 
+	to_journal = stderr_is_journal();
+	debug_all = false;
+	debug_subsystems[0] = '\0';
 	if (!e || !*e)
 		return;
 	if (streq(e, "all") || streq(e, "1")) {
@@ -104,17 +134,87 @@ static void put_value(char *line, size_t size, size_t *len, const char *s)
 		line[(*len)++] = '"';
 }
 
-void log_event(enum log_level level, const char *subsys, const char *msg, ...)
+/* MESSAGE=, PRIORITY= and the others journald gives a meaning to are not ours to set from
+ * a pair: a pair with such a name becomes VOLAGENT_<NAME>. */
+static const char *const reserved_fields[] = {
+	"MESSAGE", "MESSAGE_ID", "PRIORITY", "CODE_FILE", "CODE_LINE", "CODE_FUNC", "ERRNO",
+	"SYSLOG_FACILITY", "SYSLOG_IDENTIFIER", "SYSLOG_PID", "SYSLOG_TIMESTAMP", "SYSLOG_RAW",
+	"DOCUMENTATION", "TID", "UNIT", "USER_UNIT", "INVOCATION_ID", "SUBSYS",
+};
+
+/* The journal field for a pair's key: upper case, [A-Z0-9_], not starting with '_' or a
+ * digit, at most 64 characters ("volume" -> VOLUME, "root_dir" -> ROOT_DIR). */
+static void field_name(const char *key, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	for (const char *p = key; *p && n + 1 < size; p++)
+		buf[n++] = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+	buf[n] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(reserved_fields); i++)
+		if (streq(buf, reserved_fields[i]))
+			goto prefix;
+	if (n > 0 && buf[0] != '_' && !isdigit((unsigned char)buf[0]))
+		return;
+prefix:
+	memmove(buf + 9, buf, size - 9 > n + 1 ? n + 1 : size - 9);
+	memcpy(buf, "VOLAGENT_", 9);
+	buf[size - 1] = '\0';
+}
+
+/* One journal entry: MESSAGE= is msg with the pairs in logfmt (what `journalctl` shows),
+ * and each pair is a field of its own.  Returns 0, or -errno when the entry was not sent. */
+static int send_journal(enum log_level level, const char *subsys, const char *msg,
+			const char *const *keys, const char *const *values, size_t n)
+{
+	static const int priorities[] = {
+		[LOG_LVL_DEBUG] = 7, [LOG_LVL_INFO] = 6, [LOG_LVL_WARNING] = 4,
+		[LOG_LVL_ERROR] = 3, [LOG_LVL_CRIT] = 2,
+	};
+	struct iovec iov[MAX_PAIRS + 4];
+	char *fields[MAX_PAIRS + 4] = { 0 };
+	char message[4096], prio[16], name[80];
+	size_t len = 0, k = 0;
+	int r = 0;
+
+	len = (size_t)snprintf(message, sizeof(message), "MESSAGE=");
+	put_value(message, sizeof(message) - 1, &len, msg);
+	for (size_t i = 0; i < n && len + 2 < sizeof(message) - 1; i++) {
+		len += (size_t)snprintf(message + len, sizeof(message) - len, " %s=", keys[i]);
+		put_value(message, sizeof(message) - 1, &len, values[i]);
+	}
+	if (len > sizeof(message) - 1)
+		len = sizeof(message) - 1;
+	iov[k++] = (struct iovec){ message, len };
+	snprintf(prio, sizeof(prio), "PRIORITY=%d", priorities[level]);
+	iov[k++] = (struct iovec){ prio, strlen(prio) };
+	iov[k++] = (struct iovec){ "SYSLOG_IDENTIFIER=volagent", 26 };
+	if (subsys && (fields[k] = strdup_printf("SUBSYS=%s", subsys)))
+		iov[k] = (struct iovec){ fields[k], strlen(fields[k]) }, k++;
+	for (size_t i = 0; i < n; i++) {
+		field_name(keys[i], name, sizeof(name) - 16);
+		if (!(fields[k] = strdup_printf("%s=%s", name, values[i]))) {
+			r = -ENOMEM;
+			goto out;
+		}
+		iov[k] = (struct iovec){ fields[k], strlen(fields[k]) };
+		k++;
+	}
+	r = sd_journal_sendv(iov, (int)k);
+out:
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+		free(fields[i]);
+	return r;
+}
+
+static void write_stderr(enum log_level level, const char *subsys, const char *msg,
+			 const char *const *keys, const char *const *values, size_t n)
 {
 	char line[4096];
 	size_t len = 0;
 	struct timespec ts;
 	struct tm tm;
-	va_list ap;
-	int saved_errno = errno;
 
-	if (level < current_level && !(level == LOG_LVL_DEBUG && log_debug_enabled(subsys)))
-		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	len = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
@@ -125,6 +225,28 @@ void log_event(enum log_level level, const char *subsys, const char *msg, ...)
 		len += (size_t)snprintf(line + len, sizeof(line) - len, " subsys=");
 		put_value(line, sizeof(line) - 2, &len, subsys);
 	}
+	for (size_t i = 0; i < n; i++) {
+		if (len + 2 >= sizeof(line) - 2)
+			break;
+		len += (size_t)snprintf(line + len, sizeof(line) - len, " %s=", keys[i]);
+		put_value(line, sizeof(line) - 2, &len, values[i]);
+	}
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	/* One write per line: lines from several threads never interleave. */
+	(void)!write(STDERR_FILENO, line, len);
+}
+
+void log_event(enum log_level level, const char *subsys, const char *msg, ...)
+{
+	const char *keys[MAX_PAIRS], *values[MAX_PAIRS];
+	size_t n = 0;
+	va_list ap;
+	int saved_errno = errno;
+
+	if (level < current_level && !(level == LOG_LVL_DEBUG && log_debug_enabled(subsys)))
+		return;
 	va_start(ap, msg);
 	for (;;) {
 		const char *key = va_arg(ap, const char *);
@@ -135,16 +257,15 @@ void log_event(enum log_level level, const char *subsys, const char *msg, ...)
 		value = va_arg(ap, const char *);
 		if (!value)
 			continue; /* absent fields are left out, not logged empty */
-		if (len + 2 >= sizeof(line) - 2)
-			break;
-		len += (size_t)snprintf(line + len, sizeof(line) - len, " %s=", key);
-		put_value(line, sizeof(line) - 2, &len, value);
+		if (n < MAX_PAIRS) {
+			keys[n] = key;
+			values[n++] = value;
+		}
 	}
 	va_end(ap);
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
-	line[len++] = '\n';
-	/* One write per line: lines from several threads never interleave. */
-	(void)!write(STDERR_FILENO, line, len);
+	/* A refused entry (too big, out of memory) still goes somewhere.  An absent journald is
+	 * not reported by sd_journal_sendv: its stderr stream would be gone too. */
+	if (!to_journal || send_journal(level, subsys, msg, keys, values, n) < 0)
+		write_stderr(level, subsys, msg, keys, values, n);
 	errno = saved_errno;
 }

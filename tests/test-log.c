@@ -1,4 +1,6 @@
-/* test-log.c - logfmt quoting and levels of log.c, checked on a captured stderr. */
+/* test-log.c - logfmt quoting and levels of log.c, checked on a captured stderr; and the
+ * journal output (JOURNAL_STREAM) received on a real datagram socket bound at journald's
+ * path, /run/systemd/journal/socket, in a private mount namespace with its own /run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +10,11 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <errno.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <cmocka.h>
 
 #include "log.h"
@@ -79,12 +86,131 @@ static void test_error_info(void **state)
 	assert_string_equal(err_msg(&e), strerror(EIO));
 }
 
+#define JOURNAL_SOCKET "/run/systemd/journal/socket"
+
+/* A stand-in journald: a datagram socket at journald's path, in a mount namespace of this
+ * test's own (a tmpfs on /run), so that the host's /run is not touched.  -1: not root. */
+static int journal_listen(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = JOURNAL_SOCKET };
+	struct timeval tv = { .tv_sec = 5 };
+	static int fd = -1;
+
+	if (fd >= 0)
+		return fd;
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0)
+		return -1;
+	assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	assert_int_equal(mount("tmpfs", "/run", "tmpfs", 0, "mode=0755"), 0);
+	assert_int_equal(mkdir("/run/systemd", 0755), 0);
+	assert_int_equal(mkdir("/run/systemd/journal", 0755), 0);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	return fd;
+}
+
+/* Runs fn with stderr on a temp file and JOURNAL_STREAM naming that file (match) or another
+ * one; returns what reached stderr. */
+static char *with_journal_stream(void (*fn)(void), bool match)
+{
+	char path[] = "/tmp/volagent-logtest-XXXXXX", env[64];
+	int fd = mkstemp(path), saved = dup(2);
+	static char buf[8192];
+	struct stat st;
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(fstat(fd, &st), 0);
+	snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino + (match ? 0 : 1));
+	setenv("JOURNAL_STREAM", env, 1);
+	dup2(fd, 2);
+	log_init_from_env();
+	fn();
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("JOURNAL_STREAM");
+	log_init_from_env();
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	return buf;
+}
+
+static void emit_volume(void)
+{
+	log_warning("volume mount failed", "volume", "data", "pod", "p-1", "target", "/var/a b",
+		    "error", "mount: no such device", "message", "not the MESSAGE", "root-dir",
+		    "/r", "absent", NULL, "9lives", "x");
+}
+
+static void test_journal_fields(void **state)
+{
+	int fd = journal_listen();
+	char msg[8192], *out;
+	ssize_t n;
+
+	if (fd < 0)
+		skip(); /* needs root for the namespace */
+	out = with_journal_stream(emit_volume, true);
+	assert_string_equal(out, ""); /* nothing on stderr: it went to the journal */
+	n = recv(fd, msg, sizeof(msg) - 1, 0);
+	assert_true(n > 0);
+	msg[n] = '\0';
+	/* One entry, in journald's native format: FIELD=value lines. */
+	assert_non_null(strstr(msg, "MESSAGE=\"volume mount failed\" volume=data pod=p-1 "
+				    "target=\"/var/a b\" error=\"mount: no such device\" "
+				    "message=\"not the MESSAGE\" root-dir=/r 9lives=x\n"));
+	assert_non_null(strstr(msg, "\nPRIORITY=4\n"));
+	assert_non_null(strstr(msg, "\nSYSLOG_IDENTIFIER=volagent\n"));
+	assert_non_null(strstr(msg, "\nVOLUME=data\n"));
+	assert_non_null(strstr(msg, "\nPOD=p-1\n"));
+	assert_non_null(strstr(msg, "\nTARGET=/var/a b\n"));
+	assert_non_null(strstr(msg, "\nERROR=mount: no such device\n"));
+	/* Names journald gives a meaning to, or that it would refuse, are renamed. */
+	assert_non_null(strstr(msg, "\nVOLAGENT_MESSAGE=not the MESSAGE\n"));
+	assert_non_null(strstr(msg, "\nROOT_DIR=/r\n"));
+	assert_non_null(strstr(msg, "\nVOLAGENT_9LIVES=x\n"));
+	assert_null(strstr(msg, "ABSENT"));
+}
+
+static void emit_info(void)
+{
+	log_info("volume mounted", "volume", "v");
+	log_debug("reconcile", "hidden");
+}
+
+static void test_journal_stream_mismatch(void **state)
+{
+	int fd = journal_listen();
+	char msg[256];
+	char *out;
+
+	if (fd < 0)
+		skip();
+	/* stderr was redirected since systemd started us: logfmt on stderr, as before. */
+	out = with_journal_stream(emit_info, false);
+	assert_non_null(strstr(out, "level=info msg=\"volume mounted\" volume=v\n"));
+	assert_int_equal(recv(fd, msg, sizeof(msg), MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EAGAIN);
+	/* A matching stream but the priority filter still applies: no debug entry. */
+	out = with_journal_stream(emit_info, true);
+	assert_string_equal(out, "");
+	assert_true(recv(fd, msg, sizeof(msg), 0) > 0);
+	assert_int_equal(recv(fd, msg, sizeof(msg), MSG_DONTWAIT), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quoting),
 		cmocka_unit_test(test_levels),
 		cmocka_unit_test(test_error_info),
+		cmocka_unit_test(test_journal_fields),
+		cmocka_unit_test(test_journal_stream_mismatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

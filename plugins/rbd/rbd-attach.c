@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helper-scope.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "rbd-attach.h"
@@ -279,6 +280,9 @@ static pid_t nbd_device_pid(const char *dev)
 	return (pid_t)pid;
 }
 
+static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
+		       struct error_info *err);
+
 static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 		      struct error_info *err)
 {
@@ -311,7 +315,12 @@ static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 	if (device_attachment_set_meta(ret, "method", "nbd") < 0 ||
 	    device_attachment_set_meta(ret, "pid", pid) < 0 || !(ret->device_path = strdup(dev)))
 		return -ENOMEM;
-	return 0;
+	/* Out of volagent.service's cgroup, or its restart kills the daemon (helper-scope.h). */
+	r = nbd_device_pid(dev) > 0 ?
+		    helper_scope_move(nbd_device_pid(dev), "rbd-nbd", a.pool_image, NULL, 0, err) : 0;
+	if (r < 0)
+		(void)release_nbd(ret, p->timeout_ms, NULL);
+	return r < 0 ? r : 0;
 }
 
 static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
@@ -502,6 +511,13 @@ static int attach_fuse(const struct rbd_params *p, struct device_attachment *ret
 	}
 	snprintf(pid_s, sizeof(pid_s), "%d", (int)pid);
 	(void)device_attachment_set_meta(&made, "pid", pid_s);
+	/* Out of volagent.service's cgroup, or its restart kills the daemon (helper-scope.h). */
+	snprintf(why, sizeof(why), "rbd-fuse for %s/%s", p->pool, p->image);
+	r = helper_scope_move(pid, "rbd-fuse", why, NULL, 0, err);
+	if (r < 0) {
+		rbd_key_file_remove(tmp_key);
+		goto out_release;
+	}
 	/* rbd-fuse mounts first and shows the image once it has connected and opened it. */
 	deadline = mono_ms() + p->timeout_ms;
 	for (;;) {
