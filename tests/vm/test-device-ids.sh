@@ -98,6 +98,10 @@ echo "safe-rc=$?"
 echo "dup-rc=$?"
 "$AGENT" osd-check --saved record.json --devices /dev/disk/by-id/virtio-NOSUCH >nosuch.out 2>nosuch.err
 echo "nosuch-rc=$?"
+# A version 1 record with the wwn value earlier versions wrote (sysfs wwid) still matches.
+echo '{"volagent_osd_record": 1, "osds": [{"osd_id": 9, "device": "sda", "id_kind": "wwn", "id_value": "naa.5000c500a1b2c3d4"}]}' >v1-wwn.json
+"$AGENT" osd-check --saved v1-wwn.json --devices wwn-0x5000c500a1b2c3d4 --json >v1-wwn.out
+echo "v1-wwn-rc=$?"
 
 export SYSTEMD_IGNORE_CHROOT=1 # the guest runs this script in a chroot; udev's tools refuse it
 udevd=/lib/systemd/systemd-udevd
@@ -212,6 +216,8 @@ if [ -s "$share/record.json" ]; then
 		'has dup-rc=2 boot1.out && grep -q "fits 2 devices (they share a serial)" "$share/dup.err"'
 	t_check "a by-id name no disk has is refused (exit 2, names it)" eval \
 		'has nosuch-rc=2 boot1.out && grep -q "virtio-NOSUCH.*no device of this node has that by-id name" "$share/nosuch.err"'
+	t_check "a version 1 record with the old wwn value (naa.…) still finds its disk: KEEP" eval \
+		'has v1-wwn-rc=0 boot1.out && [ "$(jq -r ".osds[0].status" "$share/v1-wwn.out")" = KEEP ]'
 else
 	t_fail "boot 1 wrote the OSD record"
 fi
