@@ -99,7 +99,8 @@ echo "dup-rc=$?"
 "$AGENT" osd-check --saved record.json --devices /dev/disk/by-id/virtio-NOSUCH >nosuch.out 2>nosuch.err
 echo "nosuch-rc=$?"
 # A version 1 record with the wwn value earlier versions wrote (sysfs wwid) still matches.
-echo '{"volagent_osd_record": 1, "osds": [{"osd_id": 9, "device": "sda", "id_kind": "wwn", "id_value": "naa.5000c500a1b2c3d4"}]}' >v1-wwn.json
+sd=$(basename "$(dirname "$(dirname "$(grep -lx naa.5000c500a1b2c3d4 /sys/block/sd*/device/wwid)")")")
+echo '{"volagent_osd_record": 1, "osds": [{"osd_id": 9, "device": "'"$sd"'", "id_kind": "wwn", "id_value": "naa.5000c500a1b2c3d4"}]}' >v1-wwn.json
 "$AGENT" osd-check --saved v1-wwn.json --devices wwn-0x5000c500a1b2c3d4 --json >v1-wwn.out
 echo "v1-wwn-rc=$?"
 
@@ -151,9 +152,17 @@ if [ -s "$share/noudev.json" ] && [ -s "$share/udev.json" ]; then
 	expect vde serial:virtio-Odd_Ser_1_é sysfs virtio-Odd_Ser_1_é
 	expect nvme0n1 serial:nvme-QEMU_NVMe_Ctrl_NVMESER1 sysfs \
 		nvme-nvme.1b36-4e564d4553455231-51454d55204e564d65204374726c-00000001,nvme-QEMU_NVMe_Ctrl_NVMESER1,nvme-QEMU_NVMe_Ctrl_NVMESER1_1
-	expect sda wwn:wwn-0x5000c500a1b2c3d4 sysfs scsi-35000c500a1b2c3d4,wwn-0x5000c500a1b2c3d4
-	expect sdb serial:scsi-0QEMU_QEMU_HARDDISK_SCSISER2 sysfs scsi-0QEMU_QEMU_HARDDISK_SCSISER2
-	expect sdc wwn:wwn-0x5000c500a1b2c3e5 sysfs ata-Volagent_Test_Disk_ATASER1,wwn-0x5000c500a1b2c3e5
+	# SCSI and SATA disks are probed asynchronously: their sd names vary from boot to boot.
+	expect_sd() { # expect_sd STABLE-ID BY-ID-NAMES
+		local got
+		got=$(jq -r --arg id "$1" '[.blockdevices[] | select(."stable-id" == $id) |
+			"\(.name | test("^sd[a-z]$")) \(."id-source") \(."by-id" | join(","))"] | join(" / ")' "$share/noudev.json")
+		if [ "$got" = "true sysfs $2" ]; then t_pass "without udev: an sd disk is $1 (from sysfs)"; else
+			t_fail "without udev: an sd disk is $1 (from sysfs), by-id $2" "got: ${got:-no such disk}"; fi
+	}
+	expect_sd wwn:wwn-0x5000c500a1b2c3d4 scsi-35000c500a1b2c3d4,wwn-0x5000c500a1b2c3d4
+	expect_sd serial:scsi-0QEMU_QEMU_HARDDISK_SCSISER2 scsi-0QEMU_QEMU_HARDDISK_SCSISER2
+	expect_sd wwn:wwn-0x5000c500a1b2c3e5 ata-Volagent_Test_Disk_ATASER1,wwn-0x5000c500a1b2c3e5
 	t_check "a serial two disks share is marked duplicate on both, with kind serial" eval \
 		'[ "$(field "$share/noudev.json" vdc duplicate-id)/$(field "$share/noudev.json" vdd duplicate-id)/$(field "$share/noudev.json" vdc id-kind)" = true/true/serial ]'
 	t_check "a disk with its own serial is not marked duplicate" [ "$(field "$share/noudev.json" vda duplicate-id)" = false ]
@@ -185,7 +194,8 @@ if [ -s "$share/noudev.json" ] && [ -s "$share/udev.json" ]; then
 			fi
 		done
 	done < <(jq -r '.blockdevices[] | select(.type == "disk") | [.name, (."by-id" | join(","))] | @tsv' "$share/noudev.json")
-	t_check "every by-id name volagent computes without udev is a link udev made to that disk ($n_names names)" [ "$ok" = 1 ]
+	t_check "every by-id name volagent computes without udev is a link udev made to that disk ($n_names names)" \
+		eval '[ "$ok" = 1 ] && [ "$n_names" -ge 12 ]'
 	ok=1
 	n_links=0
 	while IFS=$'\t' read -r link target; do
@@ -197,9 +207,10 @@ if [ -s "$share/noudev.json" ] && [ -s "$share/udev.json" ]; then
 			echo "  udev's link $link -> $target is not among volagent's by-id names of ${target##*/}"
 		fi
 	done <"$share/links.txt"
-	t_check "every by-id link udev made to a whole disk is one volagent computed without udev ($n_links links)" [ "$ok" = 1 ]
+	t_check "every by-id link udev made to a whole disk is one volagent computed without udev ($n_links links)" \
+		eval '[ "$ok" = 1 ] && [ "$n_links" -ge 12 ]'
 	t_check "with udev, volagent lists udev's links too" eval \
-		'field "$share/udev.json" sda links | grep -q /dev/disk/by-id/wwn-0x5000c500a1b2c3d4'
+		'jq -r ".blockdevices[] | select(.\"stable-id\" == \"wwn:wwn-0x5000c500a1b2c3d4\") | .links[]" "$share/udev.json" | grep -qx /dev/disk/by-id/wwn-0x5000c500a1b2c3d4'
 	sed 's/^/  udev link: /' "$share/links.txt"
 else
 	t_fail "boot 1 wrote noudev.json and udev.json"
