@@ -15,7 +15,8 @@ static void devices_usage(FILE *f)
 		   "\n"
 		   "  --json     print JSON shaped like `lsblk --json`\n"
 		   "  --all      also list empty devices (size 0) and RAM disks\n"
-		   "  DEVICE     only these devices (sda, /dev/sda, /dev/mapper/NAME)\n");
+		   "  DEVICE     only these devices (sda, /dev/sda, /dev/mapper/NAME, or a by-id\n"
+		   "             name: /dev/disk/by-id/virtio-SER1 or virtio-SER1, no link needed)\n");
 }
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct devinv *, devinv_free);

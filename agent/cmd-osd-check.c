@@ -20,7 +20,9 @@ static void osd_check_usage(FILE *f)
 		"\n"
 		"  --saved FILE           the saved record: volagent's own (see --record) or the\n"
 		"                         output of `ceph-volume raw list --format json`\n"
-		"  --devices LIST         the device list as the user has it now: sda,sdb,...\n"
+		"  --devices LIST         the device list as the user has it now: sda,sdb,... or\n"
+		"                         by-id names (/dev/disk/by-id/virtio-SER1 or virtio-SER1),\n"
+		"                         resolved through the inventory when the links are absent\n"
 		"  --device-filter REGEX  the device filter as the user has it now (POSIX extended,\n"
 		"                         matched against kernel names, unanchored)\n"
 		"  --json                 print JSON\n"
@@ -165,6 +167,13 @@ int cmd_osd_check(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "volagent osd-check: %s\n", err_msg(&err));
 		return 1;
+	}
+	if (sel) {
+		r = osd_selection_resolve(sel, inv, &err);
+		if (r < 0) {
+			fprintf(stderr, "volagent osd-check: %s\n", err_msg(&err));
+			return 2;
+		}
 	}
 	if (record)
 		return do_record(inv, sel);

@@ -76,7 +76,11 @@ static const struct {
 				  "\"osd_uuid\": the entry's key is neither" },
 	{ "cv-not-bluestore.json", "field \"type\": only bluestore OSDs can be checked" },
 	{ "cv-device-number.json", "field \"device\": not a string" },
-	{ "va-bad-version.json", "record: field \"volagent_osd_record\": must be 1" },
+	{ "va-bad-version.json", "record: field \"volagent_osd_record\": must be 1 or 2" },
+	{ "va1-hw-id.json", "osds[0]: field \"hw_id\": only in records of version 2" },
+	{ "va2-bad-hw-kind.json", "osds[0]: field \"hw_id_kind\": not one of wwn, serial" },
+	{ "va2-hw-id-missing.json", "osds[0]: field \"hw_id\": missing" },
+	{ "va2-hw-id-space.json", "osds[0]: field \"hw_id\": not a by-id name" },
 	{ "va-osds-not-array.json", "record: field \"osds\": not an array" },
 	{ "va-entry-not-object.json", "osds[0]: not an object" },
 	{ "va-osd-id-string.json", "osds[0]: field \"osd_id\": not an integer" },
@@ -123,6 +127,19 @@ static void test_valid_records_parse(void **state)
 	assert_int_equal(rec->entries[1].kind, DEVINV_ID_PARTUUID);
 	assert_string_equal(rec->entries[1].device, "/dev/nvme0n1p2");
 	assert_int_equal(rec->entries[2].kind, DEVINV_ID_WWN);
+	assert_null(rec->entries[0].hw_value);
+	rec = osd_record_free(rec);
+
+	/* Version 2: the hardware id beside the identity, optional (null or absent). */
+	assert_int_equal(osd_record_load(RECORDS "/volagent-v2-valid.json", &rec, &err), 0);
+	assert_int_equal(rec->n_entries, 4);
+	assert_int_equal(rec->entries[0].hw_kind, DEVINV_ID_SERIAL);
+	assert_string_equal(rec->entries[0].hw_value, "virtio-OSDSER1");
+	assert_int_equal(rec->entries[1].hw_kind, DEVINV_ID_WWN);
+	assert_string_equal(rec->entries[1].hw_value, "wwn-0x5000c500a1b2c3d4");
+	assert_null(rec->entries[2].hw_value);
+	assert_null(rec->entries[3].hw_value);
+	assert_int_equal(rec->entries[3].kind, DEVINV_ID_SERIAL);
 	rec = osd_record_free(rec);
 
 	assert_int_equal(osd_record_load(RECORDS "/no-such-file.json", &rec, &err), -ENOENT);
@@ -177,6 +194,48 @@ static void test_selection(void **state)
 	sel = osd_selection_free(sel);
 	assert_int_equal(osd_selection_new_filter("", &sel, &err), -EINVAL);
 	assert_int_equal(osd_selection_new_list(",", &sel, &err), -EINVAL);
+}
+
+/* By-id names in the list resolve through the inventory; one that fits no device is refused
+ * by name, and a plain word that is neither a kernel name nor a by-id name stays as it was
+ * (the list may name a disk that is not attached now).  The VM test (tests/vm/test-device-ids.sh)
+ * resolves real by-id names of virtio, NVMe, SCSI and SATA disks, and a shared serial. */
+static void test_selection_by_id(void **state)
+{
+	struct osd_selection *sel = NULL;
+	struct devinv *inv = NULL;
+	struct error_info err = { 0 };
+
+	assert_int_equal(devinv_scan(NULL, 0, &inv, &err), 0);
+	assert_int_equal(osd_selection_new_list("volagent-test-no-such-disk,sdzz", &sel, &err), 0);
+	assert_int_equal(osd_selection_resolve(sel, inv, &err), 0);
+	assert_true(osd_selection_selects(sel, "volagent-test-no-such-disk"));
+	assert_true(osd_selection_selects(sel, "sdzz"));
+	sel = osd_selection_free(sel);
+	assert_int_equal(osd_selection_new_list("sda,/dev/disk/by-id/virtio-volagent-no-such", &sel,
+						&err),
+			 0);
+	assert_int_equal(osd_selection_resolve(sel, inv, &err), -ENOENT);
+	assert_non_null(strstr(err_msg(&err), "\"/dev/disk/by-id/virtio-volagent-no-such\": no "
+						"device of this node has that by-id name"));
+	sel = osd_selection_free(sel);
+	/* A disk of this machine with a by-id name (a virtio disk with a serial, say) resolves. */
+	for (size_t i = 0; i < inv->n_devices; i++) {
+		const struct devinv_device *d = inv->devices[i];
+		const struct devinv_device *found;
+		_cleanup_free_ char *link = NULL;
+
+		if (!d->by_id || d->duplicate_id || devinv_find_by_id(inv, d->by_id[0], &found) != 1)
+			continue;
+		link = strdup_printf("/dev/disk/by-id/%s", d->by_id[0]);
+		assert_int_equal(osd_selection_new_list(link, &sel, &err), 0);
+		assert_int_equal(osd_selection_resolve(sel, inv, &err), 0);
+		assert_true(osd_selection_selects(sel, d->name));
+		sel = osd_selection_free(sel);
+		assert_ptr_equal(devinv_find(inv, d->by_id[0]), d);
+		break;
+	}
+	devinv_free(inv);
 }
 
 /* ---- a real OSD ---- */
@@ -254,13 +313,15 @@ static void test_record_written(void **state)
 	text = test_read_file(fx.rec_own);
 	rec = json_loads(text, 0, NULL);
 	assert_non_null(rec);
-	assert_int_equal(json_integer_value(json_object_get(rec, "volagent_osd_record")), 1);
+	assert_int_equal(json_integer_value(json_object_get(rec, "volagent_osd_record")), 2);
 	assert_int_equal(json_array_size(json_object_get(rec, "osds")), 1);
 	e = json_array_get(json_object_get(rec, "osds"), 0);
 	assert_int_equal(json_integer_value(json_object_get(e, "osd_id")), 7);
 	assert_string_equal(json_string_value(json_object_get(e, "device")), img_name(&fx.osd));
 	assert_string_equal(json_string_value(json_object_get(e, "id_kind")), "bluestore");
 	assert_string_equal(json_string_value(json_object_get(e, "id_value")), fx.osd_uuid);
+	/* A loop device has no hardware id: none is written (the VM test has one). */
+	assert_null(json_object_get(e, "hw_id"));
 	json_decref(rec);
 	free(text);
 }
@@ -483,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_valid_records_parse),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_selection),
+		cmocka_unit_test(test_selection_by_id),
 	};
 	/* In this order: each step starts from the names the one before left. */
 	const struct CMUnitTest osd[] = {

@@ -69,6 +69,8 @@ static json_t *device_fields(const struct devinv_device *d)
 	json_object_set_new(o, "mountpoints", strv_array(d->mountpoints));
 	json_object_set_new(o, "stable-id", str_or_null(d->stable_id));
 	json_object_set_new(o, "id-kind", json_string(devinv_id_kind_to_string(d->id_kind)));
+	json_object_set_new(o, "id-source", str_or_null(d->id_source));
+	json_object_set_new(o, "by-id", strv_array(d->by_id));
 	json_object_set_new(o, "duplicate-id", json_boolean(d->duplicate_id));
 	json_object_set_new(o, "udev", json_boolean(d->udev_initialized));
 	json_object_set_new(o, "probe-error", str_or_null(d->probe_error));
@@ -138,8 +140,8 @@ static const char *dash(const char *s)
 
 void devinv_print_table(const struct devinv *inv, FILE *f)
 {
-	fprintf(f, "%-12s %-8s %6s %2s %-5s %-14s %-46s %s\n", "NAME", "MAJ:MIN", "SIZE", "RO",
-		"TYPE", "FSTYPE", "STABLE-ID", "MOUNTPOINTS");
+	fprintf(f, "%-12s %-8s %6s %2s %-5s %-14s %-46s %-15s %s\n", "NAME", "MAJ:MIN", "SIZE",
+		"RO", "TYPE", "FSTYPE", "STABLE-ID", "ID-SOURCE", "MOUNTPOINTS");
 	for (size_t i = 0; i < inv->n_devices; i++) {
 		const struct devinv_device *d = inv->devices[i];
 		bool nested = d->parent && devinv_find(inv, d->parent);
@@ -155,19 +157,21 @@ void devinv_print_table(const struct devinv *inv, FILE *f)
 		}
 		snprintf(majmin, sizeof(majmin), "%u:%u", major(d->devnum), minor(d->devnum));
 		human_size(d->size, size, sizeof(size));
-		fprintf(f, "%-12s %-8s %6s %2d %-5s %-14s %-46s", name, majmin, size, d->ro, d->type,
-			dash(d->fstype), id ? id : "- (no identity)");
+		fprintf(f, "%-12s %-8s %6s %2d %-5s %-14s %-46s %-15s ", name, majmin, size, d->ro,
+			d->type, dash(d->fstype), id ? id : "- (no identity)", dash(d->id_source));
 		for (size_t m = 0; d->mountpoints && d->mountpoints[m]; m++)
 			fprintf(f, "%s%s", m ? "," : "", d->mountpoints[m]);
 		if (!d->mountpoints)
 			fputs("-", f);
 		if (d->duplicate_id)
-			fputs("  [duplicate id]", f);
+			fprintf(f, "  [duplicate id%s]",
+				d->id_kind == DEVINV_ID_SERIAL ? ": serial shared, not trusted" : "");
 		if (d->probe_error)
 			fprintf(f, "  [probe: %s]", d->probe_error);
 		fputc('\n', f);
 	}
 	if (!inv->udev_db)
-		fprintf(f, "\nno udev database: /dev/disk/by-* links and what only udev knows "
-			   "(serials and WWNs sysfs does not show) are absent\n");
+		fprintf(f, "\nno udev database: hardware ids come from sysfs, named as udev would name "
+			   "them; /dev/disk/by-* links and what only udev knows (USB serials) are "
+			   "absent\n");
 }

@@ -2,9 +2,10 @@
  * gives each a stable id (see devinv.h for the kinds and their order).
  *
  * Facts come from sysfs first and from udev's database only where sysfs has nothing, so that a
- * device's stable id is the same whether or not a udev daemon runs on the node: udev spells a
- * WWN "0x5000c500..." where sysfs says "naa.5000c500...", and mixing the two would rename
- * every disk the day udev starts.  Library code: nothing here logs above debug. */
+ * device's stable id is the same whether or not a udev daemon runs on the node.  A disk's
+ * hardware identity is the /dev/disk/by-id name udev gives it, computed from sysfs the way
+ * udev's rules compute it (devid.c), so the id is the same with and without udev and is the
+ * name a user writes.  Library code: nothing here logs above debug. */
 #include <blkid.h>
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "devid.h"
 #include "devinv.h"
 #include "log.h"
 #include "macro.h"
@@ -27,6 +30,7 @@
 static const char *const id_kind_names[_DEVINV_ID_MAX] = {
 	[DEVINV_ID_NONE] = "none",
 	[DEVINV_ID_WWN] = "wwn",
+	[DEVINV_ID_SERIAL] = "serial",
 	[DEVINV_ID_DM_UUID] = "dm-uuid",
 	[DEVINV_ID_PARTUUID] = "partuuid",
 	[DEVINV_ID_PTUUID] = "ptuuid",
@@ -38,6 +42,10 @@ static const char *const id_kind_names[_DEVINV_ID_MAX] = {
 struct device_priv {
 	struct devinv_device pub;
 	char *identity[_DEVINV_ID_MAX];
+	const char *source[_DEVINV_ID_MAX];
+	struct devid hw;	/* by-id names; for a partition, its disk's with "-part<n>" */
+	const char *hw_source;	/* "sysfs" or "udev" */
+	char *legacy_wwn;	/* the wwn identity as versions before by-id names wrote it */
 };
 
 static struct device_priv *priv(const struct devinv_device *d)
@@ -189,6 +197,8 @@ static struct devinv_device *device_free(struct devinv_device *d)
 	free(d->stable_id);
 	for (size_t i = 0; i < _DEVINV_ID_MAX; i++)
 		free(p->identity[i]);
+	devid_done(&p->hw);
+	free(p->legacy_wwn);
 	free(p);
 	return NULL;
 }
@@ -372,9 +382,21 @@ static int set_identities(struct devinv_device *d)
 	struct device_priv *p = priv(d);
 	bool whole_disk = streq(d->type, "disk") || streq(d->type, "rom");
 
+	if (whole_disk && p->hw.wwn_name) {
+		p->identity[DEVINV_ID_WWN] = strdup(p->hw.wwn_name);
+		p->source[DEVINV_ID_WWN] = p->hw_source;
+	}
+	if (whole_disk && p->hw.serial_name) {
+		p->identity[DEVINV_ID_SERIAL] = strdup(p->hw.serial_name);
+		p->source[DEVINV_ID_SERIAL] = p->hw_source;
+	}
 	if (whole_disk && d->wwn)
-		p->identity[DEVINV_ID_WWN] = d->serial ? strdup_printf("%s_%s", d->wwn, d->serial)
-						       : strdup(d->wwn);
+		p->legacy_wwn = d->serial ? strdup_printf("%s_%s", d->wwn, d->serial)
+					  : strdup(d->wwn);
+	p->source[DEVINV_ID_DM_UUID] = "sysfs";
+	p->source[DEVINV_ID_PARTUUID] = p->source[DEVINV_ID_PTUUID] = "blkid";
+	p->source[DEVINV_ID_FS_UUID] = "blkid";
+	p->source[DEVINV_ID_BLUESTORE] = "bluestore label";
 	if (d->dm_uuid)
 		p->identity[DEVINV_ID_DM_UUID] = strdup(d->dm_uuid);
 	if (d->partuuid)
@@ -394,6 +416,7 @@ static int set_identities(struct devinv_device *d)
 	for (int k = DEVINV_ID_NONE + 1; k < _DEVINV_ID_MAX; k++)
 		if (p->identity[k]) {
 			d->id_kind = k;
+			d->id_source = p->source[k];
 			d->stable_id = strdup_printf("%s:%s", id_kind_names[k], p->identity[k]);
 			return d->stable_id ? 0 : -ENOMEM;
 		}
@@ -405,6 +428,73 @@ const char *devinv_device_identity(const struct devinv_device *d, enum devinv_id
 	if (!d || kind <= DEVINV_ID_NONE || kind >= _DEVINV_ID_MAX)
 		return NULL;
 	return priv(d)->identity[kind];
+}
+
+bool devinv_device_has_identity(const struct devinv_device *d, enum devinv_id_kind kind,
+				const char *value)
+{
+	const char *v = devinv_device_identity(d, kind);
+
+	if (v && strcasecmp(v, value) == 0)
+		return true;
+	return d && kind == DEVINV_ID_WWN && priv(d)->legacy_wwn &&
+	       strcasecmp(priv(d)->legacy_wwn, value) == 0;
+}
+
+const char *devinv_device_hw_identity(const struct devinv_device *d,
+				      enum devinv_id_kind *ret_kind)
+{
+	const char *v = devinv_device_identity(d, DEVINV_ID_WWN);
+
+	*ret_kind = DEVINV_ID_WWN;
+	if (!v) {
+		v = devinv_device_identity(d, DEVINV_ID_SERIAL);
+		*ret_kind = v ? DEVINV_ID_SERIAL : DEVINV_ID_NONE;
+	}
+	return v;
+}
+
+/* A by-id link that names a whole disk by its hardware, not a partition or a stacked device. */
+static bool udev_hw_link(const char *name)
+{
+	const char *part = strstr(name, "-part");
+
+	if (startswith(name, "dm-") || startswith(name, "lvm-") || startswith(name, "md-"))
+		return false;
+	return !part || !part[5] || strspn(part + 5, "0123456789") != strlen(part + 5);
+}
+
+/* When sysfs gives no hardware identity (USB, a bus devid.c does not know), udev's by-id links,
+ * if there is a udev database. */
+static int hw_from_udev(struct device_priv *p)
+{
+	struct devinv_device *d = &p->pub;
+	int r;
+
+	for (size_t i = 0; d->links && d->links[i]; i++) {
+		const char *name = d->links[i];
+
+		if (!startswith(name, "/dev/disk/by-id/"))
+			continue;
+		name += strlen("/dev/disk/by-id/");
+		if (!udev_hw_link(name))
+			continue;
+		if (startswith(name, "wwn-") && !p->hw.wwn_name) {
+			p->hw.wwn_name = strdup(name);
+			if (!p->hw.wwn_name)
+				return -ENOMEM;
+		} else if (!startswith(name, "wwn-") && !p->hw.serial_name) {
+			p->hw.serial_name = strdup(name);
+			if (!p->hw.serial_name)
+				return -ENOMEM;
+		}
+		r = strv_consume(&p->hw.names, strdup(name));
+		if (r < 0)
+			return r;
+	}
+	if (p->hw.names)
+		p->hw_source = "udev";
+	return 0;
 }
 
 /* Builds one device from its udev record; returns 1 when the device is to be left out. */
@@ -472,6 +562,14 @@ static int device_new(struct udev_device *dev, unsigned flags, struct libmnt_tab
 						    udev_prop(dev, "ID_WWN"))));
 	}
 	r = read_links(d, dev);
+	if (r == 0 && !d->parent && (streq(d->type, "disk") || streq(d->type, "rom"))) {
+		r = devid_from_sysfs(dev, &p->hw);
+		if (r == 0 && p->hw.names)
+			p->hw_source = "sysfs";
+		else if (r == 0)
+			r = hw_from_udev(p);
+		d->by_id = p->hw.names;
+	}
 	if (r == 0)
 		r = read_holders(d);
 	if (r == 0)
@@ -503,6 +601,31 @@ static int cmp_device(const void *a, const void *b)
 	if (!x->parent != !y->parent)
 		return x->parent ? 1 : -1;
 	return strverscmp(x->name, y->name);
+}
+
+/* A partition's by-id names are its disk's with "-part<n>", as udev makes them. */
+static int partition_by_ids(struct devinv *inv)
+{
+	for (size_t i = 0; i < inv->n_devices; i++) {
+		struct devinv_device *d = inv->devices[i];
+		const struct devinv_device *disk = d->parent ? devinv_find(inv, d->parent) : NULL;
+		_cleanup_free_ char *num = NULL;
+		int r;
+
+		if (!disk || !disk->by_id)
+			continue;
+		num = sysfs_read(d->syspath, "partition");
+		if (!num)
+			continue;
+		for (size_t k = 0; disk->by_id[k]; k++) {
+			r = strv_consume(&priv(d)->hw.names,
+					 strdup_printf("%s-part%s", disk->by_id[k], num));
+			if (r < 0)
+				return r;
+		}
+		d->by_id = priv(d)->hw.names;
+	}
+	return 0;
 }
 
 static void mark_duplicates(struct devinv *inv)
@@ -576,6 +699,9 @@ int devinv_scan(struct udev *udev_in, unsigned flags, struct devinv **ret, struc
 	}
 	if (inv->n_devices > 1)
 		qsort(inv->devices, inv->n_devices, sizeof(*inv->devices), cmp_device);
+	r = partition_by_ids(inv);
+	if (r < 0)
+		return err_set(err, r, "out of memory");
 	mark_duplicates(inv);
 	*ret = TAKE_PTR(inv);
 	return 0;
@@ -603,6 +729,7 @@ void devinv_filter(struct devinv *inv, bool (*keep)(const struct devinv_device *
 
 const struct devinv_device *devinv_find(const struct devinv *inv, const char *name)
 {
+	const struct devinv_device *found;
 	const char *bare = name;
 
 	if (startswith(name, "/dev/mapper/")) {
@@ -616,7 +743,28 @@ const struct devinv_device *devinv_find(const struct devinv *inv, const char *na
 	for (size_t i = 0; i < inv->n_devices; i++)
 		if (streq(inv->devices[i]->name, bare) || streq(inv->devices[i]->path, name))
 			return inv->devices[i];
-	return NULL;
+	return devinv_find_by_id(inv, name, &found) == 1 ? found : NULL;
+}
+
+size_t devinv_find_by_id(const struct devinv *inv, const char *name,
+			 const struct devinv_device **ret)
+{
+	const char *id = startswith(name, "/dev/disk/by-id/") ? name + strlen("/dev/disk/by-id/")
+							      : name;
+	size_t n = 0;
+
+	*ret = NULL;
+	for (size_t i = 0; i < inv->n_devices; i++) {
+		char **v = inv->devices[i]->by_id;
+
+		for (size_t k = 0; v && v[k]; k++)
+			if (streq(v[k], id)) {
+				if (!n++)
+					*ret = inv->devices[i];
+				break;
+			}
+	}
+	return n;
 }
 
 char *devinv_identity_phrase(const struct devinv_device *d, enum devinv_id_kind kind,
@@ -625,6 +773,8 @@ char *devinv_identity_phrase(const struct devinv_device *d, enum devinv_id_kind 
 	switch (kind) {
 	case DEVINV_ID_WWN:
 		return strdup_printf("wwn %s", value);
+	case DEVINV_ID_SERIAL:
+		return strdup_printf("serial %s", value);
 	case DEVINV_ID_DM_UUID:
 		return strdup_printf("dm uuid %s", value);
 	case DEVINV_ID_PARTUUID:

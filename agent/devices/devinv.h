@@ -7,7 +7,11 @@
  * Every device gets a stable id "<kind>:<value>" from the strongest identity it has, never
  * from its kernel name.  The kinds, strongest first:
  *
- *   wwn        whole disks only: the WWN, with "_<serial>" appended when a serial is known
+ *   wwn        whole disks only: the by-id name of a world-wide name ("wwn-0x5000c500...",
+ *              "nvme-eui.0011..."), as udev names it (devid.h), from sysfs or else udev
+ *   serial     whole disks only: the by-id name of a serial number ("virtio-SER1",
+ *              "nvme-Model_SER1", "scsi-0QEMU_QEMU_HARDDISK_SER1", "ata-Model_SER1"); serials
+ *              of cloned virtual disks are not unique, so a shared one is marked duplicate
  *   dm-uuid    device-mapper devices: the DM uuid (LVM-..., CRYPT-..., mpath-...)
  *   partuuid   partitions: the partition table's entry uuid
  *   ptuuid     disks with a partition table: the table's uuid (GPT) or disk id (DOS)
@@ -33,6 +37,7 @@ struct udev;
 enum devinv_id_kind {
 	DEVINV_ID_NONE,
 	DEVINV_ID_WWN,
+	DEVINV_ID_SERIAL,
 	DEVINV_ID_DM_UUID,
 	DEVINV_ID_PARTUUID,
 	DEVINV_ID_PTUUID,
@@ -65,6 +70,10 @@ struct devinv_device {
 	char **mountpoints;	/* NULL-terminated */
 	enum devinv_id_kind id_kind;
 	char *stable_id;	/* "<kind>:<value>", NULL for kind none */
+	const char *id_source;	/* where the stable id came from: "sysfs", "udev", "blkid",
+				 * "bluestore label"; NULL for kind none */
+	char **by_id;		/* the /dev/disk/by-id names udev gives (or would give) this
+				 * device, computed from sysfs, strongest first; NULL-terminated */
 	bool duplicate_id;	/* another device has the same stable id */
 };
 
@@ -90,11 +99,24 @@ void devinv_filter(struct devinv *inv, bool (*keep)(const struct devinv_device *
 		   void *arg);
 
 /* The device named name ("sda"), or with that node ("/dev/sda"), or that device-mapper name
- * ("/dev/mapper/vg-lv"); NULL when there is none. */
+ * ("/dev/mapper/vg-lv"), or that by-id name ("/dev/disk/by-id/virtio-SER1" or "virtio-SER1",
+ * resolved through the inventory, so the link need not exist); NULL when there is none or
+ * when a by-id name fits more than one device. */
 const struct devinv_device *devinv_find(const struct devinv *inv, const char *name);
+/* The devices whose by-id names include name ("/dev/disk/by-id/X" or "X"): the first in
+ * *ret, and how many there are (more than one: a duplicate serial).  Returns the count. */
+size_t devinv_find_by_id(const struct devinv *inv, const char *name,
+			 const struct devinv_device **ret);
 
 /* The device's identity of one kind (the value without the "<kind>:" prefix), or NULL. */
 const char *devinv_device_identity(const struct devinv_device *d, enum devinv_id_kind kind);
+/* Whether the device has this identity.  Also true for the wwn value earlier versions wrote
+ * ("naa.5000c500..._<serial>": sysfs wwid and serial), so that saved records stay valid. */
+bool devinv_device_has_identity(const struct devinv_device *d, enum devinv_id_kind kind,
+				const char *value);
+/* The hardware identity of a whole disk (kind wwn, else serial), or NULL; *ret_kind is set. */
+const char *devinv_device_hw_identity(const struct devinv_device *d,
+				      enum devinv_id_kind *ret_kind);
 
 /* Whether this device is the main device of a bluestore OSD. */
 bool devinv_device_is_osd(const struct devinv_device *d);

@@ -11,7 +11,8 @@
 #include "macro.h"
 #include "osd-check.h"
 
-#define RECORD_VERSION 1
+/* Version 2 added the disk's hardware id beside the identity; version 1 is still read. */
+#define RECORD_VERSION 2
 #define OSD_ID_MAX 1000000
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct osd_record *, osd_record_free);
@@ -23,6 +24,7 @@ struct osd_record *osd_record_free(struct osd_record *rec)
 	for (size_t i = 0; i < rec->n_entries; i++) {
 		free(rec->entries[i].device);
 		free(rec->entries[i].value);
+		free(rec->entries[i].hw_value);
 		free(rec->entries[i].where);
 	}
 	free(rec->entries);
@@ -117,6 +119,37 @@ static bool identity_valid(enum devinv_id_kind kind, const char *value)
 	return bluestore_uuid_valid(value, slash ? (size_t)(slash - value) : strlen(value));
 }
 
+/* Version 2's optional pair "hw_id_kind" (wwn or serial) and "hw_id" (a by-id name). */
+static int parse_hw_id(json_t *o, json_int_t version, const char *origin, const char *where,
+		       struct error_info *err, struct osd_record_entry *e)
+{
+	bool has_kind = json_object_get(o, "hw_id_kind"), has_id = json_object_get(o, "hw_id");
+	const char *kind_name, *value;
+	int kind, r;
+
+	if (!has_kind && !has_id)
+		return 0;
+	if (version < 2)
+		return bad(err, origin, where, has_kind ? "hw_id_kind" : "hw_id",
+			   "only in records of version 2");
+	if (json_is_null(json_object_get(o, "hw_id_kind")) &&
+	    json_is_null(json_object_get(o, "hw_id")))
+		return 0;
+	r = get_string(o, "hw_id_kind", origin, where, err, &kind_name);
+	if (r == 0)
+		r = get_string(o, "hw_id", origin, where, err, &value);
+	if (r < 0)
+		return r;
+	kind = devinv_id_kind_from_string(kind_name);
+	if (kind != DEVINV_ID_WWN && kind != DEVINV_ID_SERIAL)
+		return bad(err, origin, where, "hw_id_kind", "not one of wwn, serial");
+	if (!identity_valid(kind, value) || strchr(value, ' '))
+		return bad(err, origin, where, "hw_id", "not a by-id name");
+	e->hw_kind = kind;
+	e->hw_value = strdup(value);
+	return e->hw_value ? 0 : -ENOMEM;
+}
+
 static int parse_volagent(json_t *root, const char *origin, struct osd_record *rec,
 			  struct error_info *err)
 {
@@ -125,8 +158,9 @@ static int parse_volagent(json_t *root, const char *origin, struct osd_record *r
 	size_t i;
 	int r;
 
-	if (!json_is_integer(version) || json_integer_value(version) != RECORD_VERSION)
-		return bad(err, origin, "record", "volagent_osd_record", "must be 1");
+	if (!json_is_integer(version) || json_integer_value(version) < 1 ||
+	    json_integer_value(version) > RECORD_VERSION)
+		return bad(err, origin, "record", "volagent_osd_record", "must be 1 or 2");
 	if (!osds)
 		return bad(err, origin, "record", "osds", "missing");
 	if (!json_is_array(osds))
@@ -155,14 +189,20 @@ static int parse_volagent(json_t *root, const char *origin, struct osd_record *r
 		kind = devinv_id_kind_from_string(kind_name);
 		if (kind <= DEVINV_ID_NONE)
 			return bad(err, origin, where, "id_kind",
-				   "not one of wwn, dm-uuid, partuuid, ptuuid, bluestore, fs-uuid");
+				   "not one of wwn, serial, dm-uuid, partuuid, ptuuid, bluestore, "
+				   "fs-uuid");
 		if (!identity_valid(kind, value))
 			return bad(err, origin, where, "id_value",
 				   kind == DEVINV_ID_BLUESTORE ? "not an OSD uuid"
 							       : "not a valid identity");
 		r = add_entry(rec, osd_id, device, kind, value, where);
-		if (r < 0)
+		if (r == 0)
+			r = parse_hw_id(o, json_integer_value(version), origin, where, err,
+					&rec->entries[rec->n_entries - 1]);
+		if (r == -ENOMEM)
 			return err_set(err, r, "%s: out of memory", origin);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -275,6 +315,16 @@ int osd_record_load(const char *path, struct osd_record **ret, struct error_info
 	return parse_root(root, path, ret, err);
 }
 
+static bool serial_shared(const struct devinv *inv, const struct devinv_device *d,
+			  const char *serial)
+{
+	for (size_t i = 0; i < inv->n_devices; i++)
+		if (inv->devices[i] != d &&
+		    devinv_device_has_identity(inv->devices[i], DEVINV_ID_SERIAL, serial))
+			return true;
+	return false;
+}
+
 json_t *osd_record_from_devinv(const struct devinv *inv, const struct osd_selection *sel)
 {
 	json_t *osds = json_array();
@@ -284,12 +334,22 @@ json_t *osd_record_from_devinv(const struct devinv *inv, const struct osd_select
 
 		if (!devinv_device_is_osd(d) || d->bluestore.osd_id < 0)
 			continue;
+		enum devinv_id_kind hw_kind;
+		const char *hw;
+		json_t *o;
+
 		if (sel && !osd_selection_selects(sel, d->name))
 			continue;
-		json_array_append_new(osds, json_pack("{s:i, s:s, s:s, s:s}", "osd_id",
-						      d->bluestore.osd_id, "device", d->name,
-						      "id_kind", "bluestore", "id_value",
-						      d->bluestore.osd_uuid));
+		o = json_pack("{s:i, s:s, s:s, s:s}", "osd_id", d->bluestore.osd_id, "device",
+			      d->name, "id_kind", "bluestore", "id_value", d->bluestore.osd_uuid);
+		/* The disk's hardware id, when it has one of its own (not a shared serial). */
+		hw = devinv_device_hw_identity(d, &hw_kind);
+		if (o && hw && !(hw_kind == DEVINV_ID_SERIAL && serial_shared(inv, d, hw))) {
+			json_object_set_new(o, "hw_id_kind",
+					    json_string(devinv_id_kind_to_string(hw_kind)));
+			json_object_set_new(o, "hw_id", json_string(hw));
+		}
+		json_array_append_new(osds, o);
 	}
 	return json_pack("{s:i, s:o}", "volagent_osd_record", RECORD_VERSION, "osds", osds);
 }

@@ -31,6 +31,9 @@ struct osd_selection *osd_selection_free(struct osd_selection *sel)
 	for (size_t i = 0; sel->names && sel->names[i]; i++)
 		free(sel->names[i]);
 	free(sel->names);
+	for (size_t i = 0; sel->entries && sel->entries[i]; i++)
+		free(sel->entries[i]);
+	free(sel->entries);
 	if (sel->is_filter)
 		regfree(&sel->filter);
 	free(sel->text);
@@ -68,8 +71,9 @@ int osd_selection_new_list(const char *list, struct osd_selection **ret, struct 
 	for (const char *p = list; *p; p++)
 		cap += *p == ',';
 	sel->names = calloc(cap + 1, sizeof(char *));
+	sel->entries = calloc(cap + 1, sizeof(char *));
 	sel->text = strdup(list);
-	if (!sel->names || !sel->text)
+	if (!sel->names || !sel->entries || !sel->text)
 		return -ENOMEM;
 	/* Empty entries are refused rather than skipped: "sda,,sdb" is likely a mistake. */
 	if (!*list || list[0] == ',' || endswith(list, ",") || strstr(list, ",,"))
@@ -77,11 +81,57 @@ int osd_selection_new_list(const char *list, struct osd_selection **ret, struct 
 	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		if (!*bare_name(tok))
 			return err_set(err, -EINVAL, "--devices: \"%s\" names no device", tok);
+		sel->entries[n] = strdup(tok);
 		sel->names[n] = list_entry_name(tok);
-		if (!sel->names[n++])
+		if (!sel->entries[n] || !sel->names[n++])
 			return -ENOMEM;
 	}
 	*ret = TAKE_PTR(sel);
+	return 0;
+}
+
+static bool kernel_name_exists(const struct devinv *inv, const char *name)
+{
+	for (size_t i = 0; i < inv->n_devices; i++)
+		if (streq(inv->devices[i]->name, name))
+			return true;
+	return false;
+}
+
+int osd_selection_resolve(struct osd_selection *sel, const struct devinv *inv,
+			  struct error_info *err)
+{
+	for (size_t i = 0; !sel->is_filter && sel->entries[i]; i++) {
+		const char *e = sel->entries[i];
+		bool by_id = startswith(e, "/dev/disk/by-id/");
+		const struct devinv_device *d;
+		size_t n;
+		char *name;
+
+		/* A plain word is a kernel name first; only a word no device is called is tried as
+		 * a by-id name. */
+		if (!by_id && (strchr(e, '/') || kernel_name_exists(inv, e)))
+			continue;
+		n = devinv_find_by_id(inv, e, &d);
+		if (n > 1)
+			return err_set(err, -ENOTUNIQ,
+				       "--devices: \"%s\" fits %zu devices (they share a serial); name "
+				       "the device by another id",
+				       e, n);
+		if (n == 0) {
+			if (!by_id || !startswith(sel->names[i], "disk/by-id/"))
+				continue; /* a plain name of no device, or a link that resolved */
+			return err_set(err, -ENOENT,
+				       "--devices: \"%s\": no device of this node has that by-id "
+				       "name",
+				       e);
+		}
+		name = strdup(d->name);
+		if (!name)
+			return -ENOMEM;
+		free(sel->names[i]);
+		sel->names[i] = name;
+	}
 	return 0;
 }
 
@@ -130,9 +180,7 @@ const char *osd_selection_what(const struct osd_selection *sel)
 
 static bool holds(const struct devinv_device *d, const struct osd_record_entry *e)
 {
-	const char *v = devinv_device_identity(d, e->kind);
-
-	return v && strcasecmp(v, e->value) == 0;
+	return devinv_device_has_identity(d, e->kind, e->value);
 }
 
 /* "a different device (ext4 uuid ...)", "a blank device (no identity found)" */
@@ -213,6 +261,12 @@ static char *make_message(const struct devinv *inv, const struct osd_selection *
 				     res->now->name);
 	case OSD_MISSING:
 	default:
+		if (res->hw_now)
+			return strdup_printf("osd.%d: %s: saved on %s with %s, which is on no "
+					     "device of this node; its disk (%s) is now %s and "
+					     "holds no such label; %s",
+					     e->osd_id, verdict, saved, id, e->hw_value,
+					     res->hw_now->name, now);
 		return strdup_printf("osd.%d: %s: saved on %s with %s, which is on no device of "
 				     "this node; %s",
 				     e->osd_id, verdict, saved, id, now);
@@ -233,6 +287,10 @@ int osd_check_entry(const struct devinv *inv, const struct osd_selection *sel,
 			res.n_found++;
 		}
 	res.saved_now = devinv_find(inv, e->device);
+	for (size_t i = 0; e->hw_value && !res.hw_now && i < inv->n_devices; i++)
+		if (devinv_device_has_identity(inv->devices[i], e->hw_kind, e->hw_value) &&
+		    !inv->devices[i]->duplicate_id)
+			res.hw_now = inv->devices[i];
 	res.saved_holds_other = res.saved_now && !holds(res.saved_now, e);
 
 	if (res.n_found == 0) {
@@ -277,6 +335,8 @@ void osd_check_result_done(struct osd_check_result *res)
 	res->message = res->warning = NULL;
 }
 
+static json_t *osd_check_result_json_base(const struct osd_check_result *res);
+
 static json_t *device_brief(const struct devinv_device *d)
 {
 	if (!d)
@@ -287,6 +347,19 @@ static json_t *device_brief(const struct devinv_device *d)
 }
 
 json_t *osd_check_result_to_json(const struct osd_check_result *res)
+{
+	const struct osd_record_entry *e = res->entry;
+	json_t *o = osd_check_result_json_base(res);
+
+	if (o) {
+		json_object_set_new(o, "hw_id", e->hw_value ? json_string(e->hw_value) : json_null());
+		json_object_set_new(o, "hw_id_now_on",
+				    res->hw_now ? json_string(res->hw_now->name) : json_null());
+	}
+	return o;
+}
+
+static json_t *osd_check_result_json_base(const struct osd_check_result *res)
 {
 	const struct osd_record_entry *e = res->entry;
 

@@ -34,6 +34,8 @@ struct osd_record_entry {
 	char *device;		/* name at deploy time as saved: "sda" or "/dev/sda" */
 	enum devinv_id_kind kind;
 	char *value;		/* the identity of that kind */
+	enum devinv_id_kind hw_kind;	/* the disk's hardware id (wwn or serial), version 2 */
+	char *hw_value;		/* its by-id name, or NULL when the record has none */
 	char *where;		/* how messages name the entry: "osds[2]", "\"<osd uuid>\"" */
 };
 
@@ -44,7 +46,9 @@ struct osd_record {
 };
 
 /* Parses a record in either format (see docs/devices.md): the project's own
- *   {"volagent_osd_record": 1, "osds": [{"osd_id", "device", "id_kind", "id_value"}, ...]}
+ *   {"volagent_osd_record": 2, "osds": [{"osd_id", "device", "id_kind", "id_value",
+ *                                         "hw_id_kind", "hw_id"}, ...]}
+ * (version 1, without the optional hw_id_kind and hw_id, is read too)
  * or what `ceph-volume raw list --format json` prints
  *   {"<osd uuid>": {"osd_id", "osd_uuid", "device", "type": "bluestore", ...}, ...}.
  * origin names the input in messages.  A malformed record is rejected as a whole, with err
@@ -56,23 +60,32 @@ int osd_record_parse(const char *text, const char *origin, struct osd_record **r
 int osd_record_load(const char *path, struct osd_record **ret, struct error_info *err);
 struct osd_record *osd_record_free(struct osd_record *rec);
 
-/* A record in the project's format of the bluestore OSDs on the devices sel selects (all OSDs
- * when sel is NULL), each saved with its name and kind "bluestore".  New reference. */
+/* A record in the project's format (version 2) of the bluestore OSDs on the devices sel
+ * selects (all OSDs when sel is NULL), each saved with its name, kind "bluestore" and, when the
+ * disk has one, its hardware id (by-id name) beside the osd uuid.  New reference. */
 json_t *osd_record_from_devinv(const struct devinv *inv, const struct osd_selection *sel);
 
 /* ---- the user's selection: a device list or a filter ---- */
 
 struct osd_selection {
 	char **names;		/* --devices: kernel names; NULL-terminated */
+	char **entries;		/* --devices as the user wrote them; NULL-terminated */
 	bool is_filter;
 	regex_t filter;		/* --device-filter, POSIX extended, unanchored like Rook's */
 	char *text;		/* as the user gave it */
 };
 
 /* A comma-separated list: "sda,sdb", "/dev/sdc", "/dev/disk/by-id/..." (links are resolved
- * to the kernel name they point at now).
+ * to the kernel name they point at now; by-id names again by osd_selection_resolve).
  * Returns: 0, -EINVAL on an empty list or entry. */
 int osd_selection_new_list(const char *list, struct osd_selection **ret, struct error_info *err);
+/* Resolves the list's by-id names ("/dev/disk/by-id/virtio-SER1", or "virtio-SER1" where no
+ * device has that kernel name) through the inventory, so they work without the links (no
+ * udev).  A no-op for a filter.
+ * Returns: 0, -ENOENT when a by-id name fits no device, -ENOTUNIQ when it fits several (a
+ * shared serial), -ENOMEM; err names the entry. */
+int osd_selection_resolve(struct osd_selection *sel, const struct devinv *inv,
+			  struct error_info *err);
 /* Returns: 0, -EINVAL when regex does not compile (err says why). */
 int osd_selection_new_filter(const char *regex, struct osd_selection **ret,
 			     struct error_info *err);
@@ -97,6 +110,7 @@ struct osd_check_result {
 	const struct devinv_device *now;	/* where the identity is now, NULL if nowhere */
 	size_t n_found;				/* devices with the identity */
 	const struct devinv_device *saved_now;	/* what the saved name holds now, or NULL */
+	const struct devinv_device *hw_now;	/* the disk with the saved hardware id, or NULL */
 	bool saved_holds_other;	/* saved name holds a device without the saved identity */
 	bool selected;		/* the selection picks `now` (or the saved name when missing) */
 	bool foreign;		/* the selection picks the saved name, which holds another device */

@@ -2,7 +2,10 @@
 # test-vm-harness.sh - smoke test of scripts/vm/run: one VM boot, then checks that the exit
 # code, stdout and stderr come back, that a file written to the shared dir reaches the host,
 # that host binaries (a freshly compiled one and the project's build) run in the guest, that
-# -e passes values intact, and that the modules the plugins need load (nfs, rbd, nbd).
+# -e passes values intact, and that the modules the plugins need load (nfs, rbd, nbd).  The
+# boot is made to stall first (VM_TEST_STALL_FIRST_BOOT=1, a forced failure: the first qemu
+# starts with its CPUs stopped, so the guest shows no sign of life), which checks that run stops
+# such a guest after VM_LIFE_TIMEOUT and boots it once more, saying so.
 # Skips (77) without qemu-system-x86_64, except under CI=true, where that is a failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,7 +46,8 @@ GUEST
 odd="a b 'c' \"d\" \$e"
 t0=$EPOCHREALTIME
 rc=0
-(cd "$work" && "$t_repo/scripts/vm/run" -s "$share" -t 300 -e SHARE="$share" -e AGENT="$agent" -e ODD="$odd" \
+(cd "$work" && VM_TEST_STALL_FIRST_BOOT=1 VM_LIFE_TIMEOUT=20 \
+	"$t_repo/scripts/vm/run" -s "$share" -t 300 -e SHARE="$share" -e AGENT="$agent" -e ODD="$odd" \
 	-- sh "$share/guest.sh") >"$work/out" 2>"$work/err" || rc=$?
 echo "vm boot + command: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
 sed 's/^/  guest stdout: /' "$work/out"
@@ -51,6 +55,9 @@ sed 's/^/  guest stderr: /' "$work/err"
 
 has() { grep -qxF -- "$1" "$work/$2"; }
 t_check "exit code 3 of the guest command comes back" [ "$rc" = 3 ]
+t_check "a guest with no sign of life is stopped and booted once more, saying so" \
+	grep -q "^vm/run: the guest showed no sign of life within [0-9]*s .*booting once more" "$work/err"
+t_check "the forced failure is announced as such" grep -q "forced failure" "$work/err"
 t_check "stdout comes back" has stdout-marker out
 t_check "stderr comes back" has stderr-marker err
 t_check "-e passes a value with spaces and quotes intact" has "env=[$odd]" out
