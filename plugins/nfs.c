@@ -891,25 +891,6 @@ static int nfs_tear_down_at(const char *volume_name, const char *pod_uid, const 
 	return r == -EINVAL ? 0 : r;
 }
 
-/* Nothing to attach: records the source ("server:/path") as the device, which is also what
- * the mount table shows as the mount's source.  (Without it the core would take the spec's
- * "path" as the device, which a CSI volume that gives "share" does not have.) */
-static int nfs_attach(const struct volume_spec *spec, bool read_only,
-		      struct device_attachment *ret, struct error_info *err)
-{
-	struct nfs_volume v;
-	int r = nfs_volume_load(spec, false, &v, err);
-
-	if (r == 0) {
-		ret->device_path = strdup(v.source);
-		if (!ret->device_path)
-			r = -ENOMEM;
-	}
-	r = masked(&v, r, err);
-	nfs_volume_done(&v);
-	return r;
-}
-
 static int nfs_mount_device(const struct volume_spec *spec, const char *device_path,
 			    bool read_only, const struct mount_target *target,
 			    struct error_info *err)
@@ -965,8 +946,7 @@ static int nfs_check_health(const struct volume_spec *spec, const char *path,
 	}
 }
 
-const struct volume_plugin nfs_plugin = {
-	.name = "nfs",
+static const struct volume_ops nfs_ops = {
 	.can_support = nfs_can_support,
 	.validate = nfs_validate,
 	.get_volume_name = nfs_get_volume_name,
@@ -974,9 +954,18 @@ const struct volume_plugin nfs_plugin = {
 	.tear_down_at = nfs_tear_down_at,
 	.check_set_up = nfs_check_set_up,
 	.construct_spec = nfs_construct_spec,
+	.check_health = nfs_check_health,
+};
+
+/* No attach: mount_device gets no device and mounts the export at the staging dir. */
+static const struct device_mount_ops nfs_device_ops = {
 	.uses_device = nfs_uses_device,
-	.attach = nfs_attach,
 	.mount_device = nfs_mount_device,
 	.unmount_device = nfs_unmount_device,
-	.check_health = nfs_check_health,
+};
+
+const struct volume_plugin nfs_plugin = {
+	.name = "nfs",
+	.ops = &nfs_ops,
+	.device = &nfs_device_ops,
 };

@@ -157,17 +157,17 @@ static void test_volume_names(void **state)
 	free(a);
 
 	/* A name without options turns back into its spec. */
-	assert_int_equal(nfs()->construct_spec("nfs:[fd00::1]:/x/y", "/m", &s, &err), 0);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:[fd00::1]:/x/y", "/m", &s, &err), 0);
 	assert_string_equal(volume_spec_get(s, "server"), "fd00::1");
 	assert_string_equal(volume_spec_get(s, "path"), "/x/y");
 	s = volume_spec_unref(s);
-	assert_int_equal(nfs()->construct_spec("nfs:10.0.2.2:/export", "/m", &s, &err), 0);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:10.0.2.2:/export", "/m", &s, &err), 0);
 	a = plugin_get_volume_name(nfs(), s);
 	assert_string_equal(a, "nfs:10.0.2.2:/export");
 	free(a);
 	s = volume_spec_unref(s);
-	assert_int_equal(nfs()->construct_spec("nfs:h:/x#0badf00d", "/m", &s, &err), -EINVAL);
-	assert_int_equal(nfs()->construct_spec("local:/x", "/m", &s, &err), -EINVAL);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:h:/x#0badf00d", "/m", &s, &err), -EINVAL);
+	assert_int_equal(plugin_construct_spec(nfs(), "local:/x", "/m", &s, &err), -EINVAL);
 }
 
 static void test_modes(void **state)
@@ -303,7 +303,7 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	s = spec_of("server=127.0.0.1", "path=/export", opt, "opt:password=hunter2", NULL);
 	m = plugin_new_mounter(nfs(), s, "pod", false, NULL);
 	t0 = now_ms();
-	assert_int_equal(nfs()->set_up_at(m, &(struct mount_target){ .path = t.path,
+	assert_int_equal(plugin_set_up_at(m, &(struct mount_target){ .path = t.path,
 								      .parent_fd = t.parent_fd,
 								      .name = "mnt" },
 					  &err),
@@ -314,7 +314,7 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	assert_string_equal(err_msg(&err), want);
 	assert_false(test_is_mountpoint(t.path));
 	/* Unmounting what is not mounted is done at once. */
-	assert_int_equal(nfs()->tear_down_at("v", "pod", t.path, &err), 0);
+	assert_int_equal(plugin_tear_down_at(nfs(), "v", "pod", t.path, &err), 0);
 	plugin_free_mounter(m);
 	volume_spec_unref(s);
 	target_free(&t);
@@ -340,7 +340,7 @@ static void test_no_nfs_in_kernel(void **state)
 	snprintf(opt, sizeof(opt), "opt:port=%d", port);
 	s = spec_of("server=127.0.0.1", "path=/export", opt, "opt:vers=4.1", "opt:password=hunter2",
 		    "opt:ticket=abc123", "sensitiveMountOptions=ticket", NULL);
-	assert_int_equal(nfs()->mount_device(s, "/export", false,
+	assert_int_equal(plugin_mount_device(nfs(), s, NULL, false,
 					     &(struct mount_target){ .path = t.path,
 								     .parent_fd = t.parent_fd,
 								     .name = "mnt" },
@@ -351,7 +351,7 @@ static void test_no_nfs_in_kernel(void **state)
 			    "filesystem type 'nfs'): load the nfs module or install the kernel's "
 			    "NFS support");
 	assert_false(test_is_mountpoint(t.path));
-	assert_int_equal(nfs()->unmount_device(t.path, &err), 0);
+	assert_int_equal(plugin_unmount_device(nfs(), t.path, &err), 0);
 	volume_spec_unref(s);
 	target_free(&t);
 	close(lfd);
@@ -363,9 +363,9 @@ static void test_health_of_local_paths(void **state)
 	struct error_info err = { 0 };
 	char *dir = test_mkdtemp("nfs-health"), missing[600];
 
-	assert_int_equal(nfs()->check_health(s, dir, &err), 0);
+	assert_int_equal(plugin_check_health(nfs(), s, dir, &err), 0);
 	snprintf(missing, sizeof(missing), "%s/missing", dir);
-	assert_int_equal(nfs()->check_health(s, missing, &err), -ENOENT);
+	assert_int_equal(plugin_check_health(nfs(), s, missing, &err), -ENOENT);
 	test_rm_rf(dir);
 	free(dir);
 	volume_spec_unref(s);

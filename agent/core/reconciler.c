@@ -337,7 +337,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		_cleanup_free_ char *key = key_for("health", d->mount_path);
 		struct volume_op *op;
 
-		if (!p || !p->check_health || !d->spec || !d->mounted || d->broken || !key ||
+		if (!plugin_has_check_health(p) || !d->spec || !d->mounted || d->broken || !key ||
 		    !device_op_allowed(r, d->volume_name))
 			continue;
 		op = new_op(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
@@ -354,7 +354,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		_cleanup_free_ char *key = key_for("health", pm->target);
 		struct volume_op *op;
 
-		if (!pv || pv->volume->uses_device || !pv->volume->plugin->check_health ||
+		if (!pv || pv->volume->uses_device || !plugin_has_check_health(pv->volume->plugin) ||
 		    !pod_mount_is_wanted(r, pm, pv) || !key ||
 		    !pod_op_allowed(r, pm->target, pm->volume_name))
 			continue;
@@ -640,7 +640,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 				 op->volume_name, "device",
 				 d->att.device_path, "target", op->target, "read_only",
 				 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
-		} else if (!d->mounted && (!op->plugin->attach || !d->attached)) {
+		} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
 			asw_remove_device(r->asw, op->volume_name);
 		}
 		journal_mark_dirty(r->journal);
@@ -716,8 +716,7 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 		if (!plugin || !name || asw_get_device(r->asw, name))
 			continue;
 		p = plugin_find_by_name(plugin);
-		if (p && p->construct_spec)
-			(void)p->construct_spec(name, mi->target, &spec, &ignored);
+		(void)plugin_construct_spec(p, name, mi->target, &spec, &ignored);
 		d = asw_add_device(r->asw, name, plugin, spec, mi->target);
 		volume_spec_unref(spec);
 		if (!d)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "blkdev.h"
+#include "device-fs.h"
 #include "log.h"
 #include "macro.h"
 #include "mount-util.h"
@@ -131,11 +132,6 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 static char *rbd_get_volume_name(const struct volume_spec *spec)
 {
 	return strdup_printf("rbd:%s/%s", pool_of(spec), volume_spec_get(spec, "image"));
-}
-
-static bool rbd_uses_device(const struct volume_spec *spec)
-{
-	return true;
 }
 
 static void params_done(struct rbd_params *p)
@@ -461,35 +457,8 @@ out:
 static int rbd_mount_device(const struct volume_spec *spec, const char *device_path, bool read_only,
 			    const struct mount_target *target, struct error_info *err)
 {
-	const char *fstype = volume_spec_get(spec, "fsType");
-	char fs[32], options[1024] = "";
-	struct stat st_dev, st_target;
-	int r;
-
-	if (stat(device_path, &st_dev) < 0)
-		return err_set(err, -errno, "device %s: %s", device_path, strerror(errno));
-	if (!S_ISBLK(st_dev.st_mode))
-		return err_set(err, -ENOTBLK, "%s is not a block device", device_path);
-	if (mnt_util_is_mount_root(target->path) == 1) {
-		if (stat(target->path, &st_target) == 0 && st_target.st_dev == st_dev.st_rdev)
-			return 0;
-		return err_set(err, -EBUSY, "%s is already a mount point of another device",
-			       target->path);
-	}
-	r = blkdev_prepare_for_mount(device_path, fstype ? fstype : DEFAULT_FSTYPE, read_only, fs,
-				     err);
-	if (r < 0)
-		return r;
-	for (char **o = spec->mount_options; *o; o++) {
-		size_t len = strlen(options);
-		snprintf(options + len, sizeof(options) - len, "%s%s", len ? "," : "", *o);
-	}
-	if (read_only) {
-		size_t len = strlen(options);
-		snprintf(options + len, sizeof(options) - len, "%sro", len ? "," : "");
-	}
-	return mnt_util_mount_at(device_path, target->parent_fd, target->name, fs,
-				 options[0] ? options : NULL, err);
+	return device_fs_mount(device_path, volume_spec_get(spec, "fsType"), DEFAULT_FSTYPE,
+			       spec->mount_options, read_only, target, err);
 }
 
 static int rbd_unmount_device(const char *path, struct error_info *err)
@@ -593,19 +562,30 @@ out:
 	return r;
 }
 
+static const struct volume_ops rbd_ops = {
+	.can_support = rbd_can_support,
+	.validate = rbd_validate,
+	.get_volume_name = rbd_get_volume_name,
+	.set_up_at = rbd_set_up_at,
+	.tear_down_at = rbd_tear_down_at,
+	.check_set_up = rbd_check_set_up,
+	.construct_spec = rbd_construct_spec,
+	.check_health = rbd_check_health,
+};
+
+static const struct device_mount_ops rbd_device_ops = {
+	.mount_device = rbd_mount_device,
+	.unmount_device = rbd_unmount_device,
+};
+
+static const struct attach_ops rbd_attach_ops = {
+	.attach = rbd_attach,
+	.detach = rbd_detach,
+};
+
 const struct volume_plugin rbd_plugin = {
-    .name = "rbd",
-    .can_support = rbd_can_support,
-    .validate = rbd_validate,
-    .get_volume_name = rbd_get_volume_name,
-    .set_up_at = rbd_set_up_at,
-    .tear_down_at = rbd_tear_down_at,
-    .check_set_up = rbd_check_set_up,
-    .construct_spec = rbd_construct_spec,
-    .uses_device = rbd_uses_device,
-    .attach = rbd_attach,
-    .mount_device = rbd_mount_device,
-    .unmount_device = rbd_unmount_device,
-    .detach = rbd_detach,
-    .check_health = rbd_check_health,
+	.name = "rbd",
+	.ops = &rbd_ops,
+	.device = &rbd_device_ops,
+	.attach = &rbd_attach_ops,
 };
