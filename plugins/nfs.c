@@ -786,7 +786,7 @@ static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t
 	r = nfs_child_run(&c, mount_job_run, &job, plugin_settings()->nfs_op_timeout_ms, err);
 	if (r == 0)
 		return 0;
-	if (c.pid <= 0)
+	if (c.proc.pid <= 0)
 		return r; /* never started: err says why */
 	if (r == -ETIMEDOUT && mountinfo_lookup(canon, NULL) == 1) {
 		/* The mount landed as the child was killed: do not leave it behind. */

@@ -215,7 +215,7 @@ static void test_child_deadline(void **state)
 	/* A child that never finishes is killed at its deadline. */
 	assert_int_equal(nfs_child_run(&c, sleeper, NULL, 200, &err), -ETIMEDOUT);
 	assert_true(now_ms() - t0 < 2000);
-	assert_int_equal(kill(c.pid, 0), -1); /* gone and reaped */
+	assert_int_equal(kill(c.proc.pid, 0), -1); /* gone and reaped */
 	assert_int_equal(nfs_child_stuck_count(), 0);
 
 	/* A failing child hands back its error and what it printed. */
