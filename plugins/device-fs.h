@@ -25,3 +25,15 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
  * mountOptions) when it is longer than the kernel takes, or -ENOMEM. */
 int device_fs_join_options(char *const *mount_options, bool read_only, char **ret,
 			   struct error_info *err);
+
+/* resize2fs and xfs_growfs run through lib/process.h with this deadline. */
+#define DEVICE_FS_GROW_TIMEOUT_MS (10 * 60 * 1000)
+
+/* Grows the ext4 or xfs filesystem mounted at mount_path, on the block device dev, to fill
+ * the device (the expand op of local and rbd).  new_size: the size asked for, 0 for any; a
+ * device smaller than that is -ERANGE.  Stores the device's size in *ret_capacity.  Other
+ * errors: -EOPNOTSUPP (not ext4 or xfs), -EPERM (ext4 online resize needs
+ * CAP_SYS_RESOURCE), -ETIMEDOUT (the tool ran past its deadline and was stopped), -EIO (the
+ * tool failed; err has its first line), or the -errno of looking at the mount. */
+int device_fs_expand(const char *dev, const char *mount_path, unsigned long long new_size,
+		     unsigned long long *ret_capacity, struct error_info *err);

@@ -179,6 +179,24 @@ static int local_unmount_device(const char *path, struct error_info *err)
 	return r == -EINVAL || r == -ENOENT ? 0 : r;
 }
 
+/* A block device volume's filesystem grows online after the device grew (a loop file, an
+ * LVM volume resized by hand). */
+static int local_expand(const struct volume_spec *spec, const char *device_path,
+			const char *mount_path, unsigned long long new_size,
+			unsigned long long *ret_capacity, struct error_info *err)
+{
+	const char *path = device_path ? device_path : spec ? volume_spec_get(spec, "path") : NULL;
+	char dev[PATH_MAX];
+	int r;
+
+	if (!path)
+		return err_set(err, -EINVAL, "%s: no device is known for it", mount_path);
+	r = resolve_device(path, dev, err);
+	if (r < 0)
+		return r;
+	return device_fs_expand(dev, mount_path, new_size, ret_capacity, err);
+}
+
 static const struct volume_ops local_ops = {
 	.can_support = local_can_support,
 	.validate = local_validate,
@@ -199,9 +217,14 @@ static const struct attach_ops local_attach_ops = {
 	.attach = local_attach,
 };
 
+static const struct expand_ops local_expand_ops = {
+	.expand = local_expand,
+};
+
 const struct volume_plugin local_plugin = {
 	.name = "local",
 	.ops = &local_ops,
 	.device = &local_device_ops,
 	.attach = &local_attach_ops,
+	.expand = &local_expand_ops,
 };

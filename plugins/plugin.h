@@ -189,7 +189,8 @@ struct block_ops {
  * NodeExpandableVolumePlugin).  May block (resize2fs, xfs_growfs: run with a deadline). */
 struct expand_ops {
 	/* Grows the filesystem mounted at mount_path (on device_path, NULL when the plugin has
-	 * no attach) to fill its device.  new_size: the size asked for in bytes, 0 for "all of
+	 * no attach) to fill its device.  spec may be NULL: a CSI NodeExpandVolume knows only
+	 * the device and the path.  new_size: the size asked for in bytes, 0 for "all of
 	 * the device"; a device smaller than new_size is -ERANGE.  Stores the device's size in
 	 * *ret_capacity.  Idempotent: growing a filesystem that already fills its device is 0. */
 	int (*expand)(const struct volume_spec *spec, const char *device_path,

@@ -562,6 +562,15 @@ out:
 	return r;
 }
 
+/* The image was resized in the cluster; the attached device (krbd, nbd) shows the new size,
+ * and the filesystem on it grows online. */
+static int rbd_expand(const struct volume_spec *spec, const char *device_path,
+		      const char *mount_path, unsigned long long new_size,
+		      unsigned long long *ret_capacity, struct error_info *err)
+{
+	return device_fs_expand(device_path, mount_path, new_size, ret_capacity, err);
+}
+
 static const struct volume_ops rbd_ops = {
 	.can_support = rbd_can_support,
 	.validate = rbd_validate,
@@ -583,9 +592,14 @@ static const struct attach_ops rbd_attach_ops = {
 	.detach = rbd_detach,
 };
 
+static const struct expand_ops rbd_expand_ops = {
+	.expand = rbd_expand,
+};
+
 const struct volume_plugin rbd_plugin = {
 	.name = "rbd",
 	.ops = &rbd_ops,
 	.device = &rbd_device_ops,
 	.attach = &rbd_attach_ops,
+	.expand = &rbd_expand_ops,
 };
