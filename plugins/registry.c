@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "plugin-option.h"
 #include "plugin.h"
 
 extern const struct volume_plugin local_plugin;
@@ -54,6 +55,11 @@ const struct volume_plugin *plugin_find_by_name(const char *name)
 		if (streq(plugins[i]->name, name))
 			return plugins[i];
 	return NULL;
+}
+
+const struct volume_plugin *plugin_registry_get(size_t i)
+{
+	return i < n_plugins ? plugins[i] : NULL;
 }
 
 const char *plugin_names(void)

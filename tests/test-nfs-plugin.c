@@ -22,7 +22,7 @@
 
 #include "agent-fixture.h"
 #include "nfs-child.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "plugin.h"
 #include "testlib.h"
 
@@ -172,15 +172,16 @@ static void test_volume_names(void **state)
 
 static void test_modes(void **state)
 {
-	struct plugin_settings ps = *plugin_settings();
 	struct volume_spec *s = spec_of("server=h", "path=/x", NULL);
+	struct error_info err = { 0 };
 
 	assert_true(plugin_uses_device(nfs(), s)); /* shared is the default */
-	ps.nfs_mode = "direct";
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_option_set("nfs-mode", "direct", &err), 0);
 	assert_false(plugin_uses_device(nfs(), s));
-	ps.nfs_mode = "shared";
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_option_set("nfs-mode", "sometimes", &err), -EINVAL);
+	assert_string_equal(err_msg(&err), "nfs-mode: \"sometimes\" is not shared or direct");
+	assert_false(plugin_uses_device(nfs(), s)); /* a bad value changes nothing */
+	assert_int_equal(plugin_option_set("nfs-mode", "shared", &err), 0);
 	assert_true(plugin_uses_device(nfs(), s));
 	volume_spec_unref(s);
 }
@@ -286,7 +287,6 @@ static void target_free(struct target *t)
 
 static void test_unreachable_is_fast_and_clear(void **state)
 {
-	struct plugin_settings ps = *plugin_settings();
 	struct target t;
 	struct error_info err = { 0 };
 	char opt[32], want[128];
@@ -295,9 +295,8 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	uint64_t t0;
 	int port = closed_port();
 
-	ps.nfs_mode = "direct";
-	ps.nfs_connect_timeout_ms = 500;
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_option_set("nfs-mode", "direct", &err), 0);
+	assert_int_equal(plugin_option_set("nfs-connect-timeout", "500ms", &err), 0);
 	target_new(&t);
 	snprintf(opt, sizeof(opt), "opt:port=%d", port);
 	s = spec_of("server=127.0.0.1", "path=/export", opt, "opt:password=hunter2", NULL);
@@ -318,8 +317,7 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	plugin_free_mounter(m);
 	volume_spec_unref(s);
 	target_free(&t);
-	ps.nfs_mode = "shared";
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_options_reset(&err), 0);
 }
 
 static void test_no_nfs_in_kernel(void **state)

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "plugin.h"
 #include "rbd/rbd-testlib.h"
 #include "testlib.h"
@@ -39,12 +39,13 @@ static int image_seq;
 
 static void set_methods(struct ctx *c, const char *methods, uint64_t timeout_ms)
 {
-	struct plugin_settings s = *plugin_settings();
+	struct error_info err = { 0 };
+	char timeout[32];
 
-	s.rbd_attach_methods = methods;
-	s.rbd_op_timeout_ms = timeout_ms;
-	s.rbd_run_dir = c->run_dir;
-	plugin_settings_set(&s);
+	snprintf(timeout, sizeof(timeout), "%llums", (unsigned long long)timeout_ms);
+	assert_int_equal(plugin_option_set("rbd-attach-methods", methods, &err), 0);
+	assert_int_equal(plugin_option_set("rbd-timeout", timeout, &err), 0);
+	plugin_set_state_dir(c->dir); /* records under <dir>/rbd */
 }
 
 static int setup(void **state)
@@ -52,7 +53,7 @@ static int setup(void **state)
 	struct ctx *c = calloc(1, sizeof(*c));
 
 	c->dir = test_mkdtemp("rbdp");
-	snprintf(c->run_dir, sizeof(c->run_dir), "%s/run", c->dir);
+	snprintf(c->run_dir, sizeof(c->run_dir), "%s/rbd", c->dir);
 	snprintf(c->mnt, sizeof(c->mnt), "%s/mnt", c->dir);
 	snprintf(c->keyfile, sizeof(c->keyfile), "%s/admin.key", c->dir);
 	mkdir(c->mnt, 0755);

@@ -33,7 +33,7 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "bind-util.h"
 #include "plugin.h"
 #include "rbd-attach.h"
@@ -44,6 +44,7 @@
 #define DEFAULT_USER "admin"
 #define DEFAULT_KEYRING "/etc/ceph/keyring"
 #define DEFAULT_FSTYPE "ext4"
+#define DEFAULT_STATE_DIR "/var/lib/volagent/state" /* until the agent says (tests) */
 /* How long a dead client of ours is remembered: its watcher lingers ~30 s unless fenced. */
 #define RELEASED_MAX_AGE_S 600
 #define BLOCKLIST_EXPIRE_S 3600
@@ -143,10 +144,20 @@ static void params_done(struct rbd_params *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* The plugin's options (its table is at the end of this file): set before the agent starts,
+ * read-only afterwards. */
+static struct {
+	char attach_methods[64];	/* tried in order: "krbd,nbd,fuse" */
+	uint64_t op_timeout_ms;		/* librados/librbd calls and attach helpers */
+} settings = {
+	.attach_methods = "krbd,nbd,fuse",
+	.op_timeout_ms = 30000,
+};
+
 /* Fills p from spec and the settings; strings are borrowed from spec except the paths. */
 static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p)
 {
-	const struct plugin_settings *s = plugin_settings();
+	const char *state_dir = plugin_state_dir();
 	const char *user_secret = volume_spec_get_secret(spec, "userID");
 	_cleanup_free_ char *esc = NULL;
 
@@ -167,9 +178,10 @@ static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p
 	p->fstype =
 	    volume_spec_get(spec, "fsType") ? volume_spec_get(spec, "fsType") : DEFAULT_FSTYPE;
 	p->read_only = spec->read_only;
-	p->timeout_ms = s->rbd_op_timeout_ms ? s->rbd_op_timeout_ms : 30000;
+	p->timeout_ms = settings.op_timeout_ms;
 	p->name = rbd_get_volume_name(spec);
-	p->run_dir = strdup(s->rbd_run_dir);
+	/* FUSE dirs, key files and records, under the agent's state dir. */
+	p->run_dir = strdup_printf("%s/rbd", state_dir ? state_dir : DEFAULT_STATE_DIR);
 	esc = p->name ? path_escape_component(p->name) : NULL;
 	if (esc) {
 		p->base = strdup_printf("%s/%s", p->run_dir, esc);
@@ -285,9 +297,7 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 static int rbd_attach(const struct volume_spec *spec, bool read_only,
 		      struct device_attachment *ret, struct error_info *err)
 {
-	const struct plugin_settings *s = plugin_settings();
-	_cleanup_free_ char *methods =
-	    strdup(s->rbd_attach_methods ? s->rbd_attach_methods : "krbd,nbd,fuse");
+	_cleanup_free_ char *methods = strdup(settings.attach_methods);
 	_cleanup_free_ struct rbd_watcher *before = NULL;
 	_cleanup_rbd_cluster_ struct rbd_cluster *c = NULL;
 	struct device_attachment att = {0}, old = {0};
@@ -380,7 +390,7 @@ static int rbd_attach(const struct volume_spec *spec, bool read_only,
 	if (!m) {
 		r = err_set(err, r < 0 ? r : -EINVAL,
 			    "cannot attach %s/%s with any method (%s): %s", p.pool, p.image,
-			    s->rbd_attach_methods, failures);
+			    settings.attach_methods, failures);
 		goto out;
 	}
 	if (add_identity_meta(&p, &att) < 0 ||
@@ -596,10 +606,46 @@ static const struct expand_ops rbd_expand_ops = {
 	.expand = rbd_expand,
 };
 
+static int set_attach_methods(const char *value, uint64_t ms, struct error_info *err)
+{
+	_cleanup_free_ char *methods = strdup(value);
+	char *save = NULL;
+	enum rbd_method m;
+
+	if (!methods)
+		return -ENOMEM;
+	if (!value[0])
+		return err_set(err, -EINVAL, "must name at least one method");
+	for (char *name = strtok_r(methods, ",", &save); name; name = strtok_r(NULL, ",", &save))
+		if (rbd_method_from_name(name, &m) < 0)
+			return err_set(err, -EINVAL, "\"%s\" is not krbd, nbd or fuse", name);
+	if (strlen(value) >= sizeof(settings.attach_methods))
+		return err_set(err, -EINVAL, "\"%s\" is too long", value);
+	snprintf(settings.attach_methods, sizeof(settings.attach_methods), "%s", value);
+	return 0;
+}
+
+static int set_op_timeout(const char *value, uint64_t ms, struct error_info *err)
+{
+	settings.op_timeout_ms = ms;
+	return 0;
+}
+
+/* The defaults here and in the settings' initializer above agree (test-config checks). */
+static const struct plugin_option rbd_options[] = {
+	{ "rbd-attach-methods", PLUGIN_OPTION_STRING, "krbd,nbd,fuse",
+	  "how rbd images are attached, tried in this order (krbd, nbd, fuse)",
+	  set_attach_methods },
+	{ "rbd-timeout", PLUGIN_OPTION_DURATION, "30s",
+	  "librados/librbd calls and attach helpers give up after this", set_op_timeout },
+	{ 0 }
+};
+
 const struct volume_plugin rbd_plugin = {
 	.name = "rbd",
 	.ops = &rbd_ops,
 	.device = &rbd_device_ops,
 	.attach = &rbd_attach_ops,
 	.expand = &rbd_expand_ops,
+	.options = rbd_options,
 };
