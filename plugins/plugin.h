@@ -86,9 +86,13 @@ struct volume_mounter {
  *   - check_health: -ENOTCONN, -ESTALE, -EIO, -ETIMEDOUT mark the mount broken and make the
  *     core heal it (unmount pods, unmount_device, detach, stage again); any other error is a
  *     check that could not run, retried later; 0 healthy.
- *   - expand: -EOPNOTSUPP the filesystem cannot grow online (FAILED_PRECONDITION), -EPERM the
- *     agent lacks a capability for it, -ETIMEDOUT the tool did not finish in time, others
- *     INTERNAL. */
+ *   - expand (called by NodeExpandVolume, not retried by the core): -ERANGE is CSI
+ *     OUT_OF_RANGE (the device is smaller than asked); -EIO, -ENOMEM, -ETIMEDOUT are
+ *     INTERNAL; anything else (-EOPNOTSUPP not ext4/xfs, -EPERM a missing capability, the
+ *     mount gone) is FAILED_PRECONDITION.
+ *   A failed CSI stage or publish hands the op's errno to the CSI caller as a status
+ *   (csi-node.c: -EBUSY, -EMEDIUMTYPE, -EROFS, -ENOTBLK FAILED_PRECONDITION, -ENOENT NOT_FOUND,
+ *   -ECONNREFUSED, -EHOSTUNREACH UNAVAILABLE, ...). */
 
 /* Every plugin. */
 struct volume_ops {

@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fs-probe.h"
 #include "process.h"
 
 static long scale(void)
@@ -274,6 +276,24 @@ static void test_function_children(void **state)
 	assert_int_equal(process_stuck_count(), 0);
 }
 
+/* fs_probe runs its statx/statfs in a function child: the result comes back whole. */
+static void test_fs_probe_through_the_runner(void **state)
+{
+	struct fs_probe_result res;
+	struct stat st;
+
+	assert_int_equal(fs_probe("/proc", 5000 * (int)scale(), &res), 0);
+	assert_int_equal(res.error, 0);
+	assert_true(res.mount_root);
+	assert_int_equal(res.fs_type, 0x9fa0); /* PROC_SUPER_MAGIC */
+	assert_int_equal(stat("/proc", &st), 0);
+	assert_true(res.dev == st.st_dev);
+	assert_int_equal(fs_probe("/", 5000 * (int)scale(), &res), 0);
+	assert_true(res.bytes_total > 0 && res.inodes_total > 0);
+	assert_int_equal(fs_probe("/nonexistent/volagent", 5000 * (int)scale(), &res), 0);
+	assert_int_equal(res.error, -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,6 +305,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_sigterm_is_enough_for_most, teardown),
 		cmocka_unit_test_teardown(test_daemon_keeping_the_pipe, teardown),
 		cmocka_unit_test_teardown(test_function_children, teardown),
+		cmocka_unit_test_teardown(test_fs_probe_through_the_runner, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
