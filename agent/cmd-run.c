@@ -26,7 +26,7 @@
 #include "metrics-server.h"
 #include "macro.h"
 #include "path-util.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "reconciler.h"
 
 /* Makes dir (and its parents) if missing and checks it is a readable directory. */
@@ -221,7 +221,6 @@ int cmd_run(int argc, char **argv)
 	struct reconciler_event_source dm_source = { 0 };
 	struct csi_node_config node = { 0 };
 	_cleanup_close_ int lock_fd = -1;
-	_cleanup_free_ char *rbd_run_dir = NULL;
 	sigset_t mask;
 	int r, rc = 0;
 
@@ -260,16 +259,8 @@ int cmd_run(int argc, char **argv)
 		config_done(&cfg);
 		return 1;
 	}
-	rbd_run_dir = strdup_printf("%s/rbd", cfg.state_dir);
-	plugin_settings_set(&(struct plugin_settings){
-		.nfs_mode = cfg.nfs_mode,
-		.nfs_op_timeout_ms = cfg.nfs_timeout_ms,
-		.nfs_connect_timeout_ms = cfg.nfs_connect_timeout_ms,
-		.nfs_unmount_escalate_ms = cfg.nfs_unmount_escalate_ms,
-		.rbd_attach_methods = cfg.rbd_attach_methods,
-		.rbd_op_timeout_ms = cfg.rbd_timeout_ms,
-		.rbd_run_dir = rbd_run_dir,
-	});
+	/* The plugins' own options were set by config_parse; their records go below this. */
+	plugin_set_state_dir(cfg.state_dir);
 	log_info("starting", "version", VOLAGENT_VERSION, "root_dir", cfg.root_dir, "state_dir",
 		 cfg.state_dir, "pods_dir", cfg.pods_dir, "workers", LOG_INT(cfg.workers));
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "blkdev.h"
-#include "exec-util.h"
 #include "macro.h"
+#include "process.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(blkid_probe, blkid_free_probe)
 
@@ -73,10 +73,18 @@ static int run_mkfs(const char *dev, const char *fstype, struct error_info *err)
 	}
 	argv[n++] = dev;
 	argv[n] = NULL;
-	rc = exec_capture(argv, out, sizeof(out));
+	rc = process_run(argv, &(struct process_options){ .timeout_ms = BLKDEV_MKFS_TIMEOUT_MS },
+			 out, sizeof(out));
 	if (rc == -ENOENT)
 		return err_set(err, -ENOENT, "%s not found: install the package that provides it",
 			       prog);
+	if (rc == -ETIMEDOUT)
+		return err_set(err, -ETIMEDOUT,
+			       "%s %s did not finish within %ds and was stopped; the device may "
+			       "hold a partial filesystem now",
+			       prog, dev, BLKDEV_MKFS_TIMEOUT_MS / 1000);
+	if (rc < 0)
+		return err_set(err, rc, "%s %s: %s", prog, dev, strerror(-rc));
 	if (rc != 0) {
 		out[strcspn(out, "\n")] = '\0'; /* the first line says why; the rest is usage */
 		return err_set(err, -EIO, "%s %s failed (exit %d): %s", prog, dev, rc, out);

@@ -8,6 +8,10 @@
 
 #include "error.h"
 
+/* mkfs runs through lib/process.h with this deadline (then SIGTERM, SIGKILL): generous,
+ * since mkfs.ext4 discards the whole device first and a large thin device can take minutes. */
+#define BLKDEV_MKFS_TIMEOUT_MS (10 * 60 * 1000)
+
 struct blkdev_probe {
 	bool blank;		/* no signature at all */
 	char type[32];		/* superblock TYPE: "ext4", "xfs", "ceph_bluestore", ... */

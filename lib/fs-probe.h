@@ -1,17 +1,20 @@
 /* fs-probe.h - statfs and "is it a mount point" of a path, with a time limit.
  *
  * On a dead NFS server (or a dead FUSE daemon) statfs can hang for minutes.  The probe runs in
- * a detached thread; the caller stops waiting after timeout_ms and gets -ETIMEDOUT.  A thread
- * that is stuck in the kernel cannot be cancelled: it finishes (and frees its state) whenever
- * the kernel lets it, and at most FS_PROBE_MAX_STUCK of them may be stuck at once (-EAGAIN
- * past that, so a dead server cannot exhaust the process). */
+ * a child process through the agent's process runner (process.h); the caller stops waiting
+ * after timeout_ms and gets -ETIMEDOUT, and the child is killed (the kernel's NFS and FUSE
+ * waits are killable, which a thread's are not).  One that does not die at once is left to
+ * the runner's reaper, and at most PROCESS_MAX_STUCK of them may be pending (-EAGAIN past
+ * that, so a dead server cannot exhaust the node). */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FS_PROBE_MAX_STUCK 16
+#include "process.h"
+
+#define FS_PROBE_MAX_STUCK PROCESS_MAX_STUCK
 
 struct fs_probe_result {
 	int error;		/* 0, or the -errno of statfs */
@@ -23,5 +26,5 @@ struct fs_probe_result {
 };
 
 /* Returns 0 with ret filled (ret->error may still say statfs failed: -ENOTCONN, -ESTALE,
- * -EIO...), -ETIMEDOUT, -EAGAIN (too many stuck probes) or -ENOMEM. */
+ * -EIO...), -ETIMEDOUT, -EAGAIN (too many stuck probes), -EIO (the child died) or -ENOMEM. */
 int fs_probe(const char *path, int timeout_ms, struct fs_probe_result *ret);

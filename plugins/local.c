@@ -19,6 +19,7 @@
 
 #include "bind-util.h"
 #include "blkdev.h"
+#include "device-fs.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -142,37 +143,33 @@ static int local_construct_spec(const char *volume_name, const char *mount_path,
 	return 0;
 }
 
+/* The device is on the node already: attaching it is resolving the path the spec names (a
+ * udev link is fine) to the block device under /dev, which the journal then records. */
+static int local_attach(const struct volume_spec *spec, bool read_only,
+			struct device_attachment *ret, struct error_info *err)
+{
+	char dev[PATH_MAX];
+	int r = resolve_device(volume_spec_get(spec, "path"), dev, err);
+
+	if (r < 0)
+		return r;
+	ret->device_path = strdup(dev);
+	return ret->device_path ? 0 : -ENOMEM;
+}
+
 static int local_mount_device(const struct volume_spec *spec, const char *device_path,
 			      bool read_only, const struct mount_target *target,
 			      struct error_info *err)
 {
-	char dev[PATH_MAX], fstype[32], options[1024] = "";
-	struct stat st_dev, st_target;
+	char dev[PATH_MAX];
 	int r;
 
-	r = resolve_device(device_path, dev, err);
+	/* A journal of an older agent may have recorded the spec's path (a link) as the device. */
+	r = resolve_device(device_path ? device_path : volume_spec_get(spec, "path"), dev, err);
 	if (r < 0)
 		return r;
-	/* Already mounted here (a retry, or adopted after a restart)? */
-	if (mnt_util_is_mount_root(target->path) == 1) {
-		if (stat(dev, &st_dev) == 0 && stat(target->path, &st_target) == 0 &&
-		    st_target.st_dev == st_dev.st_rdev)
-			return 0;
-		return err_set(err, -EBUSY, "%s is already a mount point of another device",
-			       target->path);
-	}
-	r = blkdev_prepare_for_mount(dev, volume_spec_get(spec, "fsType"), read_only, fstype, err);
-	if (r < 0)
-		return r;
-	for (char **o = spec->mount_options; *o; o++) {
-		size_t len = strlen(options);
-		snprintf(options + len, sizeof(options) - len, "%s%s", len ? "," : "", *o);
-	}
-	if (read_only) {
-		size_t len = strlen(options);
-		snprintf(options + len, sizeof(options) - len, "%sro", len ? "," : "");
-	}
-	return mnt_util_mount_at(dev, target->parent_fd, target->name, fstype, options, err);
+	return device_fs_mount(dev, volume_spec_get(spec, "fsType"), NULL, spec->mount_options,
+			       read_only, target, err);
 }
 
 static int local_unmount_device(const char *path, struct error_info *err)
@@ -182,8 +179,25 @@ static int local_unmount_device(const char *path, struct error_info *err)
 	return r == -EINVAL || r == -ENOENT ? 0 : r;
 }
 
-const struct volume_plugin local_plugin = {
-	.name = "local",
+/* A block device volume's filesystem grows online after the device grew (a loop file, an
+ * LVM volume resized by hand). */
+static int local_expand(const struct volume_spec *spec, const char *device_path,
+			const char *mount_path, unsigned long long new_size,
+			unsigned long long *ret_capacity, struct error_info *err)
+{
+	const char *path = device_path ? device_path : spec ? volume_spec_get(spec, "path") : NULL;
+	char dev[PATH_MAX];
+	int r;
+
+	if (!path)
+		return err_set(err, -EINVAL, "%s: no device is known for it", mount_path);
+	r = resolve_device(path, dev, err);
+	if (r < 0)
+		return r;
+	return device_fs_expand(dev, mount_path, new_size, ret_capacity, err);
+}
+
+static const struct volume_ops local_ops = {
 	.can_support = local_can_support,
 	.validate = local_validate,
 	.get_volume_name = local_get_volume_name,
@@ -191,7 +205,26 @@ const struct volume_plugin local_plugin = {
 	.tear_down_at = local_tear_down_at,
 	.check_set_up = local_check_set_up,
 	.construct_spec = local_construct_spec,
+};
+
+static const struct device_mount_ops local_device_ops = {
 	.uses_device = local_uses_device,
 	.mount_device = local_mount_device,
 	.unmount_device = local_unmount_device,
+};
+
+static const struct attach_ops local_attach_ops = {
+	.attach = local_attach,
+};
+
+static const struct expand_ops local_expand_ops = {
+	.expand = local_expand,
+};
+
+const struct volume_plugin local_plugin = {
+	.name = "local",
+	.ops = &local_ops,
+	.device = &local_device_ops,
+	.attach = &local_attach_ops,
+	.expand = &local_expand_ops,
 };

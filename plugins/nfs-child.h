@@ -1,16 +1,19 @@
 /* nfs-child.h - runs one blocking filesystem call (mount, umount2, statfs) in a forked child
  * with a deadline, so that a dead NFS server stalls a child process, never an agent thread.
+ * A thin user of the agent's one process runner (lib/process.h), which forks, captures, kills
+ * and reaps; this adds what the nfs plugin wants of it: a fixed-size copy of the output and
+ * of the outcome that outlives the run.
  *
  * Why a process and not a thread: a thread stuck in the kernel on a hard NFS mount can never
  * be stopped, while a process can be killed (the NFS client waits in TASK_KILLABLE), and
  * mount.nfs, which libmount runs for type nfs, is killed with it (the child leads its own
- * process group).  The child's stdout and stderr, and so those of mount.nfs, are captured:
- * mount.nfs says on stderr why a mount failed ("access denied by server").
+ * process group; it gets SIGKILL at once, as nothing in it handles SIGTERM usefully).  The
+ * child's stdout and stderr, and so those of mount.nfs, are captured: mount.nfs says on
+ * stderr why a mount failed ("access denied by server").
  *
- * A child that does not die at once after SIGKILL (a task in uninterruptible sleep) is
- * handed to a detached reaper thread that waits for it.  At most NFS_CHILD_MAX_STUCK such
- * children may be pending; beyond that nfs_child_start refuses with -EAGAIN, so a node whose
- * NFS server is gone cannot pile up processes without bound.
+ * A child that does not die at once after SIGKILL (a task in uninterruptible sleep) is left
+ * to the runner's reaper; past PROCESS_MAX_STUCK of them nfs_child_start refuses with
+ * -EAGAIN, so a node whose NFS server is gone cannot pile up processes without bound.
  *
  * The child is single-threaded; it runs fn and _exits.  fn may use libmount and malloc
  * (glibc makes them safe after fork) but must not log or take agent locks. */
@@ -22,15 +25,17 @@
 
 #include "error.h"
 
-#define NFS_CHILD_MAX_STUCK 64
+#include "process.h"
+
+#define NFS_CHILD_MAX_STUCK PROCESS_MAX_STUCK
 
 /* The function run in the child: returns 0 or -errno and may fill err. */
 typedef int (*nfs_child_fn)(void *arg, struct error_info *err);
 
 struct nfs_child {
-	pid_t pid;
-	int result_fd;			/* the child's struct error_info comes through it */
-	int output_fd;			/* its stdout + stderr */
+	struct process proc;
+	nfs_child_fn fn;		/* what the child runs, on arg */
+	void *arg;
 	bool done;
 	struct error_info result;	/* valid once done */
 	char output[1024];		/* what it printed, truncated */

@@ -8,18 +8,18 @@
  * options, plus "ro" when read-only: nothing else is added (kubelet's nfs plugin does the
  * same; mount.nfs itself adds addr= and clientaddr=).
  *
- * Modes (plugin_settings()->nfs_mode):
+ * Modes (--nfs-mode, this plugin's option):
  *   shared (default): one NFS mount per node per export and options, at the node-wide dir the
  *     core gives mount_device (or kubelet's staging dir with CSI), bind-mounted into each pod;
  *     unmounted when the last pod goes.
  *   direct: each pod dir gets its own NFS mount, as kubelet's in-tree plugin does.
  *
  * A dead server never blocks an agent thread: every mount, unmount and statfs of an NFS path
- * runs in a killable child (nfs-child.h) with a deadline (nfs_op_timeout_ms); a stuck unmount
- * is escalated to MNT_FORCE, then MNT_DETACH, each after nfs_unmount_escalate_ms.  Whether a
+ * runs in a killable child (nfs-child.h) with a deadline (--nfs-timeout); a stuck unmount
+ * is escalated to MNT_FORCE, then MNT_DETACH, each after --nfs-unmount-escalate.  Whether a
  * path is mounted, and by what, is read from /proc/self/mountinfo, never by stat()ing the
  * path.  Before a mount, a TCP connect to the server's port (port= or 2049) with a short
- * timeout (nfs_connect_timeout_ms) turns "server down" into an error in milliseconds.
+ * timeout (--nfs-connect-timeout) turns "server down" into an error in milliseconds.
  *
  * Every message this file produces has the values of sensitive mount options masked (see
  * mount-options.h; the spec attribute "sensitiveMountOptions" lists more option names). */
@@ -46,7 +46,7 @@
 #include "mount-util.h"
 #include "nfs-child.h"
 #include "path-util.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "plugin.h"
 
 #define NFS_DEFAULT_PORT 2049
@@ -61,6 +61,20 @@ struct nfs_volume {
 	char **options;				/* spec options, CSI mountOptions, then "ro" */
 	const char *sensitive;			/* the spec's sensitiveMountOptions, or NULL */
 	unsigned port;				/* for the reachability check */
+};
+
+/* The plugin's options (its table is at the end of this file): set before the agent starts,
+ * read-only afterwards. */
+static struct {
+	bool direct;			/* --nfs-mode direct: one NFS mount per pod */
+	uint64_t op_timeout_ms;		/* a mount, unmount or statfs gives up after this */
+	uint64_t connect_timeout_ms;	/* the reachability check's TCP connect */
+	uint64_t unmount_escalate_ms;	/* then MNT_FORCE, then MNT_DETACH */
+} settings = {
+	.direct = false,
+	.op_timeout_ms = 30000,
+	.connect_timeout_ms = 2000,
+	.unmount_escalate_ms = 10000,
 };
 
 static void nfs_volume_done(struct nfs_volume *v)
@@ -364,9 +378,7 @@ static int nfs_construct_spec(const char *volume_name, const char *mount_path,
 
 static bool nfs_uses_device(const struct volume_spec *spec)
 {
-	const char *mode = plugin_settings()->nfs_mode;
-
-	return !mode || !streq(mode, "direct");
+	return !settings.direct;
 }
 
 /* --- messages -------------------------------------------------------------------------- */
@@ -560,7 +572,7 @@ static int statfs_job_run(void *arg, struct error_info *err)
 /* A TCP connect to the server's NFS port within nfs_connect_timeout_ms. */
 static int check_reachable(const struct nfs_volume *v, struct error_info *err)
 {
-	uint64_t timeout = plugin_settings()->nfs_connect_timeout_ms;
+	uint64_t timeout = settings.connect_timeout_ms;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
 	char port[8], hp[SERVER_MAX + 16];
@@ -660,7 +672,7 @@ static int mount_error(const struct nfs_volume *v, const struct nfs_child *c, in
 			       "mount %s on %s timed out after %llums: the server accepts "
 			       "connections but does not answer (options %s)",
 			       v->source, target,
-			       (unsigned long long)plugin_settings()->nfs_op_timeout_ms, opts);
+			       (unsigned long long)settings.op_timeout_ms, opts);
 	helper_text(c, text, sizeof(text));
 	if (!text[0])
 		snprintf(text, sizeof(text), "%s", err_msg(&c->result));
@@ -695,7 +707,6 @@ static int unmount_escalating(const char *path, struct error_info *err)
 	static const int steps[] = { 0, MNT_FORCE, MNT_DETACH };
 	static const char *const step_names[] = { "umount", "umount MNT_FORCE",
 						  "umount MNT_DETACH" };
-	const struct plugin_settings *ps = plugin_settings();
 	bool any = false;
 	int r;
 
@@ -709,8 +720,8 @@ static int unmount_escalating(const char *path, struct error_info *err)
 			return any ? 0 : -EINVAL;
 		for (size_t i = 0; i < ARRAY_SIZE(steps) && !gone; i++) {
 			struct umount_job job = { .target = path, .flags = steps[i] };
-			uint64_t wait = i + 1 < ARRAY_SIZE(steps) ? ps->nfs_unmount_escalate_ms
-								  : ps->nfs_op_timeout_ms;
+			uint64_t wait = i + 1 < ARRAY_SIZE(steps) ? settings.unmount_escalate_ms
+								  : settings.op_timeout_ms;
 			struct nfs_child c;
 
 			r = nfs_child_start(&c, umount_job_run, &job, err);
@@ -744,7 +755,7 @@ static int unmount_escalating(const char *path, struct error_info *err)
 				       "unmount %s did not finish: umount, MNT_FORCE after %llums "
 				       "and MNT_DETACH after as long again all hung (is the NFS "
 				       "server dead?)",
-				       path, (unsigned long long)ps->nfs_unmount_escalate_ms);
+				       path, (unsigned long long)settings.unmount_escalate_ms);
 		any = true;
 	}
 	return err_set(err, -EBUSY, "%s: still mounted after 8 unmounts", path);
@@ -783,10 +794,10 @@ static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t
 		log_debug("nfs", "mounting", "source", v->source, "target", t->path, "options", o);
 	}
 	memset(&c, 0, sizeof(c));
-	r = nfs_child_run(&c, mount_job_run, &job, plugin_settings()->nfs_op_timeout_ms, err);
+	r = nfs_child_run(&c, mount_job_run, &job, settings.op_timeout_ms, err);
 	if (r == 0)
 		return 0;
-	if (c.pid <= 0)
+	if (c.proc.pid <= 0)
 		return r; /* never started: err says why */
 	if (r == -ETIMEDOUT && mountinfo_lookup(canon, NULL) == 1) {
 		/* The mount landed as the child was killed: do not leave it behind. */
@@ -857,7 +868,7 @@ static int nfs_set_up_at(const struct volume_mounter *m, const struct mount_targ
 					.read_only = m->read_only };
 		struct nfs_child c;
 
-		r = nfs_child_run(&c, bind_job_run, &job, plugin_settings()->nfs_op_timeout_ms,
+		r = nfs_child_run(&c, bind_job_run, &job, settings.op_timeout_ms,
 				  err);
 		if (r == -ETIMEDOUT) {
 			struct error_info ignored = { 0 };
@@ -866,7 +877,7 @@ static int nfs_set_up_at(const struct volume_mounter *m, const struct mount_targ
 			err_set(err, r, "bind %s on %s timed out after %llums (is the NFS server "
 				"dead?)",
 				m->device_mount_path, target->path,
-				(unsigned long long)plugin_settings()->nfs_op_timeout_ms);
+				(unsigned long long)settings.op_timeout_ms);
 		}
 		goto out;
 	}
@@ -889,25 +900,6 @@ static int nfs_tear_down_at(const char *volume_name, const char *pod_uid, const 
 		return err_set(err, r, "%s: %s", target, strerror(-r));
 	r = unmount_escalating(canon, err);
 	return r == -EINVAL ? 0 : r;
-}
-
-/* Nothing to attach: records the source ("server:/path") as the device, which is also what
- * the mount table shows as the mount's source.  (Without it the core would take the spec's
- * "path" as the device, which a CSI volume that gives "share" does not have.) */
-static int nfs_attach(const struct volume_spec *spec, bool read_only,
-		      struct device_attachment *ret, struct error_info *err)
-{
-	struct nfs_volume v;
-	int r = nfs_volume_load(spec, false, &v, err);
-
-	if (r == 0) {
-		ret->device_path = strdup(v.source);
-		if (!ret->device_path)
-			r = -ENOMEM;
-	}
-	r = masked(&v, r, err);
-	nfs_volume_done(&v);
-	return r;
 }
 
 static int nfs_mount_device(const struct volume_spec *spec, const char *device_path,
@@ -940,7 +932,7 @@ static int nfs_unmount_device(const char *path, struct error_info *err)
 static int nfs_check_health(const struct volume_spec *spec, const char *path,
 			    struct error_info *err)
 {
-	uint64_t timeout = plugin_settings()->nfs_op_timeout_ms;
+	uint64_t timeout = settings.op_timeout_ms;
 	struct nfs_child c;
 	int r = nfs_child_run(&c, statfs_job_run, (void *)path, timeout, err);
 
@@ -965,8 +957,7 @@ static int nfs_check_health(const struct volume_spec *spec, const char *path,
 	}
 }
 
-const struct volume_plugin nfs_plugin = {
-	.name = "nfs",
+static const struct volume_ops nfs_ops = {
 	.can_support = nfs_can_support,
 	.validate = nfs_validate,
 	.get_volume_name = nfs_get_volume_name,
@@ -974,9 +965,60 @@ const struct volume_plugin nfs_plugin = {
 	.tear_down_at = nfs_tear_down_at,
 	.check_set_up = nfs_check_set_up,
 	.construct_spec = nfs_construct_spec,
+	.check_health = nfs_check_health,
+};
+
+/* No attach: mount_device gets no device and mounts the export at the staging dir. */
+static const struct device_mount_ops nfs_device_ops = {
 	.uses_device = nfs_uses_device,
-	.attach = nfs_attach,
 	.mount_device = nfs_mount_device,
 	.unmount_device = nfs_unmount_device,
-	.check_health = nfs_check_health,
+};
+
+static int set_mode(const char *value, uint64_t ms, struct error_info *err)
+{
+	if (!streq(value, "shared") && !streq(value, "direct"))
+		return err_set(err, -EINVAL, "\"%s\" is not shared or direct", value);
+	settings.direct = streq(value, "direct");
+	return 0;
+}
+
+static int set_op_timeout(const char *value, uint64_t ms, struct error_info *err)
+{
+	settings.op_timeout_ms = ms;
+	return 0;
+}
+
+static int set_connect_timeout(const char *value, uint64_t ms, struct error_info *err)
+{
+	settings.connect_timeout_ms = ms;
+	return 0;
+}
+
+static int set_unmount_escalate(const char *value, uint64_t ms, struct error_info *err)
+{
+	settings.unmount_escalate_ms = ms;
+	return 0;
+}
+
+/* The defaults here and in the settings' initializer above agree (test-config checks). */
+static const struct plugin_option nfs_options[] = {
+	{ "nfs-mode", PLUGIN_OPTION_STRING, "shared",
+	  "shared: one NFS mount per export on the node, bound into pods; direct: one per pod",
+	  set_mode },
+	{ "nfs-timeout", PLUGIN_OPTION_DURATION, "30s",
+	  "an NFS mount, unmount or statfs is given up after this", set_op_timeout },
+	{ "nfs-connect-timeout", PLUGIN_OPTION_DURATION, "2s",
+	  "the TCP reachability check of the NFS server before mounting", set_connect_timeout },
+	{ "nfs-unmount-escalate", PLUGIN_OPTION_DURATION, "10s",
+	  "a stuck NFS unmount is retried with MNT_FORCE, then MNT_DETACH, after this",
+	  set_unmount_escalate },
+	{ 0 }
+};
+
+const struct volume_plugin nfs_plugin = {
+	.name = "nfs",
+	.ops = &nfs_ops,
+	.device = &nfs_device_ops,
+	.options = nfs_options,
 };

@@ -1,26 +1,34 @@
-/* plugin.h - the volume plugin vtable, modelled on kubelet's VolumePlugin.
+/* plugin.h - the volume plugin vtable, split the way kubelet splits its plugin interfaces
+ * (VolumePlugin, DeviceMountableVolumePlugin, AttachableVolumePlugin, BlockVolumePlugin,
+ * NodeExpandableVolumePlugin) and written as kernel-style const ops tables.
  *
- * A plugin turns a volume_spec into mounts.  Every plugin has pod-level ops (set a volume up
- * in a pod's volume directory, tear it down).  Plugins whose volumes are a block device that is
- * attached and mounted once per node (local block devices, rbd) also have device ops; the core
- * calls them in this order and never concurrently for one volume:
+ * A plugin turns a volume_spec into mounts.  Every plugin has pod-level ops (struct
+ * volume_ops: set a volume up in a pod's volume directory, tear it down).  Plugins whose
+ * volumes are mounted once per node have device_mount_ops; those that must first make a
+ * block device appear have attach_ops; those that can grow a filesystem online have
+ * expand_ops.  The core calls them in this order and never concurrently for one volume:
  *
- *   attach -> mount_device -> set_up_at (per pod) ... tear_down_at (per pod) -> unmount_device -> detach
+ *   [attach] -> mount_device -> set_up_at (per pod) ... tear_down_at (per pod)
+ *            -> unmount_device -> [detach]
  *
  * Threads and locks: every op except can_support, validate, get_volume_name and uses_device
- * runs on an executor worker, holds no agent lock, and may block (mkfs, a mount helper, the
- * network).  The core never runs two ops for the same volume at once (nor two pod ops for
- * the same volume and pod), so ops need no locking of their own.  Ops must not touch the
- * desired or actual state; what they learn goes back through their out-parameters.
+ * runs on an executor worker (or a CSI call's thread for expand), holds no agent lock, and
+ * may block (mkfs, a mount helper, the network).  The core never runs two ops for the same
+ * volume at once (nor two pod ops for the same volume and pod), so ops need no locking of
+ * their own.  Ops must not touch the desired or actual state; what they learn goes back
+ * through their out-parameters.
  *
  * Errors: ops return 0 or a negative errno and fill err with a message a user can act on.
- * They never log above debug (the reconciler logs once per failure change).
+ * They never log above debug (the reconciler logs once per failure change).  What the core
+ * does with each errno is listed below, before struct volume_ops.
  *
  * Idempotency: every op may be called again after a crash at any point, so each must succeed
  * when its work is already done (set_up_at on a target that already holds the volume,
  * tear_down_at on a target that is not mounted, unmount_device of an unmounted path).
  *
- * Ops marked "Optional" may be NULL; what NULL means is said at each. */
+ * Ops marked "Optional" may be NULL, and so may every capability table but volume_ops; what
+ * NULL means is said at each.  Helper programs (mkfs, rbd map, mount.nfs in a child) run
+ * through lib/process.h with a deadline. */
 #pragma once
 
 #include <stdbool.h>
@@ -58,16 +66,42 @@ struct volume_mounter {
 	char *device_mount_path;	/* for device volumes: where the device is mounted */
 };
 
-struct volume_plugin {
-	/* "local", "nfs", "rbd": the key in pod spec files, the CSI volume_context "type", and
-	 * the directory kubernetes.io~<name> under a pod's volumes. */
-	const char *name;
+/* --- the ops, one const table per capability ---
+ *
+ * A plugin fills struct volume_ops (every plugin) and one table for each optional capability
+ * it has.  A NULL table pointer in struct volume_plugin means the capability is absent, and
+ * so does a NULL op marked "Optional" inside a table; the core never calls an op directly but
+ * through the plugin_<op>() wrappers below (and asks plugin_has_<capability>()), which time
+ * each call, count it in the metrics and log it at debug with the plugin's name.
+ *
+ * Error contract (what the core does with the -errno an op returns; err carries the message):
+ *   - any error from set_up_at, mount_device, attach: the operation is retried with
+ *     exponential backoff (per pod target, or per device), the message is reported once;
+ *     a failed mount_device after attach is undone with detach (when there is one) before the
+ *     retry; -EINVAL/-EPERM/-EROFS/-EMEDIUMTYPE/-E2BIG are not special: a bad spec fails the
+ *     same way every time until the spec changes.
+ *   - tear_down_at, unmount_device: -EINVAL and -ENOENT mean "not mounted" (done); any other
+ *     error is retried with backoff and the mount stays recorded.
+ *   - check_set_up: 1 adopt the mount, 0 tear it down and set it up again, -errno retry.
+ *   - check_health: -ENOTCONN, -ESTALE, -EIO, -ETIMEDOUT mark the mount broken and make the
+ *     core heal it (unmount pods, unmount_device, detach, stage again); any other error is a
+ *     check that could not run, retried later; 0 healthy.
+ *   - expand (called by NodeExpandVolume, not retried by the core): -ERANGE is CSI
+ *     OUT_OF_RANGE (the device is smaller than asked); -EIO, -ENOMEM, -ETIMEDOUT are
+ *     INTERNAL; anything else (-EOPNOTSUPP not ext4/xfs, -EPERM a missing capability, the
+ *     mount gone) is FAILED_PRECONDITION.
+ *   A failed CSI stage or publish hands the op's errno to the CSI caller as a status
+ *   (csi-node.c: -EBUSY, -EMEDIUMTYPE, -EROFS, -ENOTBLK FAILED_PRECONDITION, -ENOENT NOT_FOUND,
+ *   -ECONNREFUSED, -EHOSTUNREACH UNAVAILABLE, ...). */
 
+/* Every plugin. */
+struct volume_ops {
 	/* Whether spec is for this plugin.  Cheap, never blocks. */
 	bool (*can_support)(const struct volume_spec *spec);
 
 	/* Checks the spec's fields and fills err with "<field>: <reason>" for the first bad one
-	 * (the caller prefixes the location, e.g. "volumes[1].local.").  Never blocks. */
+	 * (the caller prefixes the location, e.g. "volumes[1].local.").  Never blocks.
+	 * Optional: NULL means every spec the plugin supports is valid. */
 	int (*validate)(const struct volume_spec *spec, struct error_info *err);
 
 	/* The node-wide identity of the volume, e.g. "local:/dev/loop3": two pods whose specs
@@ -98,42 +132,92 @@ struct volume_plugin {
 	int (*construct_spec)(const char *volume_name, const char *mount_path,
 			      struct volume_spec **ret_spec, struct error_info *err);
 
-	/* --- device ops, for volumes staged once per node --- */
+	/* Whether the mount at path (the device's node-wide mount for device volumes, else a pod
+	 * volume dir) still works.  Returns 0 when healthy; -ENOTCONN, -ESTALE, -EIO or
+	 * -ETIMEDOUT (with a message) when it is broken and must be healed.  Must return within
+	 * the plugin's own timeout even when the server behind the mount is dead (run the probe
+	 * in a killable child and give up waiting).  Optional: NULL means never checked. */
+	int (*check_health)(const struct volume_spec *spec, const char *path,
+			    struct error_info *err);
+};
 
-	/* Whether this spec's volume is a device to stage (attach + mount_device) before pods
-	 * can use it.  Optional: NULL means never, and the other device ops are not called. */
+/* Plugins whose volumes are mounted once per node (at a staging path) and bound from there
+ * into each pod (kubelet's DeviceMountableVolumePlugin).  The core calls, never concurrently
+ * for one volume:
+ *   [attach] -> mount_device -> set_up_at (per pod) ... tear_down_at -> unmount_device -> [detach] */
+struct device_mount_ops {
+	/* Whether this spec's volume is staged at all (local: only block devices, nfs: only in
+	 * shared mode).  Never blocks.  Optional: NULL means every volume of the plugin is. */
 	bool (*uses_device)(const struct volume_spec *spec);
 
-	/* Makes the volume's block device appear on this node and describes it in ret.
-	 * read_only: every pod using it mounts it read-only (or the source is read-only), so
-	 * the attach may be read-only and need not be the only writer.  Optional: NULL means
-	 * the device is already there, at the spec's "path". */
-	int (*attach)(const struct volume_spec *spec, bool read_only, struct device_attachment *ret,
-		      struct error_info *err);
-
-	/* Probes the device, formats it if (and only if) it carries no signature and read_only
-	 * is false, and mounts it on target.  Idempotent. */
+	/* Mounts the volume on target, formatting a block device first if (and only if) it
+	 * carries no signature and read_only is false.  device_path is what attach made, or NULL
+	 * for a plugin without attach (nfs mounts its export there; local finds its device from
+	 * the spec).  Idempotent: 0 when target already is this volume's mount. */
 	int (*mount_device)(const struct volume_spec *spec, const char *device_path, bool read_only,
 			    const struct mount_target *target, struct error_info *err);
 
-	/* Unmounts the device's node-wide mount at path.  0 when not mounted. */
+	/* Unmounts the node-wide mount at path.  0 when not mounted. */
 	int (*unmount_device)(const char *path, struct error_info *err);
+};
 
-	/* Undoes attach.  Optional: NULL means there is nothing to undo. */
-	int (*detach)(const struct volume_spec *spec, const struct device_attachment *att,
+/* Plugins that must make a block device appear on the node first (kubelet's
+ * AttachableVolumePlugin): rbd maps its image, local resolves the device the spec names.
+ * Both ops may block and are idempotent; the attachment is journaled by the core. */
+struct attach_ops {
+	/* Makes the volume's block device appear on this node and describes it in ret.
+	 * read_only: every pod using it mounts it read-only (or the source is read-only), so
+	 * the attach may be read-only and need not be the only writer. */
+	int (*attach)(const struct volume_spec *spec, bool read_only, struct device_attachment *ret,
 		      struct error_info *err);
 
-	/* --- health --- */
+	/* Undoes attach.  0 when it is already undone.  Optional: NULL means there is nothing to
+	 * undo (the device stays on the node). */
+	int (*detach)(const struct volume_spec *spec, const struct device_attachment *att,
+		      struct error_info *err);
+};
 
-	/* Whether the mount at path (the device's node-wide mount for device volumes, else a pod
-	 * volume dir) still works.  Returns 0 when healthy; -ENOTCONN, -ESTALE or -EIO (with a
-	 * message) when it is broken and must be healed: the core then unmounts the pod mounts,
-	 * unmounts and detaches the device, and sets everything up again.  Must return within
-	 * the plugin's own timeout even when the server behind the mount is dead (run the probe
-	 * in a helper thread or process and give up waiting).  Optional: NULL means never
-	 * checked. */
-	int (*check_health)(const struct volume_spec *spec, const char *path,
-			    struct error_info *err);
+/* Raw block volumes (kubelet's BlockVolumePlugin): the attached device is handed to the pod
+ * as a device node, not mounted.  Declared for the next issue; no plugin implements it yet and
+ * the core does not call it. */
+struct block_ops {
+	/* Makes the attached device available at target (a device node or a bind of it).
+	 * Idempotent; may block. */
+	int (*map_device)(const struct volume_spec *spec, const char *device_path,
+			  const struct mount_target *target, struct error_info *err);
+	/* Undoes map_device at target.  0 when not mapped. */
+	int (*unmap_device)(const char *target, struct error_info *err);
+};
+
+/* Online growth of a staged volume's filesystem after its device grew (kubelet's
+ * NodeExpandableVolumePlugin).  May block (resize2fs, xfs_growfs: run with a deadline). */
+struct expand_ops {
+	/* Grows the filesystem mounted at mount_path (on device_path, NULL when the plugin has
+	 * no attach) to fill its device.  spec may be NULL: a CSI NodeExpandVolume knows only
+	 * the device and the path.  new_size: the size asked for in bytes, 0 for "all of
+	 * the device"; a device smaller than new_size is -ERANGE.  Stores the device's size in
+	 * *ret_capacity.  Idempotent: growing a filesystem that already fills its device is 0. */
+	int (*expand)(const struct volume_spec *spec, const char *device_path,
+		      const char *mount_path, unsigned long long new_size,
+		      unsigned long long *ret_capacity, struct error_info *err);
+};
+
+struct plugin_option;
+
+struct volume_plugin {
+	/* "local", "nfs", "rbd": the key in pod spec files, the CSI volume_context "type", and
+	 * the directory kubernetes.io~<name> under a pod's volumes. */
+	const char *name;
+
+	const struct volume_ops *ops;			/* required */
+	const struct device_mount_ops *device;		/* NULL: pods mount the volume directly */
+	const struct attach_ops *attach;		/* NULL: nothing to attach */
+	const struct block_ops *block;			/* NULL: no raw block volumes */
+	const struct expand_ops *expand;		/* NULL: cannot be expanded on the node */
+
+	/* The plugin's settings (flags and config keys of `volagent run`), terminated by an
+	 * entry with a NULL name; NULL when it has none.  See plugin-option.h. */
+	const struct plugin_option *options;
 };
 
 /* The registry: a static table of the built-in plugins.  plugin_registry_set() replaces it
@@ -147,11 +231,51 @@ int plugin_find_for_spec(const struct volume_spec *spec, const struct volume_plu
 			 struct error_info *err);
 /* "local, nfs, rbd": for messages. */
 const char *plugin_names(void);
-/* Calls the plugin's validate; -EINVAL from a plugin without one is impossible. */
+/* The wrappers: the only callers of the ops (see above).  Each times the call, counts it in
+ * volagent_operations_*{plugin,operation} (can_support, validate and get_volume_name, which
+ * never block, are not counted) and logs it at debug with the plugin's name.  An absent
+ * optional op behaves as documented at the op (validate: 0; construct_spec, check_health,
+ * expand, map_device: -EOPNOTSUPP; detach: 0). */
 int plugin_validate(const struct volume_plugin *p, const struct volume_spec *spec,
 		    struct error_info *err);
 char *plugin_get_volume_name(const struct volume_plugin *p, const struct volume_spec *spec);
+int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
+		     struct error_info *err);
+int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name,
+			const char *pod_uid, const char *target, struct error_info *err);
+int plugin_check_set_up(const struct volume_mounter *m, const char *target,
+			struct error_info *err);
+int plugin_construct_spec(const struct volume_plugin *p, const char *volume_name,
+			  const char *mount_path, struct volume_spec **ret_spec,
+			  struct error_info *err);
+int plugin_check_health(const struct volume_plugin *p, const struct volume_spec *spec,
+			const char *path, struct error_info *err);
+int plugin_attach(const struct volume_plugin *p, const struct volume_spec *spec, bool read_only,
+		  struct device_attachment *ret, struct error_info *err);
+int plugin_detach(const struct volume_plugin *p, const struct volume_spec *spec,
+		  const struct device_attachment *att, struct error_info *err);
+int plugin_mount_device(const struct volume_plugin *p, const struct volume_spec *spec,
+			const char *device_path, bool read_only, const struct mount_target *target,
+			struct error_info *err);
+int plugin_unmount_device(const struct volume_plugin *p, const char *path,
+			  struct error_info *err);
+int plugin_map_device(const struct volume_plugin *p, const struct volume_spec *spec,
+		      const char *device_path, const struct mount_target *target,
+		      struct error_info *err);
+int plugin_unmap_device(const struct volume_plugin *p, const char *target,
+			struct error_info *err);
+int plugin_expand(const struct volume_plugin *p, const struct volume_spec *spec,
+		  const char *device_path, const char *mount_path, unsigned long long new_size,
+		  unsigned long long *ret_capacity, struct error_info *err);
+
+/* Capabilities: whether the plugin has the op (or table) at all. */
 bool plugin_uses_device(const struct volume_plugin *p, const struct volume_spec *spec);
+bool plugin_has_attach(const struct volume_plugin *p);
+bool plugin_has_detach(const struct volume_plugin *p);
+bool plugin_has_construct_spec(const struct volume_plugin *p);
+bool plugin_has_check_health(const struct volume_plugin *p);
+bool plugin_has_expand(const struct volume_plugin *p);
+bool plugin_has_block(const struct volume_plugin *p);
 
 struct volume_mounter *plugin_new_mounter(const struct volume_plugin *p, struct volume_spec *spec,
 					  const char *pod_uid, bool read_only,

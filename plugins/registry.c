@@ -1,9 +1,13 @@
-/* registry.c - the built-in volume plugins and the thin wrappers the core calls them through. */
+/* registry.c - the built-in volume plugins (or a table a test hands in), found by name or by
+ * spec, and the mounter and attachment records the core hands to them. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "macro.h"
+#include "plugin-option.h"
 #include "plugin.h"
 
 extern const struct volume_plugin local_plugin;
@@ -20,10 +24,29 @@ static const struct volume_plugin *const builtin_plugins[] = {
 static const struct volume_plugin *const *plugins = builtin_plugins;
 static size_t n_plugins = ARRAY_SIZE(builtin_plugins);
 
+/* "local, nfs, rbd", built once per table before anyone reads it: plugin_names() is called
+ * from CSI handler threads at once (it was once filled lazily with strcat by each of them). */
+static char names[256];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void build_names(void)
+{
+	char buf[sizeof(names)];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n_plugins && len < sizeof(buf); i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s", i ? ", " : "",
+					plugins[i]->name);
+	memcpy(names, buf, sizeof(names));
+}
+
 void plugin_registry_set(const struct volume_plugin *const *table, size_t n)
 {
+	pthread_once(&names_once, build_names); /* so that it cannot run again after this */
 	plugins = table ? table : builtin_plugins;
 	n_plugins = table ? n : ARRAY_SIZE(builtin_plugins);
+	build_names();
 }
 
 const struct volume_plugin *plugin_find_by_name(const char *name)
@@ -34,16 +57,14 @@ const struct volume_plugin *plugin_find_by_name(const char *name)
 	return NULL;
 }
 
+const struct volume_plugin *plugin_registry_get(size_t i)
+{
+	return i < n_plugins ? plugins[i] : NULL;
+}
+
 const char *plugin_names(void)
 {
-	static char names[128];
-
-	if (!names[0])
-		for (size_t i = 0; i < n_plugins; i++) {
-			if (i)
-				strcat(names, ", ");
-			strcat(names, plugins[i]->name);
-		}
+	pthread_once(&names_once, build_names);
 	return names;
 }
 
@@ -53,7 +74,7 @@ int plugin_find_for_spec(const struct volume_spec *spec, const struct volume_plu
 	const struct volume_plugin *found = NULL;
 
 	for (size_t i = 0; i < n_plugins; i++) {
-		if (!plugins[i]->can_support(spec))
+		if (!plugins[i]->ops->can_support(spec))
 			continue;
 		if (found)
 			return err_set(err, -EINVAL, "type \"%s\": plugins %s and %s both accept it",
@@ -65,22 +86,6 @@ int plugin_find_for_spec(const struct volume_spec *spec, const struct volume_plu
 			       spec->type, plugin_names());
 	*ret = found;
 	return 0;
-}
-
-int plugin_validate(const struct volume_plugin *p, const struct volume_spec *spec,
-		    struct error_info *err)
-{
-	return p->validate ? p->validate(spec, err) : 0;
-}
-
-char *plugin_get_volume_name(const struct volume_plugin *p, const struct volume_spec *spec)
-{
-	return p->get_volume_name(spec);
-}
-
-bool plugin_uses_device(const struct volume_plugin *p, const struct volume_spec *spec)
-{
-	return p->uses_device && p->uses_device(spec);
 }
 
 struct volume_mounter *plugin_new_mounter(const struct volume_plugin *p, struct volume_spec *spec,

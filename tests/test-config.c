@@ -1,5 +1,5 @@
-/* test-config.c - defaults, the config file, flags overriding it, and the errors that name the
- * flag or key at fault. */
+/* test-config.c - defaults, the config file, flags overriding it, the errors that name the
+ * flag or key at fault, and the plugins' own options (their tables, read the same way). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,8 @@
 
 #include "config.h"
 #include "log.h"
+#include "plugin-option.h"
+#include "plugin.h"
 #include "testlib.h"
 
 static int parse(struct agent_config *cfg, struct error_info *err, const char *const *args)
@@ -110,6 +112,9 @@ static void test_errors_name_the_culprit(void **state)
 	expect_error((const char *[]){ "extra", NULL }, "unexpected argument 'extra'");
 	expect_error((const char *[]){ "--nfs-mode", "sometimes", NULL }, "nfs-mode: \"sometimes\"");
 	expect_error((const char *[]){ "--rbd-attach-methods", "krbd,iscsi", NULL }, "\"iscsi\"");
+	expect_error((const char *[]){ "--rbd-attach-methods=", NULL },
+		     "--rbd-attach-methods: must name at least one method");
+	expect_error((const char *[]){ "--nfs-timeout", "0s", NULL }, "--nfs-timeout: \"0s\"");
 	expect_error((const char *[]){ "--device-inventory=yes", NULL }, "not true or false");
 	expect_error((const char *[]){ "--config", "/nonexistent/volagent.json", NULL },
 		     "/nonexistent/volagent.json");
@@ -127,12 +132,63 @@ static void test_errors_name_the_culprit(void **state)
 	log_set_level(LOG_LVL_INFO);
 }
 
+/* Each plugin owns its options: flags and file keys reach the plugin, defaults come back when
+ * nothing is given, and --help lists every option with its default. */
+static void test_plugin_options(void **state)
+{
+	char *dir = test_mkdtemp("config"), file[600], help[8192] = "";
+	struct volume_spec *nfs = volume_spec_new("nfs");
+	const struct volume_plugin *p = plugin_find_by_name("nfs");
+	struct agent_config cfg;
+	struct error_info err = { 0 };
+	const struct volume_plugin *q;
+	FILE *f;
+
+	assert_true(plugin_uses_device(p, nfs)); /* the built-in default: shared */
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--nfs-mode", "direct", NULL }), 0);
+	assert_false(plugin_uses_device(p, nfs));
+	config_done(&cfg);
+	/* A new parse starts from the defaults: the table's agree with the plugin's own. */
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ NULL }), 0);
+	assert_true(plugin_uses_device(p, nfs));
+	config_done(&cfg);
+	snprintf(file, sizeof(file), "%s/c.json", dir);
+	test_write_file(file, "{\"nfs-mode\": \"direct\", \"rbd-timeout\": \"5s\"}");
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", file, NULL }), 0);
+	assert_false(plugin_uses_device(p, nfs));
+	config_done(&cfg);
+	test_write_file(file, "{\"nfs-mode\": true}");
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", file, NULL }), -EINVAL);
+	assert_non_null(strstr(err_msg(&err), "key \"nfs-mode\": must be a string"));
+	config_done(&cfg);
+	/* --help: every plugin option, with its default. */
+	f = fmemopen(help, sizeof(help) - 1, "w");
+	config_usage(f);
+	fclose(f);
+	for (size_t i = 0; (q = plugin_registry_get(i)); i++)
+		for (const struct plugin_option *o = q->options; o && o->name; o++) {
+			char line[256];
+			snprintf(line, sizeof(line), "--%s VALUE", o->name);
+			assert_non_null(strstr(help, line));
+			snprintf(line, sizeof(line), "%s (default: %s)", o->help, o->def);
+			assert_non_null(strstr(help, line));
+		}
+	assert_non_null(strstr(help, "--nfs-mode VALUE"));
+	assert_non_null(strstr(help, "--rbd-attach-methods VALUE"));
+	assert_int_equal(plugin_options_reset(&err), 0);
+	volume_spec_unref(nfs);
+	test_rm_rf(dir);
+	free(dir);
+	log_set_level(LOG_LVL_INFO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_defaults_file_and_flags),
 		cmocka_unit_test(test_errors_name_the_culprit),
+		cmocka_unit_test(test_plugin_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,7 @@
 
 #include "agent-fixture.h"
 #include "nfs-child.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "plugin.h"
 #include "testlib.h"
 
@@ -157,30 +157,31 @@ static void test_volume_names(void **state)
 	free(a);
 
 	/* A name without options turns back into its spec. */
-	assert_int_equal(nfs()->construct_spec("nfs:[fd00::1]:/x/y", "/m", &s, &err), 0);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:[fd00::1]:/x/y", "/m", &s, &err), 0);
 	assert_string_equal(volume_spec_get(s, "server"), "fd00::1");
 	assert_string_equal(volume_spec_get(s, "path"), "/x/y");
 	s = volume_spec_unref(s);
-	assert_int_equal(nfs()->construct_spec("nfs:10.0.2.2:/export", "/m", &s, &err), 0);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:10.0.2.2:/export", "/m", &s, &err), 0);
 	a = plugin_get_volume_name(nfs(), s);
 	assert_string_equal(a, "nfs:10.0.2.2:/export");
 	free(a);
 	s = volume_spec_unref(s);
-	assert_int_equal(nfs()->construct_spec("nfs:h:/x#0badf00d", "/m", &s, &err), -EINVAL);
-	assert_int_equal(nfs()->construct_spec("local:/x", "/m", &s, &err), -EINVAL);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:h:/x#0badf00d", "/m", &s, &err), -EINVAL);
+	assert_int_equal(plugin_construct_spec(nfs(), "local:/x", "/m", &s, &err), -EINVAL);
 }
 
 static void test_modes(void **state)
 {
-	struct plugin_settings ps = *plugin_settings();
 	struct volume_spec *s = spec_of("server=h", "path=/x", NULL);
+	struct error_info err = { 0 };
 
 	assert_true(plugin_uses_device(nfs(), s)); /* shared is the default */
-	ps.nfs_mode = "direct";
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_option_set("nfs-mode", "direct", &err), 0);
 	assert_false(plugin_uses_device(nfs(), s));
-	ps.nfs_mode = "shared";
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_option_set("nfs-mode", "sometimes", &err), -EINVAL);
+	assert_string_equal(err_msg(&err), "nfs-mode: \"sometimes\" is not shared or direct");
+	assert_false(plugin_uses_device(nfs(), s)); /* a bad value changes nothing */
+	assert_int_equal(plugin_option_set("nfs-mode", "shared", &err), 0);
 	assert_true(plugin_uses_device(nfs(), s));
 	volume_spec_unref(s);
 }
@@ -215,7 +216,7 @@ static void test_child_deadline(void **state)
 	/* A child that never finishes is killed at its deadline. */
 	assert_int_equal(nfs_child_run(&c, sleeper, NULL, 200, &err), -ETIMEDOUT);
 	assert_true(now_ms() - t0 < 2000);
-	assert_int_equal(kill(c.pid, 0), -1); /* gone and reaped */
+	assert_int_equal(kill(c.proc.pid, 0), -1); /* gone and reaped */
 	assert_int_equal(nfs_child_stuck_count(), 0);
 
 	/* A failing child hands back its error and what it printed. */
@@ -286,7 +287,6 @@ static void target_free(struct target *t)
 
 static void test_unreachable_is_fast_and_clear(void **state)
 {
-	struct plugin_settings ps = *plugin_settings();
 	struct target t;
 	struct error_info err = { 0 };
 	char opt[32], want[128];
@@ -295,15 +295,14 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	uint64_t t0;
 	int port = closed_port();
 
-	ps.nfs_mode = "direct";
-	ps.nfs_connect_timeout_ms = 500;
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_option_set("nfs-mode", "direct", &err), 0);
+	assert_int_equal(plugin_option_set("nfs-connect-timeout", "500ms", &err), 0);
 	target_new(&t);
 	snprintf(opt, sizeof(opt), "opt:port=%d", port);
 	s = spec_of("server=127.0.0.1", "path=/export", opt, "opt:password=hunter2", NULL);
 	m = plugin_new_mounter(nfs(), s, "pod", false, NULL);
 	t0 = now_ms();
-	assert_int_equal(nfs()->set_up_at(m, &(struct mount_target){ .path = t.path,
+	assert_int_equal(plugin_set_up_at(m, &(struct mount_target){ .path = t.path,
 								      .parent_fd = t.parent_fd,
 								      .name = "mnt" },
 					  &err),
@@ -314,12 +313,11 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	assert_string_equal(err_msg(&err), want);
 	assert_false(test_is_mountpoint(t.path));
 	/* Unmounting what is not mounted is done at once. */
-	assert_int_equal(nfs()->tear_down_at("v", "pod", t.path, &err), 0);
+	assert_int_equal(plugin_tear_down_at(nfs(), "v", "pod", t.path, &err), 0);
 	plugin_free_mounter(m);
 	volume_spec_unref(s);
 	target_free(&t);
-	ps.nfs_mode = "shared";
-	plugin_settings_set(&ps);
+	assert_int_equal(plugin_options_reset(&err), 0);
 }
 
 static void test_no_nfs_in_kernel(void **state)
@@ -340,7 +338,7 @@ static void test_no_nfs_in_kernel(void **state)
 	snprintf(opt, sizeof(opt), "opt:port=%d", port);
 	s = spec_of("server=127.0.0.1", "path=/export", opt, "opt:vers=4.1", "opt:password=hunter2",
 		    "opt:ticket=abc123", "sensitiveMountOptions=ticket", NULL);
-	assert_int_equal(nfs()->mount_device(s, "/export", false,
+	assert_int_equal(plugin_mount_device(nfs(), s, NULL, false,
 					     &(struct mount_target){ .path = t.path,
 								     .parent_fd = t.parent_fd,
 								     .name = "mnt" },
@@ -351,7 +349,7 @@ static void test_no_nfs_in_kernel(void **state)
 			    "filesystem type 'nfs'): load the nfs module or install the kernel's "
 			    "NFS support");
 	assert_false(test_is_mountpoint(t.path));
-	assert_int_equal(nfs()->unmount_device(t.path, &err), 0);
+	assert_int_equal(plugin_unmount_device(nfs(), t.path, &err), 0);
 	volume_spec_unref(s);
 	target_free(&t);
 	close(lfd);
@@ -363,9 +361,9 @@ static void test_health_of_local_paths(void **state)
 	struct error_info err = { 0 };
 	char *dir = test_mkdtemp("nfs-health"), missing[600];
 
-	assert_int_equal(nfs()->check_health(s, dir, &err), 0);
+	assert_int_equal(plugin_check_health(nfs(), s, dir, &err), 0);
 	snprintf(missing, sizeof(missing), "%s/missing", dir);
-	assert_int_equal(nfs()->check_health(s, missing, &err), -ENOENT);
+	assert_int_equal(plugin_check_health(nfs(), s, missing, &err), -ENOENT);
 	test_rm_rf(dir);
 	free(dir);
 	volume_spec_unref(s);

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "plugin.h"
 #include "rbd/rbd-testlib.h"
 #include "testlib.h"
@@ -39,12 +39,13 @@ static int image_seq;
 
 static void set_methods(struct ctx *c, const char *methods, uint64_t timeout_ms)
 {
-	struct plugin_settings s = *plugin_settings();
+	struct error_info err = { 0 };
+	char timeout[32];
 
-	s.rbd_attach_methods = methods;
-	s.rbd_op_timeout_ms = timeout_ms;
-	s.rbd_run_dir = c->run_dir;
-	plugin_settings_set(&s);
+	snprintf(timeout, sizeof(timeout), "%llums", (unsigned long long)timeout_ms);
+	assert_int_equal(plugin_option_set("rbd-attach-methods", methods, &err), 0);
+	assert_int_equal(plugin_option_set("rbd-timeout", timeout, &err), 0);
+	plugin_set_state_dir(c->dir); /* records under <dir>/rbd */
 }
 
 static int setup(void **state)
@@ -52,7 +53,7 @@ static int setup(void **state)
 	struct ctx *c = calloc(1, sizeof(*c));
 
 	c->dir = test_mkdtemp("rbdp");
-	snprintf(c->run_dir, sizeof(c->run_dir), "%s/run", c->dir);
+	snprintf(c->run_dir, sizeof(c->run_dir), "%s/rbd", c->dir);
 	snprintf(c->mnt, sizeof(c->mnt), "%s/mnt", c->dir);
 	snprintf(c->keyfile, sizeof(c->keyfile), "%s/admin.key", c->dir);
 	mkdir(c->mnt, 0755);
@@ -97,7 +98,7 @@ static int mount_dev(const struct ctx *c, struct volume_spec *s, const char *dev
 {
 	int parent = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
 
-	r = rbd_plugin.mount_device(
+	r = plugin_mount_device(&rbd_plugin, 
 	    s, dev, ro, &(struct mount_target){.path = c->mnt, .parent_fd = parent, .name = "mnt"},
 	    err);
 	close(parent);
@@ -120,30 +121,30 @@ static void test_validate(void **state)
 	struct error_info err = {0};
 	struct volume_spec *s = spec_new(c, NULL);
 
-	assert_int_equal(rbd_plugin.validate(s, &err), 0);
+	assert_int_equal(plugin_validate(&rbd_plugin, s, &err), 0);
 	volume_spec_set(s, "fsType", "zfs");
-	assert_int_equal(rbd_plugin.validate(s, &err), -EINVAL);
+	assert_int_equal(plugin_validate(&rbd_plugin, s, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "fsType: \"zfs\" is not supported"));
 	volume_spec_unref(s);
 
 	s = volume_spec_new("rbd");
 	volume_spec_set(s, "image", "x");
-	assert_int_equal(rbd_plugin.validate(s, &err), -EINVAL);
+	assert_int_equal(plugin_validate(&rbd_plugin, s, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "monitors: required"));
 	volume_spec_set(s, "monitors", rt.mon);
 	volume_spec_set(s, "secretRef.name", "ceph-secret");
-	assert_int_equal(rbd_plugin.validate(s, &err), -EINVAL);
+	assert_int_equal(plugin_validate(&rbd_plugin, s, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "secretRef.name: not supported"));
 	volume_spec_unref(s);
 
 	s = volume_spec_new("rbd");
 	volume_spec_set(s, "monitors", rt.mon);
 	volume_spec_set(s, "image", "a/b");
-	assert_int_equal(rbd_plugin.validate(s, &err), -EINVAL);
+	assert_int_equal(plugin_validate(&rbd_plugin, s, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "image:"));
 	volume_spec_set(s, "image", "img");
 	{
-		char *name = rbd_plugin.get_volume_name(s);
+		char *name = plugin_get_volume_name(&rbd_plugin, s);
 		assert_string_equal(name, "rbd:rbd/img"); /* pool defaults to rbd */
 		free(name);
 	}
@@ -160,7 +161,7 @@ static void test_fallback_to_fuse(void **state)
 	const char *skipped;
 
 	set_methods(c, "krbd", 20000);
-	assert_true(rbd_plugin.attach(s, s->read_only, &att, &err) < 0);
+	assert_true(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err) < 0);
 	print_message("krbd only: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "krbd: rbd map exited with"));
 	assert_non_null(strstr(err.msg, "rbd kernel module"));
@@ -168,7 +169,7 @@ static void test_fallback_to_fuse(void **state)
 
 	set_methods(c, "krbd,nbd", 20000);
 	err_clear(&err);
-	assert_true(rbd_plugin.attach(s, s->read_only, &att, &err) < 0);
+	assert_true(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err) < 0);
 	print_message("krbd,nbd: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "krbd: "));
 	assert_non_null(strstr(err.msg, "nbd: rbd-nbd map exited with"));
@@ -177,7 +178,7 @@ static void test_fallback_to_fuse(void **state)
 
 	set_methods(c, "krbd,nbd,fuse", 20000);
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	assert_string_equal(device_attachment_get_meta(&att, "method"), "fuse");
 	assert_true(startswith(att.device_path, "/dev/loop"));
 	skipped = device_attachment_get_meta(&att, "skipped");
@@ -186,7 +187,7 @@ static void test_fallback_to_fuse(void **state)
 	assert_non_null(strstr(skipped, "nbd: "));
 	assert_non_null(device_attachment_get_meta(&att, "client"));
 	assert_int_equal(rt_watchers(c->image), 1);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	assert_true(rt_wait_no_watchers(c->image, 10000));
 	assert_nothing_left(c);
 	device_attachment_clear(&att);
@@ -202,21 +203,21 @@ static void test_attach_format_mount_detach(void **state)
 	char path[600], *back;
 	int pids[4];
 
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 4), 1);
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
 	assert_true(test_is_mountpoint(c->mnt));
 	snprintf(path, sizeof(path), "%s/hello", c->mnt);
 	assert_int_equal(test_write_file(path, "written through rbd-fuse\n"), 0);
-	assert_int_equal(rbd_plugin.check_health(s, c->mnt, &err), 0);
-	assert_int_equal(rbd_plugin.unmount_device(c->mnt, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_check_health(&rbd_plugin, s, c->mnt, &err), 0);
+	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 10000));
 	assert_nothing_left(c);
 
 	/* Again: the filesystem is found (not formatted twice) and the file is there. */
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
 	back = test_read_file(path);
 	assert_non_null(back);
@@ -224,10 +225,10 @@ static void test_attach_format_mount_detach(void **state)
 	free(back);
 	/* mount_device is idempotent. */
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
-	assert_int_equal(rbd_plugin.unmount_device(c->mnt, &err), 0);
-	assert_int_equal(rbd_plugin.unmount_device(c->mnt, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0); /* idempotent */
+	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0); /* idempotent */
 	device_attachment_clear(&att);
 	assert_nothing_left(c);
 	volume_spec_unref(s);
@@ -242,7 +243,7 @@ static void test_second_writer_refused(void **state)
 	rbd_image_t other = rt_hold(c->image);
 
 	assert_non_null(other);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), -EBUSY);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), -EBUSY);
 	print_message("%s\n", err.msg);
 	assert_non_null(strstr(err.msg, "is in use by client."));
 	assert_non_null(strstr(err.msg, c->image));
@@ -252,21 +253,21 @@ static void test_second_writer_refused(void **state)
 	ro = spec_new(c, NULL);
 	ro->read_only = true;
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(ro, ro->read_only, &att, &err), 0);
-	assert_int_equal(rbd_plugin.detach(ro, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, ro, ro->read_only, &att, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, ro, &att, &err), 0);
 	device_attachment_clear(&att);
 	volume_spec_unref(ro);
 	/* So may a read-write source that every pod mounts read-only (the core says so). */
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, true, &att, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, true, &att, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 
 	/* Once the other client is gone, the read-write attach goes through. */
 	rbd_close(other);
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_nothing_left(c);
 	volume_spec_unref(s);
@@ -282,14 +283,14 @@ static void test_user_errors(void **state)
 	set_methods(c, "krbd,nbd,fuse", 3000);
 	s = spec_new(c, NULL);
 	volume_spec_set(s, "pool", "nosuchpool");
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), -ENOENT);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), -ENOENT);
 	print_message("bad pool: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "pool \"nosuchpool\" does not exist"));
 	volume_spec_unref(s);
 
 	s = spec_new(c, "nosuchimage");
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), -ENOENT);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), -ENOENT);
 	print_message("bad image: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "image \"nosuchimage\" does not exist in pool"));
 	volume_spec_unref(s);
@@ -298,7 +299,7 @@ static void test_user_errors(void **state)
 	s = spec_new(c, NULL);
 	volume_spec_set_secret(s, "userKey", "AQDMqQJpAAAAABAAp8fWrKGJbfnUvvJmP0eG2w==");
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), -EACCES);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), -EACCES);
 	print_message("bad key: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "authentication as client.admin"));
 	assert_null(strstr(err.msg, "AQDMqQJp"));
@@ -308,7 +309,7 @@ static void test_user_errors(void **state)
 	s = spec_new(c, NULL);
 	volume_spec_set(s, "secretFile", "/nonexistent/key");
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), -ENOENT);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), -ENOENT);
 	print_message("missing key file: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "secretFile /nonexistent/key: No such file"));
 	volume_spec_unref(s);
@@ -317,7 +318,7 @@ static void test_user_errors(void **state)
 	s = spec_new(c, NULL);
 	volume_spec_set(s, "monitors", "127.0.0.1:9");
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), -ETIMEDOUT);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), -ETIMEDOUT);
 	print_message("unreachable: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "cluster unreachable"));
 	volume_spec_unref(s);
@@ -340,7 +341,7 @@ static void test_key_from_secrets(void **state)
 	volume_spec_set(s, "image", c->image);
 	volume_spec_set_secret(s, "userKey", rt.key);
 	volume_spec_set_secret(s, "userID", "admin");
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	/* No key file is left, and rbd-fuse's command line holds no key. */
 	{
 		DIR *d = opendir(c->run_dir);
@@ -363,7 +364,7 @@ static void test_key_from_secrets(void **state)
 	}
 	for (size_t i = 0; i < att.n_meta; i++)
 		assert_null(strstr(att.meta[i].value, rt.key));
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_nothing_left(c);
 	volume_spec_unref(s);
@@ -380,7 +381,7 @@ static void test_dead_fuse(void **state)
 	char path[600], *back;
 	int pids[2], fd;
 
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
 	snprintf(path, sizeof(path), "%s/data", c->mnt);
 	assert_int_equal(test_write_file(path, "synced before the crash\n"), 0);
@@ -391,23 +392,23 @@ static void test_dead_fuse(void **state)
 	assert_int_equal(kill(pids[0], SIGKILL), 0);
 	usleep(200 * 1000);
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.check_health(s, c->mnt, &err), -ENOTCONN);
+	assert_int_equal(plugin_check_health(&rbd_plugin, s, c->mnt, &err), -ENOTCONN);
 	print_message("health: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "rbd-fuse"));
-	assert_int_equal(rbd_plugin.unmount_device(c->mnt, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_nothing_left(c);
 
 	err_clear(&err);
-	assert_int_equal(rbd_plugin.attach(s, s->read_only, &att, &err), 0);
+	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
 	back = test_read_file(path);
 	assert_non_null(back);
 	assert_string_equal(back, "synced before the crash\n");
 	free(back);
-	assert_int_equal(rbd_plugin.unmount_device(c->mnt, &err), 0);
-	assert_int_equal(rbd_plugin.detach(s, &att, &err), 0);
+	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 40000));
 	assert_nothing_left(c);

@@ -10,8 +10,20 @@
 #include "config.h"
 #include "log.h"
 #include "macro.h"
+#include "plugin-option.h"
+#include "plugin.h"
 
-enum option_type { OPT_PATH, OPT_STRING, OPT_UINT, OPT_COUNT, OPT_DURATION, OPT_LOG_LEVEL, OPT_BOOL };
+enum option_type {
+	OPT_PATH,
+	OPT_STRING,
+	OPT_UINT,
+	OPT_COUNT,
+	OPT_DURATION,
+	OPT_LOG_LEVEL,
+	OPT_BOOL,
+	OPT_PLUGINS,	/* not an option: where the plugins' options are listed */
+	OPT_PLUGIN,	/* a plugin's option, set through its table entry */
+};
 
 struct option_def {
 	const char *name;	/* the flag without "--", and the config file key */
@@ -19,6 +31,12 @@ struct option_def {
 	size_t offset;
 	const char *def;
 	const char *help;
+};
+
+/* An option as parsing sees it: one of the agent's, or a plugin's. */
+struct option_entry {
+	struct option_def def;
+	const struct plugin_option *plugin;	/* OPT_PLUGIN */
 };
 
 #define OFF(field) offsetof(struct agent_config, field)
@@ -40,18 +58,8 @@ static const struct option_def options[] = {
 	  "keep <state-dir>/devices.json current from udev events and log device renames" },
 	{ "health-interval", OPT_DURATION, OFF(health_interval_ms), "10s",
 	  "check mounted network and attached volumes this often, and heal broken ones" },
-	{ "nfs-mode", OPT_STRING, OFF(nfs_mode), "shared",
-	  "shared: one NFS mount per export on the node, bound into pods; direct: one per pod" },
-	{ "nfs-timeout", OPT_DURATION, OFF(nfs_timeout_ms), "30s",
-	  "an NFS mount, unmount or statfs is given up after this" },
-	{ "nfs-connect-timeout", OPT_DURATION, OFF(nfs_connect_timeout_ms), "2s",
-	  "the TCP reachability check of the NFS server before mounting" },
-	{ "nfs-unmount-escalate", OPT_DURATION, OFF(nfs_unmount_escalate_ms), "10s",
-	  "a stuck NFS unmount is retried with MNT_FORCE, then MNT_DETACH, after this" },
-	{ "rbd-attach-methods", OPT_STRING, OFF(rbd_attach_methods), "krbd,nbd,fuse",
-	  "how rbd images are attached, tried in this order (krbd, nbd, fuse)" },
-	{ "rbd-timeout", OPT_DURATION, OFF(rbd_timeout_ms), "30s",
-	  "librados/librbd calls and attach helpers give up after this" },
+	/* Here --help lists the plugins' own options (plugin-option.h), in registry order. */
+	{ NULL, OPT_PLUGINS, 0, NULL, NULL },
 	{ "csi", OPT_BOOL, OFF(csi), "false",
 	  "serve the CSI Identity and Node services (on by itself when CSI_ENDPOINT is set)" },
 	{ "csi-endpoint", OPT_STRING, OFF(csi_endpoint), "",
@@ -85,38 +93,47 @@ static const struct option_def options[] = {
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)
 {
-	char *end;
-	unsigned long long v;
-	uint64_t mult;
+	return plugin_option_parse_duration(s, ret_ms);
+}
 
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	if (streq(end, "ms"))
-		mult = 1;
-	else if (streq(end, "s"))
-		mult = 1000;
-	else if (streq(end, "m"))
-		mult = 60 * 1000;
-	else if (streq(end, "h"))
-		mult = 3600 * 1000;
-	else
-		return -EINVAL;
-	if (v > UINT64_MAX / mult)
-		return -EINVAL;
-	*ret_ms = v * mult;
+/* The agent's options and every plugin's, in --help order: built once per parse. */
+static struct option_entry *all_options;
+static size_t n_all_options;
+
+static int collect_options(void)
+{
+	const struct volume_plugin *p;
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; (p = plugin_registry_get(i)); i++)
+		for (const struct plugin_option *o = p->options; o && o->name; o++)
+			n++;
+	free(all_options);
+	all_options = calloc(ARRAY_SIZE(options) + n, sizeof(*all_options));
+	if (!all_options)
+		return -ENOMEM;
+	for (size_t j = 0; j < ARRAY_SIZE(options); j++) {
+		if (options[j].type != OPT_PLUGINS) {
+			all_options[k++].def = options[j];
+			continue;
+		}
+		for (size_t i = 0; (p = plugin_registry_get(i)); i++)
+			for (const struct plugin_option *o = p->options; o && o->name; o++)
+				all_options[k++] = (struct option_entry){
+					{ o->name, OPT_PLUGIN, 0, o->def, o->help }, o
+				};
+	}
+	n_all_options = k;
 	return 0;
 }
 
 /* Stores value for option o; where names the source for messages ("--workers", "key workers
  * in /etc/..."). */
-static int set_option(struct agent_config *cfg, const struct option_def *o, const char *value,
+static int set_option(struct agent_config *cfg, const struct option_entry *e, const char *value,
 		      const char *where, struct error_info *err)
 {
-	void *field = (char *)cfg + o->offset;
+	const struct option_def *o = &e->def;
+	void *field = (char *)cfg + o->offset; /* not used for OPT_PLUGIN */
 	char *end;
 	unsigned long u;
 
@@ -166,15 +183,34 @@ static int set_option(struct agent_config *cfg, const struct option_def *o, cons
 				       "%s: \"%s\" is not a duration such as 500ms, 30s, 2m or 1h",
 				       where, value);
 		return 0;
+	case OPT_PLUGIN: {
+		uint64_t ms = 0;
+		int r;
+
+		if (e->plugin->type == PLUGIN_OPTION_DURATION &&
+		    (config_parse_duration(value, &ms) < 0 || ms == 0))
+			return err_set(err, -EINVAL,
+				       "%s: \"%s\" is not a duration such as 500ms, 30s, 2m or 1h",
+				       where, value);
+		r = e->plugin->set(value, ms, err);
+		if (r < 0) {
+			if (!err || !err->code)
+				err_set(err, r, "%s", strerror(-r));
+			err_prefix(err, "%s", where);
+		}
+		return r;
+	}
+	case OPT_PLUGINS:
+		break;
 	}
 	return -EINVAL;
 }
 
-static const struct option_def *find_option(const char *name)
+static const struct option_entry *find_option(const char *name)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
-		if (streq(options[i].name, name))
-			return &options[i];
+	for (size_t i = 0; i < n_all_options; i++)
+		if (streq(all_options[i].def.name, name))
+			return &all_options[i];
 	return NULL;
 }
 
@@ -196,7 +232,8 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 	if (!json_is_object(root))
 		return err_set(err, -EINVAL, "config file %s: must be a JSON object", path);
 	json_object_foreach(root, key, v) {
-		const struct option_def *o = find_option(key);
+		const struct option_entry *e = find_option(key);
+		const struct option_def *o = e ? &e->def : NULL;
 		char where[512], buf[32];
 		const char *value;
 
@@ -216,7 +253,7 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 				       : o->type == OPT_BOOL ? "boolean"
 							     : "string");
 		}
-		r = set_option(cfg, o, value, where, err);
+		r = set_option(cfg, e, value, where, err);
 		if (r < 0)
 			return r;
 	}
@@ -230,18 +267,24 @@ void config_usage(FILE *f)
 		   "  --config FILE          JSON file whose keys are these options without \"--\"\n"
 		   "                         (default %s, if it exists)\n",
 		CONFIG_DEFAULT_PATH);
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+	if (collect_options() < 0)
+		return;
+	for (size_t i = 0; i < n_all_options; i++) {
+		const struct option_def *o = &all_options[i].def;
 		char flag[64];
-		snprintf(flag, sizeof(flag), "%s%s", options[i].name,
-			 options[i].type == OPT_BOOL ? "[=BOOL]" : " VALUE");
-		fprintf(f, "  --%-26s %s (default: %s)\n", flag, options[i].help,
-			options[i].def[0] ? options[i].def : "empty");
+		snprintf(flag, sizeof(flag), "%s%s", o->name,
+			 o->type == OPT_BOOL ? "[=BOOL]" : " VALUE");
+		fprintf(f, "  --%-26s %s (default: %s)\n", flag, o->help,
+			o->def[0] ? o->def : "empty");
 	}
 	fprintf(f, "  --help                 show this help\n");
 }
 
 void config_done(struct agent_config *cfg)
 {
+	free(all_options);
+	all_options = NULL;
+	n_all_options = 0;
 	free(cfg->config_path);
 	for (size_t i = 0; i < ARRAY_SIZE(options); i++)
 		if (options[i].type == OPT_PATH || options[i].type == OPT_STRING ||
@@ -271,42 +314,29 @@ static bool longopts_has_arg(const struct option *longopts, const char *name)
 	return false;
 }
 
-/* Checks of values that are more than a type: the choices of the plugin options. */
-static int check_choices(const struct agent_config *cfg, struct error_info *err)
-{
-	_cleanup_free_ char *methods = strdup(cfg->rbd_attach_methods);
-	char *save = NULL;
-
-	if (!streq(cfg->nfs_mode, "shared") && !streq(cfg->nfs_mode, "direct"))
-		return err_set(err, -EINVAL, "nfs-mode: \"%s\" is not shared or direct",
-			       cfg->nfs_mode);
-	if (!methods)
-		return -ENOMEM;
-	for (char *m = strtok_r(methods, ",", &save); m; m = strtok_r(NULL, ",", &save))
-		if (!streq(m, "krbd") && !streq(m, "nbd") && !streq(m, "fuse"))
-			return err_set(err, -EINVAL,
-				       "rbd-attach-methods: \"%s\" is not krbd, nbd or fuse", m);
-	if (!cfg->rbd_attach_methods[0])
-		return err_set(err, -EINVAL, "rbd-attach-methods: must name at least one method");
-	return 0;
-}
-
 int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err)
 {
-	struct option longopts[ARRAY_SIZE(options) + 3];
+	_cleanup_free_ struct option *longopts = NULL;
 	const char *config_path = NULL;
 	size_t n = 0;
 	int r, c, idx;
 
 	memset(cfg, 0, sizeof(*cfg));
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-		r = set_option(cfg, &options[i], options[i].def, "default", err);
+	r = collect_options();
+	if (r < 0)
+		return r;
+	longopts = calloc(n_all_options + 3, sizeof(*longopts));
+	if (!longopts)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_all_options; i++) {
+		const struct option_def *o = &all_options[i].def;
+		r = set_option(cfg, &all_options[i], o->def, "default", err);
 		if (r < 0)
 			return r;
 		/* "--csi" alone means true; "--csi=false" turns it off. */
-		longopts[n++] = (struct option){ options[i].name,
-						 options[i].type == OPT_BOOL ? optional_argument
-									     : required_argument,
+		longopts[n++] = (struct option){ o->name,
+						 o->type == OPT_BOOL ? optional_argument
+								     : required_argument,
 						 NULL, 0 };
 	}
 	longopts[n++] = (struct option){ "config", required_argument, NULL, 0 };
@@ -360,16 +390,18 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+h", longopts, &idx)) != -1) {
 		char where[64];
+		const struct option_entry *e;
 		const struct option_def *o;
 
 		if (c != 0 || streq(longopts[idx].name, "config"))
 			continue;
-		o = find_option(longopts[idx].name);
+		e = find_option(longopts[idx].name);
+		o = &e->def;
 		snprintf(where, sizeof(where), "--%s", o->name);
-		r = set_option(cfg, o,
+		r = set_option(cfg, e,
 			       o->type == OPT_BOOL ? bool_value(argc, argv) : optarg, where, err);
 		if (r < 0)
 			return r;
 	}
-	return check_choices(cfg, err);
+	return 0;
 }

@@ -1,7 +1,10 @@
 /* config.h - the agent's settings: defaults, then the config file (JSON, keys named like the
  * flags without the leading dashes), then the command-line flags, each overriding the last.
  *
- * One table describes every option, so flags, file keys, defaults and --help never disagree. */
+ * One table describes every option of the agent, and each plugin has its own table of its
+ * options (plugin-option.h), which are read the same way and set in the plugin itself: the
+ * agent's configuration holds no plugin's field.  So flags, file keys, defaults and --help
+ * never disagree. */
 #pragma once
 
 #include <stdbool.h>
@@ -23,12 +26,6 @@ struct agent_config {
 	uint64_t resync_ms;
 	bool device_inventory;
 	uint64_t health_interval_ms;
-	char *nfs_mode;
-	uint64_t nfs_timeout_ms;
-	uint64_t nfs_connect_timeout_ms;
-	uint64_t nfs_unmount_escalate_ms;
-	char *rbd_attach_methods;
-	uint64_t rbd_timeout_ms;
 	/* CSI */
 	bool csi;
 	char *csi_endpoint;
@@ -47,8 +44,9 @@ struct agent_config {
 	char *metrics_address;
 };
 
-/* Parses `volagent run` arguments (argv[0] is "run").  Returns 0, 1 when --help was given
- * (usage printed), or -EINVAL with err naming the flag or file key and the reason. */
+/* Parses `volagent run` arguments (argv[0] is "run") into cfg and the plugins' options (set
+ * to their defaults first).  Returns 0, 1 when --help was given (usage printed), or -EINVAL
+ * with err naming the flag or file key and the reason. */
 int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err);
 void config_done(struct agent_config *cfg);
 void config_usage(FILE *f);

@@ -90,8 +90,7 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 	if (asw_get_device(a, volume))
 		return err_set(err, -EBADMSG, "devices[%zu]: volume %s is listed twice", i, volume);
 	p = plugin_find_by_name(plugin);
-	if (p && p->construct_spec)
-		(void)p->construct_spec(volume, mount_path, &spec, &ignored);
+	(void)plugin_construct_spec(p, volume, mount_path, &spec, &ignored);
 	d = asw_add_device(a, volume, plugin, spec, mount_path);
 	volume_spec_unref(spec);
 	if (!d)

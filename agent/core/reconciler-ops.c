@@ -294,7 +294,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 				 op->volume_name, "device",
 				 d->att.device_path, "target", op->target, "read_only",
 				 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
-		} else if (!d->mounted && (!op->plugin->attach || !d->attached)) {
+		} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
 			asw_remove_device(r->asw, op->volume_name);
 		}
 		journal_mark_dirty(r->journal);

@@ -143,7 +143,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		_cleanup_free_ char *key = key_for("health", d->mount_path);
 		struct volume_op *op;
 
-		if (!p || !p->check_health || !d->spec || !d->mounted || d->broken || !key ||
+		if (!plugin_has_check_health(p) || !d->spec || !d->mounted || d->broken || !key ||
 		    !rec_device_op_allowed(r, d->volume_name))
 			continue;
 		op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
@@ -160,7 +160,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		_cleanup_free_ char *key = key_for("health", pm->target);
 		struct volume_op *op;
 
-		if (!pv || pv->volume->uses_device || !pv->volume->plugin->check_health ||
+		if (!pv || pv->volume->uses_device || !plugin_has_check_health(pv->volume->plugin) ||
 		    !pod_mount_is_wanted(r, pm, pv) || !key ||
 		    !rec_pod_op_allowed(r, pm->target, pm->volume_name))
 			continue;

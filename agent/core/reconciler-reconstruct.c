@@ -39,8 +39,7 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 		if (!plugin || !name || asw_get_device(r->asw, name))
 			continue;
 		p = plugin_find_by_name(plugin);
-		if (p && p->construct_spec)
-			(void)p->construct_spec(name, mi->target, &spec, &ignored);
+		(void)plugin_construct_spec(p, name, mi->target, &spec, &ignored);
 		d = asw_add_device(r->asw, name, plugin, spec, mi->target);
 		volume_spec_unref(spec);
 		if (!d)

@@ -11,32 +11,11 @@
 
 #include "backoff.h"
 #include "macro.h"
-#include "metrics.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "volume-ops.h"
 
 #define DIR_MODE 0750
-
-static double seconds_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Runs one plugin call and counts it (volagent_operations_*{plugin,operation}). */
-#define METERED(plugin, operation, call)                                                           \
-	({                                                                                         \
-		const char *_p = (plugin) ? (plugin)->name : "unknown";                            \
-		double _t = seconds_now();                                                         \
-		int _r;                                                                            \
-		metrics_op_started(_p, operation);                                                 \
-		_r = (call);                                                                       \
-		metrics_op_finished(_p, operation, _r >= 0, seconds_now() - _t);                   \
-		_r;                                                                                \
-	})
 
 static const char *const kind_names[] = {
 	[VOLUME_OP_SET_UP] = "set_up",
@@ -142,11 +121,11 @@ static int run_set_up(struct volume_op *op)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = METERED(op->plugin, "set_up",
-		    op->plugin->set_up_at(m, &(struct mount_target){ .path = op->target,
-								      .parent_fd = t.parent_fd,
-								      .name = t.name },
-					  &op->err));
+	r = plugin_set_up_at(m,
+			     &(struct mount_target){ .path = op->target,
+						     .parent_fd = t.parent_fd,
+						     .name = t.name },
+			     &op->err);
 	if (r == 0)
 		r = record_mount_id(op);
 out:
@@ -161,12 +140,7 @@ static int run_tear_down(struct volume_op *op)
 {
 	int r;
 
-	if (op->plugin)
-		r = METERED(op->plugin, "tear_down",
-			    op->plugin->tear_down_at(op->volume_name, op->pod_uid, op->target,
-						     &op->err));
-	else
-		r = METERED(op->plugin, "tear_down", mnt_util_umount(op->target, 0, &op->err));
+	r = plugin_tear_down_at(op->plugin, op->volume_name, op->pod_uid, op->target, &op->err);
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0; /* not mounted (any more) */
 	if (r < 0)
@@ -188,7 +162,7 @@ static int run_verify(struct volume_op *op)
 
 	if (!m)
 		return -ENOMEM;
-	r = METERED(op->plugin, "check_set_up", op->plugin->check_set_up(m, op->target, &op->err));
+	r = plugin_check_set_up(m, op->target, &op->err);
 	plugin_free_mounter(m);
 	if (r < 0)
 		return r;
@@ -204,35 +178,21 @@ static int run_mount_device(struct volume_op *op)
 	bool attached_now = false, created = false;
 	int r;
 
-	if (op->plugin->attach && !op->att.device_path) {
-		r = METERED(op->plugin, "attach",
-			    op->plugin->attach(op->spec, op->read_only, &op->att, &op->err));
+	/* A plugin without attach gets no device: it knows its source from the spec. */
+	if (plugin_has_attach(op->plugin) && !op->att.device_path) {
+		r = plugin_attach(op->plugin, op->spec, op->read_only, &op->att, &op->err);
 		if (r < 0)
 			goto out;
 		attached_now = true;
-	} else if (!op->att.device_path) {
-		const char *path = volume_spec_get(op->spec, "path");
-		if (!path) {
-			r = err_set(&op->err, -EINVAL,
-				    "%s volume has no device path and its plugin no attach op",
-				    op->plugin->name);
-			goto out;
-		}
-		op->att.device_path = strdup(path);
-		if (!op->att.device_path) {
-			r = -ENOMEM;
-			goto out;
-		}
 	}
 	r = open_target(op, true, &t, &created, &op->err);
 	if (r < 0)
 		goto out_detach;
-	r = METERED(op->plugin, "mount_device",
-		    op->plugin->mount_device(op->spec, op->att.device_path, op->read_only,
-					     &(struct mount_target){ .path = op->target,
-								     .parent_fd = t.parent_fd,
-								     .name = t.name },
-					     &op->err));
+	r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
+				&(struct mount_target){ .path = op->target,
+							.parent_fd = t.parent_fd,
+							.name = t.name },
+				&op->err);
 	if (r == 0)
 		r = record_mount_id(op);
 	if (r == 0)
@@ -243,10 +203,9 @@ out_detach:
 	/* No half-attached device is left behind by a failed stage; and an attachment made
 	 * before a restart that no longer mounts (its helper died with the node's state) is
 	 * released, so the next attempt attaches afresh instead of failing on it forever. */
-	if (op->plugin->attach && op->plugin->detach && op->att.device_path) {
+	if (plugin_has_detach(op->plugin) && op->att.device_path) {
 		struct error_info ignored = { 0 };
-		if (METERED(op->plugin, "detach", op->plugin->detach(op->spec, &op->att, &ignored)) ==
-		    0) {
+		if (plugin_detach(op->plugin, op->spec, &op->att, &ignored) == 0) {
 			device_attachment_clear(&op->att);
 			op->detached = !attached_now;
 		}
@@ -260,11 +219,7 @@ static int run_unmount_device(struct volume_op *op)
 {
 	int r;
 
-	if (op->plugin && op->plugin->unmount_device)
-		r = METERED(op->plugin, "unmount_device",
-			    op->plugin->unmount_device(op->target, &op->err));
-	else
-		r = METERED(op->plugin, "unmount_device", mnt_util_umount(op->target, 0, &op->err));
+	r = plugin_unmount_device(op->plugin, op->target, &op->err);
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0;
 	if (r < 0)
@@ -273,8 +228,8 @@ static int run_unmount_device(struct volume_op *op)
 		return err_set(&op->err, -EBUSY, "%s is still mounted after unmounting",
 			       op->target);
 	remove_target_dir(op);
-	if (op->plugin && op->plugin->detach && op->att.device_path) {
-		r = METERED(op->plugin, "detach", op->plugin->detach(op->spec, &op->att, &op->err));
+	if (plugin_has_detach(op->plugin) && op->att.device_path) {
+		r = plugin_detach(op->plugin, op->spec, &op->att, &op->err);
 		if (r < 0)
 			return r;
 	}
@@ -285,8 +240,7 @@ static int run_unmount_device(struct volume_op *op)
  * not run, and op->broken says whether the mount needs healing. */
 static int run_check_health(struct volume_op *op)
 {
-	int r = METERED(op->plugin, "check_health",
-			op->plugin->check_health(op->spec, op->target, &op->err));
+	int r = plugin_check_health(op->plugin, op->spec, op->target, &op->err);
 
 	op->broken = r == -ENOTCONN || r == -ESTALE || r == -EIO || r == -ETIMEDOUT;
 	return op->broken ? 0 : r;

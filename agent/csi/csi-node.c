@@ -337,38 +337,15 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	return 0;
 }
 
-/* The size of the block device dev in bytes. */
-static int device_size(const char *dev, unsigned long long *ret)
-{
-	_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	return ioctl(fd, BLKGETSIZE64, ret) < 0 ? -errno : 0;
-}
-
-/* The first line of a tool's output that says something: not its version banner. */
-static const char *first_message_line(char *out)
-{
-	for (char *l = out, *next; l && *l; l = next) {
-		next = strchr(l, '\n');
-		if (next)
-			*next++ = '\0';
-		if ((startswith(l, "resize2fs 1.") || startswith(l, "xfs_growfs version")) || !*l)
-			continue;
-		return l;
-	}
-	return "no output";
-}
-
 static int node_expand(void *userdata, const struct csi_expand_request *in, struct csi_reply *reply)
 {
 	struct csi_node_config *cfg = userdata;
 	struct volume_request *req = new_request(VOLUME_REQUEST_INFO, in->volume_id, in->volume_path);
 	struct volume_request_result info = { 0 };
-	struct fs_probe_result fs;
-	unsigned long long size = 0;
-	char out[1024];
+	const struct volume_plugin *p;
+	struct error_info err = { 0 };
+	unsigned long long capacity = 0;
+	enum csi_code code;
 	int r;
 
 	if (!req)
@@ -381,53 +358,36 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 			  in->volume_id);
 		return -ENOENT;
 	}
-	if (!info.device_mounted || !streq(info.plugin, "local")) {
+	/* The plugin grows it (its expand op); the CSI call knows the device and the path. */
+	p = plugin_find_by_name(info.plugin);
+	if (!info.device_mounted || !plugin_has_expand(p)) {
 		set_reply(reply, CSI_FAILED_PRECONDITION,
-			  "volume %s is not a local block volume; only those can be expanded here",
-			  in->volume_id);
+			  "volume %s is not a staged block volume of a plugin that can grow it "
+			  "here (%s)",
+			  in->volume_id, info.plugin);
 		return -EOPNOTSUPP;
 	}
-	r = device_size(info.device_path, &size);
-	if (r < 0)
-		return r;
-	if (in->required_bytes > 0 && (unsigned long long)in->required_bytes > size) {
-		set_reply(reply, CSI_OUT_OF_RANGE,
-			  "the device %s has %llu bytes, less than the %lld required; grow it first",
-			  info.device_path, size, in->required_bytes);
-		return -ERANGE;
-	}
-	r = fs_probe(in->volume_path, cfg->stats_timeout_ms, &fs);
-	if (r == 0 && fs.error < 0)
-		r = fs.error;
+	r = plugin_expand(p, NULL, info.device_path[0] ? info.device_path : NULL, in->volume_path,
+			  in->required_bytes > 0 ? (unsigned long long)in->required_bytes : 0,
+			  &capacity, &err);
 	if (r < 0) {
-		set_reply(reply, CSI_FAILED_PRECONDITION, "%s: %s", in->volume_path, strerror(-r));
+		switch (r) {
+		case -ERANGE:
+			code = CSI_OUT_OF_RANGE;
+			break;
+		case -EIO:
+		case -ENOMEM:
+		case -ETIMEDOUT:
+			code = CSI_INTERNAL;
+			break;
+		default: /* not ext4/xfs, no CAP_SYS_RESOURCE, the mount is gone or broken */
+			code = CSI_FAILED_PRECONDITION;
+			break;
+		}
+		set_reply(reply, code, "%s", err_msg(&err));
 		return r;
 	}
-	/* Online growth: resize2fs takes the device, xfs_growfs the mount point. */
-	if (fs.fs_type == EXT4_SUPER_MAGIC)
-		r = exec_capture((const char *const[]){ "resize2fs", info.device_path, NULL }, out,
-				 sizeof(out));
-	else if (fs.fs_type == XFS_SUPER_MAGIC)
-		r = exec_capture((const char *const[]){ "xfs_growfs", in->volume_path, NULL }, out,
-				 sizeof(out));
-	else {
-		set_reply(reply, CSI_FAILED_PRECONDITION,
-			  "%s: only ext4 and xfs can be grown online", in->volume_path);
-		return -EOPNOTSUPP;
-	}
-	if (r != 0) {
-		const char *why = r < 0 ? strerror(-r) : first_message_line(out);
-		if (strstr(why, "Permission denied") && fs.fs_type == EXT4_SUPER_MAGIC) {
-			set_reply(reply, CSI_FAILED_PRECONDITION,
-				  "ext4 online resize needs CAP_SYS_RESOURCE, which this agent lacks "
-				  "(%s)",
-				  why);
-			return -EPERM;
-		}
-		set_reply(reply, CSI_INTERNAL, "growing the filesystem failed: %s", why);
-		return r < 0 ? r : -EIO;
-	}
-	reply->capacity_bytes = (long long)size;
+	reply->capacity_bytes = (long long)capacity;
 	return 0;
 }
 

@@ -2,9 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "process.h"
 #include "rbd-util.h"
 
 extern char **environ;
@@ -44,84 +43,19 @@ static char **helper_env(void)
 	return env;
 }
 
-/* Collects child's exit: 0..255, or 128+signal. */
-static int exit_code(int status)
-{
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status) == 127 ? -ENOENT : WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
-}
-
 int rbd_exec(const char *const argv[], uint64_t timeout_ms, char *out, size_t outlen)
 {
 	_cleanup_free_ char **env = helper_env();
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	uint64_t deadline = mono_ms() + timeout_ms;
-	int pipefd[2], status = 0, r;
-	size_t len = 0;
-	bool exited = false;
-	pid_t pid;
 
 	if (!env)
 		return -ENOMEM;
-	if (out && outlen)
-		out[0] = '\0';
-	if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -errno;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-	posix_spawnattr_init(&attr);
-	/* Its own process group: a timeout kills whatever it started too. */
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-	posix_spawnattr_setpgroup(&attr, 0);
-	r = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	close(pipefd[1]);
-	if (r != 0) {
-		close(pipefd[0]);
-		return -r;
-	}
-	for (;;) {
-		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
-		char buf[512];
-		ssize_t n;
-		uint64_t now = mono_ms();
-
-		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
-			exited = true;
-		n = read(pipefd[0], buf, sizeof(buf));
-		if (n > 0) {
-			if (out && len + 1 < outlen) {
-				size_t take =
-				    (size_t)n < outlen - 1 - len ? (size_t)n : outlen - 1 - len;
-				memcpy(out + len, buf, take);
-				len += take;
-				out[len] = '\0';
-			}
-			continue;
-		}
-		/* EOF, or nothing more from an exited helper whose daemon keeps the pipe. */
-		if (n == 0 || exited)
-			break;
-		if (now >= deadline) {
-			kill(-pid, SIGKILL);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			close(pipefd[0]);
-			return -ETIMEDOUT;
-		}
-		(void)poll(&pfd, 1, (int)(deadline - now < 50 ? deadline - now : 50));
-	}
-	close(pipefd[0]);
-	if (!exited)
-		while (waitpid(pid, &status, 0) < 0)
-			if (errno != EINTR)
-				return -errno;
-	return exit_code(status);
+	/* Its own process group: a timeout stops whatever it started too; a daemon it leaves
+	 * behind (rbd-nbd) keeps the pipe, and the run ends when the helper itself exits. */
+	return process_run(argv,
+			   &(struct process_options){ .timeout_ms = timeout_ms,
+						      .output_max = outlen ? outlen - 1 : 0,
+						      .envp = env },
+			   out, outlen);
 }
 
 /* The full path of a program found in PATH, for execve after fork. */
@@ -304,35 +238,25 @@ static int probe_now(enum rbd_probe what, const char *path)
 	return -EINVAL;
 }
 
+struct probe_job {
+	enum rbd_probe what;
+	const char *path;
+};
+
+static int probe_job_run(void *arg, void *result, struct error_info *err)
+{
+	const struct probe_job *job = arg;
+
+	return probe_now(job->what, job->path);
+}
+
 int rbd_probe_path(enum rbd_probe what, const char *path, uint64_t timeout_ms)
 {
-	uint64_t deadline = mono_ms() + timeout_ms;
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid == 0)
-		_exit(-probe_now(what, path) & 0xff);
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR)
-			return -errno;
-		if (mono_ms() >= deadline) {
-			kill(pid, SIGKILL);
-			/* A killed FUSE wait ends at once; do not wait forever for anything else.
-			 */
-			for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) != pid; i++)
-				usleep(10 * 1000);
-			return -ETIMEDOUT;
-		}
-		usleep(5 * 1000);
-	}
-	if (!WIFEXITED(status))
-		return -EIO;
-	return -WEXITSTATUS(status);
+	/* A killed FUSE wait ends at once: SIGKILL without a SIGTERM first. */
+	return process_run_fn(probe_job_run, &(struct probe_job){ what, path }, NULL, 0,
+			      &(struct process_options){ .timeout_ms = timeout_ms,
+							 .kill_at_once = true },
+			      NULL, NULL, 0);
 }
 
 int rbd_key_file_write(const char *dir, const char *value, char **ret_path)

@@ -28,11 +28,12 @@
 #include <unistd.h>
 
 #include "blkdev.h"
+#include "device-fs.h"
 #include "log.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
-#include "plugin-settings.h"
+#include "plugin-option.h"
 #include "bind-util.h"
 #include "plugin.h"
 #include "rbd-attach.h"
@@ -43,6 +44,7 @@
 #define DEFAULT_USER "admin"
 #define DEFAULT_KEYRING "/etc/ceph/keyring"
 #define DEFAULT_FSTYPE "ext4"
+#define DEFAULT_STATE_DIR "/var/lib/volagent/state" /* until the agent says (tests) */
 /* How long a dead client of ours is remembered: its watcher lingers ~30 s unless fenced. */
 #define RELEASED_MAX_AGE_S 600
 #define BLOCKLIST_EXPIRE_S 3600
@@ -133,11 +135,6 @@ static char *rbd_get_volume_name(const struct volume_spec *spec)
 	return strdup_printf("rbd:%s/%s", pool_of(spec), volume_spec_get(spec, "image"));
 }
 
-static bool rbd_uses_device(const struct volume_spec *spec)
-{
-	return true;
-}
-
 static void params_done(struct rbd_params *p)
 {
 	free(p->name);
@@ -147,10 +144,20 @@ static void params_done(struct rbd_params *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* The plugin's options (its table is at the end of this file): set before the agent starts,
+ * read-only afterwards. */
+static struct {
+	char attach_methods[64];	/* tried in order: "krbd,nbd,fuse" */
+	uint64_t op_timeout_ms;		/* librados/librbd calls and attach helpers */
+} settings = {
+	.attach_methods = "krbd,nbd,fuse",
+	.op_timeout_ms = 30000,
+};
+
 /* Fills p from spec and the settings; strings are borrowed from spec except the paths. */
 static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p)
 {
-	const struct plugin_settings *s = plugin_settings();
+	const char *state_dir = plugin_state_dir();
 	const char *user_secret = volume_spec_get_secret(spec, "userID");
 	_cleanup_free_ char *esc = NULL;
 
@@ -171,9 +178,10 @@ static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p
 	p->fstype =
 	    volume_spec_get(spec, "fsType") ? volume_spec_get(spec, "fsType") : DEFAULT_FSTYPE;
 	p->read_only = spec->read_only;
-	p->timeout_ms = s->rbd_op_timeout_ms ? s->rbd_op_timeout_ms : 30000;
+	p->timeout_ms = settings.op_timeout_ms;
 	p->name = rbd_get_volume_name(spec);
-	p->run_dir = strdup(s->rbd_run_dir);
+	/* FUSE dirs, key files and records, under the agent's state dir. */
+	p->run_dir = strdup_printf("%s/rbd", state_dir ? state_dir : DEFAULT_STATE_DIR);
 	esc = p->name ? path_escape_component(p->name) : NULL;
 	if (esc) {
 		p->base = strdup_printf("%s/%s", p->run_dir, esc);
@@ -289,9 +297,7 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 static int rbd_attach(const struct volume_spec *spec, bool read_only,
 		      struct device_attachment *ret, struct error_info *err)
 {
-	const struct plugin_settings *s = plugin_settings();
-	_cleanup_free_ char *methods =
-	    strdup(s->rbd_attach_methods ? s->rbd_attach_methods : "krbd,nbd,fuse");
+	_cleanup_free_ char *methods = strdup(settings.attach_methods);
 	_cleanup_free_ struct rbd_watcher *before = NULL;
 	_cleanup_rbd_cluster_ struct rbd_cluster *c = NULL;
 	struct device_attachment att = {0}, old = {0};
@@ -384,7 +390,7 @@ static int rbd_attach(const struct volume_spec *spec, bool read_only,
 	if (!m) {
 		r = err_set(err, r < 0 ? r : -EINVAL,
 			    "cannot attach %s/%s with any method (%s): %s", p.pool, p.image,
-			    s->rbd_attach_methods, failures);
+			    settings.attach_methods, failures);
 		goto out;
 	}
 	if (add_identity_meta(&p, &att) < 0 ||
@@ -461,35 +467,8 @@ out:
 static int rbd_mount_device(const struct volume_spec *spec, const char *device_path, bool read_only,
 			    const struct mount_target *target, struct error_info *err)
 {
-	const char *fstype = volume_spec_get(spec, "fsType");
-	char fs[32], options[1024] = "";
-	struct stat st_dev, st_target;
-	int r;
-
-	if (stat(device_path, &st_dev) < 0)
-		return err_set(err, -errno, "device %s: %s", device_path, strerror(errno));
-	if (!S_ISBLK(st_dev.st_mode))
-		return err_set(err, -ENOTBLK, "%s is not a block device", device_path);
-	if (mnt_util_is_mount_root(target->path) == 1) {
-		if (stat(target->path, &st_target) == 0 && st_target.st_dev == st_dev.st_rdev)
-			return 0;
-		return err_set(err, -EBUSY, "%s is already a mount point of another device",
-			       target->path);
-	}
-	r = blkdev_prepare_for_mount(device_path, fstype ? fstype : DEFAULT_FSTYPE, read_only, fs,
-				     err);
-	if (r < 0)
-		return r;
-	for (char **o = spec->mount_options; *o; o++) {
-		size_t len = strlen(options);
-		snprintf(options + len, sizeof(options) - len, "%s%s", len ? "," : "", *o);
-	}
-	if (read_only) {
-		size_t len = strlen(options);
-		snprintf(options + len, sizeof(options) - len, "%sro", len ? "," : "");
-	}
-	return mnt_util_mount_at(device_path, target->parent_fd, target->name, fs,
-				 options[0] ? options : NULL, err);
+	return device_fs_mount(device_path, volume_spec_get(spec, "fsType"), DEFAULT_FSTYPE,
+			       spec->mount_options, read_only, target, err);
 }
 
 static int rbd_unmount_device(const char *path, struct error_info *err)
@@ -593,19 +572,80 @@ out:
 	return r;
 }
 
+/* The image was resized in the cluster; the attached device (krbd, nbd) shows the new size,
+ * and the filesystem on it grows online. */
+static int rbd_expand(const struct volume_spec *spec, const char *device_path,
+		      const char *mount_path, unsigned long long new_size,
+		      unsigned long long *ret_capacity, struct error_info *err)
+{
+	return device_fs_expand(device_path, mount_path, new_size, ret_capacity, err);
+}
+
+static const struct volume_ops rbd_ops = {
+	.can_support = rbd_can_support,
+	.validate = rbd_validate,
+	.get_volume_name = rbd_get_volume_name,
+	.set_up_at = rbd_set_up_at,
+	.tear_down_at = rbd_tear_down_at,
+	.check_set_up = rbd_check_set_up,
+	.construct_spec = rbd_construct_spec,
+	.check_health = rbd_check_health,
+};
+
+static const struct device_mount_ops rbd_device_ops = {
+	.mount_device = rbd_mount_device,
+	.unmount_device = rbd_unmount_device,
+};
+
+static const struct attach_ops rbd_attach_ops = {
+	.attach = rbd_attach,
+	.detach = rbd_detach,
+};
+
+static const struct expand_ops rbd_expand_ops = {
+	.expand = rbd_expand,
+};
+
+static int set_attach_methods(const char *value, uint64_t ms, struct error_info *err)
+{
+	_cleanup_free_ char *methods = strdup(value);
+	char *save = NULL;
+	enum rbd_method m;
+
+	if (!methods)
+		return -ENOMEM;
+	if (!value[0])
+		return err_set(err, -EINVAL, "must name at least one method");
+	for (char *name = strtok_r(methods, ",", &save); name; name = strtok_r(NULL, ",", &save))
+		if (rbd_method_from_name(name, &m) < 0)
+			return err_set(err, -EINVAL, "\"%s\" is not krbd, nbd or fuse", name);
+	if (strlen(value) >= sizeof(settings.attach_methods))
+		return err_set(err, -EINVAL, "\"%s\" is too long", value);
+	snprintf(settings.attach_methods, sizeof(settings.attach_methods), "%s", value);
+	return 0;
+}
+
+static int set_op_timeout(const char *value, uint64_t ms, struct error_info *err)
+{
+	settings.op_timeout_ms = ms;
+	return 0;
+}
+
+/* The defaults here and in the settings' initializer above agree (test-config checks). */
+static const struct plugin_option rbd_options[] = {
+	{ "rbd-attach-methods", PLUGIN_OPTION_STRING, "krbd,nbd,fuse",
+	  "how rbd images are attached, tried in this order (krbd, nbd, fuse)",
+	  set_attach_methods },
+	{ "rbd-timeout", PLUGIN_OPTION_DURATION, "30s",
+	  "librados/librbd calls and attach helpers give up after this", set_op_timeout },
+	{ 0 }
+};
+
 const struct volume_plugin rbd_plugin = {
-    .name = "rbd",
-    .can_support = rbd_can_support,
-    .validate = rbd_validate,
-    .get_volume_name = rbd_get_volume_name,
-    .set_up_at = rbd_set_up_at,
-    .tear_down_at = rbd_tear_down_at,
-    .check_set_up = rbd_check_set_up,
-    .construct_spec = rbd_construct_spec,
-    .uses_device = rbd_uses_device,
-    .attach = rbd_attach,
-    .mount_device = rbd_mount_device,
-    .unmount_device = rbd_unmount_device,
-    .detach = rbd_detach,
-    .check_health = rbd_check_health,
+	.name = "rbd",
+	.ops = &rbd_ops,
+	.device = &rbd_device_ops,
+	.attach = &rbd_attach_ops,
+	.expand = &rbd_expand_ops,
+	.options = rbd_options,
 };
