@@ -228,18 +228,41 @@ static int fake_detach(const struct volume_spec *spec, const struct device_attac
 	return 0;
 }
 
-static const struct volume_plugin fake_plugin = {
-	.name = "fake",
+static int fake_attach(const struct volume_spec *spec, bool read_only,
+		       struct device_attachment *ret, struct error_info *err)
+{
+	const char *path = volume_spec_get(spec, "path");
+
+	fake_record("attach", path);
+	ret->device_path = strdup(path);
+	return ret->device_path ? 0 : err_set(err, -ENOMEM, "out of memory");
+}
+
+static const struct volume_ops fake_ops = {
 	.can_support = fake_can_support,
 	.validate = fake_validate,
 	.get_volume_name = fake_get_volume_name,
 	.set_up_at = fake_set_up_at,
 	.tear_down_at = fake_tear_down_at,
 	.check_set_up = fake_check_set_up,
+};
+
+static const struct device_mount_ops fake_device_ops = {
 	.uses_device = fake_uses_device,
 	.mount_device = fake_mount_device,
 	.unmount_device = fake_unmount_device,
+};
+
+static const struct attach_ops fake_attach_ops = {
+	.attach = fake_attach,
 	.detach = fake_detach,
+};
+
+static const struct volume_plugin fake_plugin = {
+	.name = "fake",
+	.ops = &fake_ops,
+	.device = &fake_device_ops,
+	.attach = &fake_attach_ops,
 };
 
 static const struct volume_plugin *const fake_table[] = { &fake_plugin };
