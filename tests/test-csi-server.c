@@ -1158,7 +1158,7 @@ static void test_endpoint_and_config(void **state)
 	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
 	assert_null(csi_server_free(NULL));
 	assert_int_equal(csi_code_from_errno(-ENOENT), CSI_NOT_FOUND);
-	assert_int_equal(csi_code_from_errno(-EBUSY), CSI_ABORTED);
+	assert_int_equal(csi_code_from_errno(-EBUSY), CSI_FAILED_PRECONDITION);
 	assert_int_equal(csi_code_from_errno(-EIO), CSI_INTERNAL);
 }
 
