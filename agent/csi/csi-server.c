@@ -899,6 +899,7 @@ static void job_call(const struct csi_server *s, const struct job *j, struct csi
 	if (!check_no_symlink(s, j->info.path_field[0], j->info.path[0], reply) ||
 	    !check_no_symlink(s, j->info.path_field[1], j->info.path[1], reply))
 		return;
+	log_debug("csi", "CSI call started", "method", j->rpc->name, "volume", j->info.volume_id);
 	reply_settle(j->rpc->call(s, j, reply), reply);
 }
 
@@ -1219,7 +1220,7 @@ struct csi_server *csi_server_free(struct csi_server *s)
 	/* An op still runs and will touch s: leak rather than crash.  After a shutdown that
 	 * gave up (the caller was told, and logs it), without waiting again. */
 	if (s->leaked || (s->started && csi_server_shutdown(s, 0) < 0)) {
-		log_debug("csi", "CSI call still running, not freeing the server", "socket",
+		log_debug("csi", "a CSI op has not returned, not freeing the server", "socket",
 			  s->socket_path);
 		return NULL;
 	}
