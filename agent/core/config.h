@@ -30,7 +30,8 @@ struct agent_config {
 	char *rbd_attach_methods;
 	uint64_t rbd_timeout_ms;
 	/* CSI */
-	bool csi;
+	bool csi;		/* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
+	bool csi_explicit;	/* csi was given by a flag or the config file */
 	char *csi_endpoint;
 	char *driver_name;
 	char *node_id;
