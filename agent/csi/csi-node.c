@@ -461,7 +461,7 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	if (r < 0)
 		return answer(r, &info, reply);
 	if (!info.known) {
-		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published here",
+		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
 			  in->volume_id);
 		return -ENOENT;
 	}
