@@ -6,13 +6,17 @@
  * publish, unpublish, get_volume_stats, expand) go to a small pool of CSI worker threads,
  * which call the backend (struct csi_node_ops, implemented by the core) and send the answer.
  *
- * Before a Node request reaches the backend:
+ * Before a Node request reaches the backend (the pure checks are csi-validate.c's, in the
+ * order the CSI spec lists the codes):
  *  - each required field is present, else INVALID_ARGUMENT naming the field
- *    ("volume_capability: required");
+ *    ("volume_capability: required"), all of them before any other check;
  *  - every path (target, staging, volume path) is absolute, normalized (no "", "." or ".."
  *    component), lies below the kubelet root, and no existing component below the root is a
  *    symlink (lstat, on the worker: a hung NFS mount must not stall the queue thread), else
- *    INVALID_ARGUMENT;
+ *    INVALID_ARGUMENT; a volume_path of NodeGetVolumeStats or NodeExpandVolume that cannot
+ *    hold a volume is NOT_FOUND (they only look a volume up there);
+ *  - NodePublishVolume without staging_target_path while STAGE_UNSTAGE_VOLUME is advertised
+ *    is FAILED_PRECONDITION;
  *  - no other operation is in flight for the same volume_id, else ABORTED (kubelet retries).
  *    Stage, unstage, publish, unpublish and expand share one slot per volume;
  *    NodeGetVolumeStats has a slot of its own, so a stats call hanging on a dead server
