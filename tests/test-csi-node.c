@@ -56,6 +56,8 @@ static int teardown(void **state)
 	struct csi_env *e = *state;
 
 	hang_teardown_release();
+	unsetenv("CSI_ENDPOINT"); /* also when a test that set it failed */
+	unsetenv("VOLAGENT_DEBUG");
 
 	fixture_free(e->f);
 	free(e);
@@ -845,6 +847,8 @@ static void test_endpoint_alone_serves_csi(void **state)
 {
 	struct csi_env *e = *state;
 	char endpoint[800], *out = NULL;
+	long off;
+	int r;
 
 	snprintf(endpoint, sizeof(endpoint), "unix://%s/alone.sock", fixture_short_dir(e->f));
 	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--csi-endpoint", endpoint,
@@ -863,16 +867,19 @@ static void test_endpoint_alone_serves_csi(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 
 	/* The environment variable alone, as a DaemonSet sets it; probe reads it too. */
+	off = fixture_log_size(e->f);
 	setenv("CSI_ENDPOINT", endpoint, 1);
 	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--kubelet-root-dir", e->kubelet,
 								     "--csi-registration", "false",
 								     "--device-inventory", "false",
 								     NULL }),
 			 0);
-	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", 10000));
+	assert_true(fixture_wait_log_after(e->f, off, "CSI server listening", 10000));
+	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
 	out = NULL;
-	assert_int_equal(test_volagent((const char *[]){ "probe", NULL }, &out), 0);
+	r = test_volagent((const char *[]){ "probe", NULL }, &out);
 	unsetenv("CSI_ENDPOINT");
+	assert_int_equal(r, 0);
 	assert_string_equal(out, "ready\n");
 	free(out);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
