@@ -89,9 +89,13 @@ static void test_second_instance_refused(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* Refused while parsing the flags.  The dirs are /dev/null so that an agent which let it
+ * pass would stop at once on them (exit 2 with another message) instead of running. */
 static void test_csi_false_with_endpoint_exits_2(void **state)
 {
-	expect((const char *[]){ "run", "--csi=false", "--csi-endpoint", "unix:///x/csi.sock", NULL },
+	expect((const char *[]){ "run", "--root-dir", "/dev/null", "--state-dir", "/dev/null",
+				 "--pods-dir", "/dev/null", "--csi=false", "--csi-endpoint",
+				 "unix:///x/csi.sock", NULL },
 	       2, "csi: false, but --csi-endpoint unix:///x/csi.sock sets the CSI endpoint");
 }
 
