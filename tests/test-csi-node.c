@@ -885,6 +885,11 @@ static void test_endpoint_alone_serves_csi(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
+static bool path_gone(void *path)
+{
+	return access(path, F_OK) < 0;
+}
+
 /* How many lines of the agent's log above debug level contain text. */
 static int log_lines_at_info(const struct agent_fixture *f, const char *text)
 {
@@ -933,7 +938,7 @@ static void dump_log(const struct agent_fixture *f)
 static void test_call_running_past_grace_logged_once(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], t1[700], stg[700], calls[4096], input[700], opts[128];
+	char src[600], t1[700], stg[700], calls[4096], input[700], opts[128], admin[600];
 	const char *line_text = "still running";
 	long off = fixture_log_size(e->f);
 	int count;
@@ -998,6 +1003,10 @@ static void test_call_running_past_grace_logged_once(void **state)
 
 	kill(e->f->agent.pid, SIGTERM);
 	logged = fixture_wait_log(e->f, "a CSI call was still running after the grace", 20000);
+	/* The CSI server is done with once the agent goes on to remove its admin socket; only
+	 * then is the call let go (the agent then waits for the reconciler's check). */
+	snprintf(admin, sizeof(admin), "%s/admin.sock", e->f->state);
+	assert_true(test_wait_until(path_gone, admin, 20000));
 	hang_release();
 	umount2(t1, MNT_DETACH);
 	stopped = fixture_wait_log(e->f, "msg=stopped", 20000);
