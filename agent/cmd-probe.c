@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "config.h"
 #include "csi-server.h"
 #include "csi.pb-c.h"
 #include "grpc-core.h"
@@ -14,21 +15,56 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: volagent probe [--endpoint unix:///path/csi.sock] [--timeout SECONDS]\n\n"
+	fprintf(f, "Usage: volagent probe [--csi-endpoint unix:///path/csi.sock] [--timeout SECONDS]\n"
+		   "                      [--config FILE] [--kubelet-root-dir DIR] [--driver-name NAME]\n\n"
 		   "Asks a running agent's CSI Identity service whether it is ready.\n"
-		   "The endpoint defaults to $CSI_ENDPOINT, else %s.\n",
+		   "The endpoint is found as `volagent run` finds it: --csi-endpoint (or --endpoint),\n"
+		   "else the config file's csi-endpoint, else $CSI_ENDPOINT, else\n"
+		   "unix://<kubelet-root-dir>/plugins/<driver-name>/csi.sock (default %s).\n",
 		   "unix:///var/lib/kubelet/plugins/csi.volagent.io/csi.sock");
+}
+
+/* The endpoint `volagent run` with these settings (the flags of run, NULL-terminated pairs)
+ * serves.  Returns 0 and the endpoint (caller frees), or -EINVAL with err set. */
+static int run_endpoint(const char *const *flags, char **ret, struct error_info *err)
+{
+	const char *argv[16] = { "probe" };
+	struct agent_config cfg;
+	int argc = 1, r;
+
+	for (; *flags && argc < 14; flags += 2)
+		if (flags[1]) {
+			argv[argc++] = flags[0];
+			argv[argc++] = flags[1];
+		}
+	r = config_parse(argc, (char **)argv, &cfg, err);
+	if (r == 0) {
+		const char *env = csi_endpoint_from_env_or(NULL);
+
+		*ret = cfg.csi_endpoint[0] ? strdup(cfg.csi_endpoint)
+		       : env		   ? strdup(env)
+					   : csi_default_endpoint(cfg.kubelet_root_dir, cfg.driver_name);
+		if (!*ret)
+			r = -ENOMEM;
+	}
+	config_done(&cfg);
+	return r;
 }
 
 int cmd_probe(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "csi-endpoint", required_argument, NULL, 'e' },
 		{ "endpoint", required_argument, NULL, 'e' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "kubelet-root-dir", required_argument, NULL, 'k' },
+		{ "driver-name", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	_cleanup_free_ char *def = csi_default_endpoint(CSI_DEFAULT_KUBELET_ROOT, "csi.volagent.io");
+	const char *config = NULL, *kubelet_root = NULL, *driver = NULL;
+	_cleanup_free_ char *found = NULL;
 	_cleanup_free_ char *path = NULL;
 	_cleanup_free_ void *resp = NULL;
 	const char *endpoint = NULL;
@@ -55,6 +91,15 @@ int cmd_probe(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'c':
+			config = optarg;
+			break;
+		case 'k':
+			kubelet_root = optarg;
+			break;
+		case 'n':
+			driver = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -63,8 +108,19 @@ int cmd_probe(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!endpoint)
-		endpoint = csi_endpoint_from_env_or(def);
+	if (optind < argc) {
+		fprintf(stderr, "volagent probe: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!endpoint) {
+		if (run_endpoint((const char *const[]){ "--config", config, "--kubelet-root-dir",
+							 kubelet_root, "--driver-name", driver, NULL },
+				 &found, &err) < 0) {
+			fprintf(stderr, "volagent probe: %s\n", err_msg(&err));
+			return 2;
+		}
+		endpoint = found;
+	}
 	if (csi_endpoint_parse(endpoint, &path, &err) < 0) {
 		fprintf(stderr, "volagent probe: --endpoint: %s\n", err_msg(&err));
 		return 2;

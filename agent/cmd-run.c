@@ -91,14 +91,13 @@ static void csi_ready(void *userdata)
 static int start_csi(const struct agent_config *cfg, struct csi_node_config *node,
 		     struct csi_server **ret, struct error_info *err)
 {
-	const char *env = getenv("CSI_ENDPOINT");
 	_cleanup_free_ char *def = NULL;
 	const char *endpoint = cfg->csi_endpoint;
 	struct csi_server *s;
 	int r;
 
 	*ret = NULL;
-	if (!cfg->csi && !(env && *env))
+	if (!cfg->csi) /* config_parse() turned it on for an endpoint */
 		return 0;
 	if (!endpoint[0]) {
 		def = csi_default_endpoint(cfg->kubelet_root_dir, cfg->driver_name);
@@ -314,8 +313,11 @@ int cmd_run(int argc, char **argv)
 	}
 	sd_notify(0, "STOPPING=1");
 out:
+	/* Logged here only: the server neither logs this nor waits again when freed. */
 	if (csi && csi_server_shutdown(csi, (int)cfg.csi_grace_ms) < 0)
-		log_warning("a CSI call was still running after the grace period");
+		log_warning("a CSI call was still running after the grace period, exiting without "
+			    "it",
+			    "grace_ms", LOG_INT(cfg.csi_grace_ms));
 	csi = csi_server_free(csi);
 	admin = admin_server_free(admin);
 	metrics = metrics_server_free(metrics);

@@ -1,5 +1,7 @@
-/* cmd-status.c - `volagent status [--json] [--socket PATH]`: asks the running agent over its
- * admin socket for a snapshot and prints it, as a summary for people or as JSON.  Exit 0, 1
+/* cmd-status.c - `volagent status [--json] [--socket PATH | --state-dir DIR] [--config FILE]`:
+ * asks the running agent over its admin socket for a snapshot and prints it, as a summary for
+ * people or as JSON.  The socket is found as `volagent run` places it, from the same config
+ * file and flag names: --socket, else admin-socket, else <state-dir>/admin.sock.  Exit 0, 1
  * when no agent answers (or the socket refuses this user), 2 on bad usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -12,9 +14,41 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "config.h"
 #include "macro.h"
 
 #define DEFAULT_SOCKET "/var/lib/volagent/state/admin.sock"
+
+/* The admin socket `volagent run` with this config file and state dir (each NULL: the
+ * default) serves.  Returns 0 and the path (caller frees), or -EINVAL with err set. */
+static int admin_socket_path(const char *config, const char *state_dir, char **ret,
+			     struct error_info *err)
+{
+	const char *argv[6] = { "status" };
+	struct agent_config cfg;
+	int argc = 1, r;
+
+	if (config) {
+		argv[argc++] = "--config";
+		argv[argc++] = config;
+	}
+	if (state_dir) {
+		argv[argc++] = "--state-dir";
+		argv[argc++] = state_dir;
+	}
+	r = config_parse(argc, (char **)argv, &cfg, err);
+	if (r == 0 && streq(cfg.admin_socket, "off"))
+		r = err_set(err, -EINVAL, "the agent serves no admin socket (admin-socket is "
+					  "\"off\" in %s)", cfg.config_path);
+	if (r == 0) {
+		*ret = cfg.admin_socket[0] ? strdup(cfg.admin_socket)
+					   : strdup_printf("%s/admin.sock", cfg.state_dir);
+		if (!*ret)
+			r = -ENOMEM;
+	}
+	config_done(&cfg);
+	return r;
+}
 
 static char *fetch(const char *path, int *ret_errno)
 {
@@ -130,11 +164,14 @@ int cmd_status(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 's' },
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *path = DEFAULT_SOCKET;
-	_cleanup_free_ char *text = NULL;
+	const char *socket = NULL, *state_dir = NULL, *config = NULL, *path;
+	_cleanup_free_ char *text = NULL, *found = NULL;
+	struct error_info err = { 0 };
 	json_error_t jerr;
 	json_t *root;
 	bool as_json = false;
@@ -147,18 +184,43 @@ int cmd_status(int argc, char **argv)
 			as_json = true;
 			break;
 		case 's':
-			path = optarg;
+			socket = optarg;
+			break;
+		case 'd':
+			state_dir = optarg;
+			break;
+		case 'c':
+			config = optarg;
 			break;
 		case 'h':
-			printf("Usage: volagent status [--json] [--socket PATH]\n\n"
+			printf("Usage: volagent status [--json] [--socket PATH | --state-dir DIR] "
+			       "[--config FILE]\n\n"
 			       "Shows the running agent's volumes, devices and journal.\n"
-			       "The socket defaults to %s (<state-dir>/admin.sock).\n",
+			       "The socket is --socket, else the config file's admin-socket, else\n"
+			       "<state-dir>/admin.sock (as `volagent run` places it; the state dir\n"
+			       "from --state-dir or the config file, default %s).\n",
 			       DEFAULT_SOCKET);
 			return 0;
 		default:
 			fprintf(stderr, "Try 'volagent status --help'.\n");
 			return 2;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "volagent status: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (socket && state_dir) {
+		fprintf(stderr, "volagent status: --socket and --state-dir: give one of them\n");
+		return 2;
+	}
+	path = socket;
+	if (!path) {
+		if (admin_socket_path(config, state_dir, &found, &err) < 0) {
+			fprintf(stderr, "volagent status: %s\n", err_msg(&err));
+			return 2;
+		}
+		path = found;
 	}
 	text = fetch(path, &e);
 	if (!text) {

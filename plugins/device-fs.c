@@ -150,7 +150,7 @@ int device_fs_expand(const char *dev, const char *mount_path, unsigned long long
 	if (r != 0) {
 		why = r < 0 ? strerror(-r) : first_message_line(out);
 		if (strstr(why, "Permission denied") && fs.fs_type == EXT4_SUPER_MAGIC)
-			return err_set(err, -EPERM,
+			return err_set(err, -EOPNOTSUPP,
 				       "ext4 online resize needs CAP_SYS_RESOURCE, which this agent "
 				       "lacks (%s)",
 				       why);

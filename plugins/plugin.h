@@ -86,13 +86,13 @@ struct volume_mounter {
  *   - check_health: -ENOTCONN, -ESTALE, -EIO, -ETIMEDOUT mark the mount broken and make the
  *     core heal it (unmount pods, unmount_device, detach, stage again); any other error is a
  *     check that could not run, retried later; 0 healthy.
- *   - expand (called by NodeExpandVolume, not retried by the core): -ERANGE is CSI
- *     OUT_OF_RANGE (the device is smaller than asked); -EIO, -ENOMEM, -ETIMEDOUT are
- *     INTERNAL; anything else (-EOPNOTSUPP not ext4/xfs, -EPERM a missing capability, the
- *     mount gone) is FAILED_PRECONDITION.
- *   A failed CSI stage or publish hands the op's errno to the CSI caller as a status
- *   (csi-node.c: -EBUSY, -EMEDIUMTYPE, -EROFS, -ENOTBLK FAILED_PRECONDITION, -ENOENT NOT_FOUND,
- *   -ECONNREFUSED, -EHOSTUNREACH UNAVAILABLE, ...). */
+ *   - expand (called by NodeExpandVolume, not retried by the core): the errno becomes the
+ *     CSI answer: -ERANGE OUT_OF_RANGE (the device is smaller than asked), -EOPNOTSUPP
+ *     FAILED_PRECONDITION (not ext4/xfs, a missing capability such as CAP_SYS_RESOURCE, the
+ *     mount gone), -ETIMEDOUT DEADLINE_EXCEEDED, -EIO INTERNAL.
+ *   A failed CSI call hands the op's errno to the caller through the one errno -> gRPC code
+ *   map, agent/csi/csi-status.c (-EBUSY, -EMEDIUMTYPE, -EROFS, -ENOTBLK FAILED_PRECONDITION,
+ *   -ENOENT NOT_FOUND, -ECONNREFUSED, -EHOSTUNREACH UNAVAILABLE, ...). */
 
 /* Every plugin. */
 struct volume_ops {

@@ -89,6 +89,40 @@ static void test_second_instance_refused(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* Refused while parsing the flags.  The dirs are /dev/null so that an agent which let it
+ * pass would stop at once on them (exit 2 with another message) instead of running. */
+static void test_csi_false_with_endpoint_exits_2(void **state)
+{
+	expect((const char *[]){ "run", "--root-dir", "/dev/null", "--state-dir", "/dev/null",
+				 "--pods-dir", "/dev/null", "--csi=false", "--csi-endpoint",
+				 "unix:///x/csi.sock", NULL },
+	       2, "csi: false, but --csi-endpoint unix:///x/csi.sock sets the CSI endpoint");
+}
+
+/* `volagent status` finds the agent as `run` places its socket: --state-dir, the config file,
+ * or --socket; the same flag names as `run`. */
+static void test_status_finds_the_agent(void **state)
+{
+	struct agent_fixture *f = *state;
+	char sock[600], conf[600], json[1024];
+
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "startup reconstruction complete", 10000));
+	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
+	expect((const char *[]){ "status", "--state-dir", f->state, NULL }, 0, "pod volumes:");
+	expect((const char *[]){ "status", "--socket", sock, NULL }, 0, "pod volumes:");
+	snprintf(conf, sizeof(conf), "%s/status.json", f->dir);
+	snprintf(json, sizeof(json), "{\"state-dir\": \"%s\"}", f->state);
+	assert_int_equal(test_write_file(conf, json), 0);
+	expect((const char *[]){ "status", "--json", "--config", conf, NULL }, 0, "\"journal\"");
+	expect((const char *[]){ "status", "--state-dir", f->dir, NULL }, 1, "no agent answers");
+	expect((const char *[]){ "status", "--state-dir", f->state, "--socket", sock, NULL }, 2,
+	       "give one of them");
+	expect((const char *[]){ "status", "--state-dir", "relative", NULL }, 2,
+	       "--state-dir: must be an absolute path");
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -96,6 +130,8 @@ int main(void)
 		cmocka_unit_test(test_bad_flags_exit_2),
 		cmocka_unit_test_setup_teardown(test_unusable_dirs_exit_2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_instance_refused, setup, teardown),
+		cmocka_unit_test(test_csi_false_with_endpoint_exits_2),
+		cmocka_unit_test_setup_teardown(test_status_finds_the_agent, setup, teardown),
 	};
 
 	test_enter_private_mountns();

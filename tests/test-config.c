@@ -182,6 +182,53 @@ static void test_plugin_options(void **state)
 	log_set_level(LOG_LVL_INFO);
 }
 
+/* An endpoint turns CSI on by itself (--csi-endpoint was ignored without --csi); an explicit
+ * csi false with an endpoint is an error naming both. */
+static void test_csi_endpoint_turns_csi_on(void **state)
+{
+	char *dir = test_mkdtemp("config"), path[600];
+	struct agent_config cfg;
+	struct error_info err = { 0 };
+
+	unsetenv("CSI_ENDPOINT");
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ NULL }), 0);
+	assert_false(cfg.csi);
+	config_done(&cfg);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--csi-endpoint", "unix:///x/csi.sock",
+							     NULL }),
+			 0);
+	assert_true(cfg.csi);
+	config_done(&cfg);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--csi=true", "--csi-endpoint", "/x/s",
+							     NULL }),
+			 0);
+	assert_true(cfg.csi);
+	config_done(&cfg);
+	expect_error((const char *[]){ "--csi=false", "--csi-endpoint", "/x/s", NULL },
+		     "csi: false, but --csi-endpoint /x/s sets the CSI endpoint");
+	expect_error((const char *[]){ "--csi", "false", "--csi-endpoint", "/x/s", NULL },
+		     "remove one of the two");
+	/* The same from the config file. */
+	snprintf(path, sizeof(path), "%s/c.json", dir);
+	assert_int_equal(test_write_file(path, "{\"csi\": false}"), 0);
+	expect_error((const char *[]){ "--config", path, "--csi-endpoint", "/x/s", NULL },
+		     "csi: false");
+	assert_int_equal(test_write_file(path, "{\"csi-endpoint\": \"/y/s\"}"), 0);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", path, NULL }), 0);
+	assert_true(cfg.csi);
+	config_done(&cfg);
+	/* The environment variable, as a DaemonSet sets it. */
+	setenv("CSI_ENDPOINT", "unix:///z/csi.sock", 1);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ NULL }), 0);
+	assert_true(cfg.csi);
+	config_done(&cfg);
+	expect_error((const char *[]){ "--csi=false", NULL },
+		     "csi: false, but CSI_ENDPOINT=unix:///z/csi.sock sets the CSI endpoint");
+	unsetenv("CSI_ENDPOINT");
+	test_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +236,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_file_and_flags),
 		cmocka_unit_test(test_errors_name_the_culprit),
 		cmocka_unit_test(test_plugin_options),
+		cmocka_unit_test(test_csi_endpoint_turns_csi_on),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,7 +61,8 @@ static const struct option_def options[] = {
 	/* Here --help lists the plugins' own options (plugin-option.h), in registry order. */
 	{ NULL, OPT_PLUGINS, 0, NULL, NULL },
 	{ "csi", OPT_BOOL, OFF(csi), "false",
-	  "serve the CSI Identity and Node services (on by itself when CSI_ENDPOINT is set)" },
+	  "serve the CSI Identity and Node services (on by itself with --csi-endpoint or "
+	  "CSI_ENDPOINT)" },
 	{ "csi-endpoint", OPT_STRING, OFF(csi_endpoint), "",
 	  "unix socket of the CSI services; empty: $CSI_ENDPOINT, else "
 	  "unix://<kubelet-root-dir>/plugins/<driver-name>/csi.sock" },
@@ -175,6 +176,8 @@ static int set_option(struct agent_config *cfg, const struct option_entry *e, co
 		if (!streq(value, "true") && !streq(value, "false"))
 			return err_set(err, -EINVAL, "%s: \"%s\" is not true or false", where, value);
 		*(bool *)field = streq(value, "true");
+		if (o->offset == OFF(csi))
+			cfg->csi_explicit = !streq(where, "default");
 		return 0;
 	case OPT_DURATION:
 		if (config_parse_duration(value, (uint64_t *)field) < 0 ||
@@ -314,6 +317,23 @@ static bool longopts_has_arg(const struct option *longopts, const char *name)
 	return false;
 }
 
+/* An endpoint (--csi-endpoint, else $CSI_ENDPOINT) turns CSI on by itself; with an explicit
+ * csi false it is a contradiction, not something to guess about. */
+static int check_csi(struct agent_config *cfg, struct error_info *err)
+{
+	const char *env = getenv("CSI_ENDPOINT");
+	bool flag = cfg->csi_endpoint[0] != '\0';
+
+	if (!flag && !(env && *env))
+		return 0;
+	if (!cfg->csi && cfg->csi_explicit)
+		return err_set(err, -EINVAL,
+			       "csi: false, but %s%s sets the CSI endpoint; remove one of the two",
+			       flag ? "--csi-endpoint " : "CSI_ENDPOINT=", flag ? cfg->csi_endpoint : env);
+	cfg->csi = true;
+	return 0;
+}
+
 int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_info *err)
 {
 	_cleanup_free_ struct option *longopts = NULL;
@@ -403,5 +423,5 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return check_csi(cfg, err);
 }

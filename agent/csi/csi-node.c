@@ -1,6 +1,7 @@
 /* csi-node.c - see csi-node.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -159,8 +160,7 @@ static long long wait_budget(const struct timespec *deadline)
 /* Maps an outcome to the answer. */
 static int answer(int r, const struct volume_request_result *res, struct csi_reply *reply)
 {
-	enum csi_code code;
-
+	/* Not the operation's error: the wait for its outcome ran out, and it goes on. */
 	if (r == -ETIMEDOUT) {
 		set_reply(reply, CSI_ABORTED, "the operation is still in progress; call again");
 		return r;
@@ -171,29 +171,8 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 	}
 	if (res->error == 0)
 		return 0;
-	switch (res->error) {
-	case -EEXIST:
-		code = CSI_ALREADY_EXISTS;
-		break;
-	case -EOPNOTSUPP:
-	case -EBUSY: /* in use elsewhere (an rbd image's other writer), or another mount there */
-	case -EMEDIUMTYPE:
-	case -EROFS:
-	case -ENOTBLK:
-		code = CSI_FAILED_PRECONDITION;
-		break;
-	case -ENOENT:
-		code = CSI_NOT_FOUND;
-		break;
-	case -ESHUTDOWN:
-	case -EHOSTUNREACH:
-	case -ECONNREFUSED:
-		code = CSI_UNAVAILABLE;
-		break;
-	default:
-		code = csi_code_from_errno(res->error);
-	}
-	set_reply(reply, code, "%s", res->message[0] ? res->message : strerror(-res->error));
+	set_reply(reply, csi_code_from_errno(res->error), "%s",
+		  res->message[0] ? res->message : strerror(-res->error));
 	return res->error;
 }
 
@@ -294,14 +273,95 @@ static int node_unpublish(void *userdata, const struct csi_unpublish_request *in
 	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
 }
 
+/* Where the node has a CSI volume: whether it is known (staged or published) and whether
+ * path is one of its publish targets or its staging mount. */
+struct volume_place {
+	bool known;
+	bool at_path;
+	bool uses_device; /* it has a device of its own (mounted at its staging path) */
+	char plugin[32];
+};
+
+/* Looks volume_id up in the reconciler's snapshot.  Returns 0 with ret filled, or the answer's
+ * negative errno with reply set. */
+static int volume_lookup(struct csi_node_config *cfg, const char *volume_id, const char *path,
+			 const struct timespec *deadline, struct volume_place *ret,
+			 struct csi_reply *reply)
+{
+	struct volume_request *req = new_request(VOLUME_REQUEST_STATUS, volume_id, path);
+	struct volume_request_result res = { 0 };
+	json_t *root, *vol, *pod;
+	size_t i, k;
+	int r;
+
+	*ret = (struct volume_place){ 0 };
+	if (!req)
+		return -ENOMEM;
+	r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
+	if (r < 0 || res.error < 0) {
+		free(res.status_json);
+		return answer(r, &res, reply);
+	}
+	root = json_loads(res.status_json, 0, NULL);
+	free(res.status_json);
+	if (!root)
+		return -ENOMEM;
+	json_array_foreach(json_object_get(root, "volumes"), i, vol) {
+		const char *id = json_string_value(json_object_get(vol, "volume_id"));
+		const char *dev = json_string_value(json_object_get(vol, "device_mount_path"));
+		const char *plugin = json_string_value(json_object_get(vol, "plugin"));
+
+		if (!id || !streq(id, volume_id))
+			continue;
+		ret->known = true;
+		snprintf(ret->plugin, sizeof(ret->plugin), "%s", plugin ? plugin : "");
+		ret->uses_device = dev != NULL;
+		ret->at_path = dev && streq(dev, path);
+		json_array_foreach(json_object_get(vol, "pods"), k, pod) {
+			const char *t = json_string_value(json_object_get(pod, "target"));
+			if (t && streq(t, path))
+				ret->at_path = true;
+		}
+		break;
+	}
+	json_decref(root);
+	return 0;
+}
+
+/* NOT_FOUND unless the volume is known and path is where it is published or staged. */
+static int require_volume_at(struct csi_node_config *cfg, const char *volume_id, const char *path,
+			     const struct timespec *deadline, struct volume_place *ret,
+			     struct csi_reply *reply)
+{
+	int r = volume_lookup(cfg, volume_id, path, deadline, ret, reply);
+
+	if (r < 0)
+		return r;
+	if (!ret->known) {
+		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
+			  volume_id);
+		return -ENOENT;
+	}
+	if (!ret->at_path) {
+		set_reply(reply, CSI_NOT_FOUND, "volume %s is not published or staged at %s",
+			  volume_id, path);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 static int node_get_volume_stats(void *userdata, const struct csi_stats_request *in,
 				 struct csi_reply *reply)
 {
 	struct csi_node_config *cfg = userdata;
 	struct fs_probe_result res;
+	struct volume_place place;
 	struct stat st;
 	int r;
 
+	r = require_volume_at(cfg, in->volume_id, in->volume_path, &in->deadline, &place, reply);
+	if (r < 0)
+		return r;
 	if (lstat(in->volume_path, &st) < 0 && errno == ENOENT) {
 		set_reply(reply, CSI_NOT_FOUND, "volume_path %s does not exist", in->volume_path);
 		return -ENOENT;
@@ -337,6 +397,22 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	return 0;
 }
 
+/* NodeExpandVolume of a volume with no filesystem of ours to grow: a directory shares its
+ * host's filesystem and an NFS export is grown on its server (peer drivers answer OK too).
+ * The capacity is reported when it is known.  Returns 0 (OK). */
+static int expand_nothing_to_grow(struct csi_node_config *cfg, const struct csi_expand_request *in,
+				  const struct volume_place *place, struct csi_reply *reply)
+{
+	struct fs_probe_result fs;
+
+	if (streq(place->plugin, "local"))
+		return 0; /* a directory: no capacity of its own */
+	if (fs_probe(in->volume_path, cfg->stats_timeout_ms, &fs) == 0 && fs.error == 0 &&
+	    fs.mount_root)
+		reply->capacity_bytes = (long long)fs.bytes_total;
+	return 0;
+}
+
 static int node_expand(void *userdata, const struct csi_expand_request *in, struct csi_reply *reply)
 {
 	struct csi_node_config *cfg = userdata;
@@ -345,7 +421,7 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	const struct volume_plugin *p;
 	struct error_info err = { 0 };
 	unsigned long long capacity = 0;
-	enum csi_code code;
+	struct volume_place place;
 	int r;
 
 	if (!req)
@@ -354,37 +430,28 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	if (r < 0)
 		return answer(r, &info, reply);
 	if (!info.known) {
-		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published here",
+		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
 			  in->volume_id);
 		return -ENOENT;
 	}
+	r = require_volume_at(cfg, in->volume_id, in->volume_path, &in->deadline, &place, reply);
+	if (r < 0)
+		return r;
 	/* The plugin grows it (its expand op); the CSI call knows the device and the path. */
 	p = plugin_find_by_name(info.plugin);
-	if (!info.device_mounted || !plugin_has_expand(p)) {
+	if (!place.uses_device || !plugin_has_expand(p))
+		return expand_nothing_to_grow(cfg, in, &place, reply);
+	if (!info.device_mounted) {
 		set_reply(reply, CSI_FAILED_PRECONDITION,
-			  "volume %s is not a staged block volume of a plugin that can grow it "
-			  "here (%s)",
-			  in->volume_id, info.plugin);
+			  "volume %s: its device is not mounted at its staging path; stage it first",
+			  in->volume_id);
 		return -EOPNOTSUPP;
 	}
 	r = plugin_expand(p, NULL, info.device_path[0] ? info.device_path : NULL, in->volume_path,
 			  in->required_bytes > 0 ? (unsigned long long)in->required_bytes : 0,
 			  &capacity, &err);
 	if (r < 0) {
-		switch (r) {
-		case -ERANGE:
-			code = CSI_OUT_OF_RANGE;
-			break;
-		case -EIO:
-		case -ENOMEM:
-		case -ETIMEDOUT:
-			code = CSI_INTERNAL;
-			break;
-		default: /* not ext4/xfs, no CAP_SYS_RESOURCE, the mount is gone or broken */
-			code = CSI_FAILED_PRECONDITION;
-			break;
-		}
-		set_reply(reply, code, "%s", err_msg(&err));
+		set_reply(reply, csi_code_from_errno(r), "%s", err_msg(&err));
 		return r;
 	}
 	reply->capacity_bytes = (long long)capacity;

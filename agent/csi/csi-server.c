@@ -1,10 +1,15 @@
 /* csi-server.c - the CSI Identity and Node services over grpc-core.  See csi-server.h.
  *
- * Threads: the grpc-core queue thread runs the handlers below: it decodes, validates what
- * needs no file system access, claims the volume's in-flight slot and queues a job; the
- * cheap RPCs are answered right there.  CSI workers take jobs, check the paths on disk, call
- * the backend op, release the slot and answer.  s->lock guards the job queue, the in-flight
- * set and the draining flags; it is never held across an op or a gRPC call. */
+ * One table row per RPC (csi_rpcs[] below): its method path, request descriptor, the pure
+ * validation (csi-validate.c), the call into the backend, the packing of the OK answer, and
+ * where its request keeps secrets.  Every answer, refused early or after the op, goes
+ * through answer(): it withholds a message holding a secret, logs a failure once and sends.
+ *
+ * Threads: the grpc-core queue thread runs handle_call(): it decodes, validates what needs no
+ * file system access, claims the volume's in-flight slot and queues a job; the cheap RPCs are
+ * answered right there.  CSI workers take jobs, check the paths on disk, call the backend op,
+ * release the slot and answer.  s->lock guards the job queue, the in-flight set and the
+ * draining flags; it is never held across an op or a gRPC call. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,62 +31,19 @@
 #include "grpc-core.h"
 #include "log.h"
 #include "macro.h"
+#include "csi-validate.h"
+#include "unix-socket.h"
+#include "grpc-core.h"
+#include "log.h"
+#include "macro.h"
 #include "registration.h"
 
-#define VOLUME_ID_MAX 4096
 /* Secret values shorter than this cannot be told apart from ordinary words in a message. */
 #define SECRET_SCRUB_MIN 4
 #define HARD_STOP_MS 2000
 #define REGISTRATION_GRACE_MS 1000
+#define N_RPCS 11
 
-enum rpc {
-	RPC_GET_PLUGIN_INFO,
-	RPC_GET_PLUGIN_CAPABILITIES,
-	RPC_PROBE,
-	RPC_NODE_GET_CAPABILITIES,
-	RPC_NODE_GET_INFO,
-	RPC_STAGE,
-	RPC_UNSTAGE,
-	RPC_PUBLISH,
-	RPC_UNPUBLISH,
-	RPC_STATS,
-	RPC_EXPAND,
-	RPC_COUNT,
-};
-
-struct rpc_desc {
-	const char *path;
-	const char *name;
-	const ProtobufCMessageDescriptor *request;
-	bool worker; /* goes to a CSI worker */
-};
-
-static const struct rpc_desc rpcs[RPC_COUNT] = {
-    [RPC_GET_PLUGIN_INFO] = {"/csi.v1.Identity/GetPluginInfo", "GetPluginInfo",
-			     &csi__v1__get_plugin_info_request__descriptor, false},
-    [RPC_GET_PLUGIN_CAPABILITIES] = {"/csi.v1.Identity/GetPluginCapabilities",
-				     "GetPluginCapabilities",
-				     &csi__v1__get_plugin_capabilities_request__descriptor, false},
-    [RPC_PROBE] = {"/csi.v1.Identity/Probe", "Probe", &csi__v1__probe_request__descriptor, false},
-    [RPC_NODE_GET_CAPABILITIES] = {"/csi.v1.Node/NodeGetCapabilities", "NodeGetCapabilities",
-				   &csi__v1__node_get_capabilities_request__descriptor, false},
-    [RPC_NODE_GET_INFO] = {"/csi.v1.Node/NodeGetInfo", "NodeGetInfo",
-			   &csi__v1__node_get_info_request__descriptor, false},
-    [RPC_STAGE] = {"/csi.v1.Node/NodeStageVolume", "NodeStageVolume",
-		   &csi__v1__node_stage_volume_request__descriptor, true},
-    [RPC_UNSTAGE] = {"/csi.v1.Node/NodeUnstageVolume", "NodeUnstageVolume",
-		     &csi__v1__node_unstage_volume_request__descriptor, true},
-    [RPC_PUBLISH] = {"/csi.v1.Node/NodePublishVolume", "NodePublishVolume",
-		     &csi__v1__node_publish_volume_request__descriptor, true},
-    [RPC_UNPUBLISH] = {"/csi.v1.Node/NodeUnpublishVolume", "NodeUnpublishVolume",
-		       &csi__v1__node_unpublish_volume_request__descriptor, true},
-    [RPC_STATS] = {"/csi.v1.Node/NodeGetVolumeStats", "NodeGetVolumeStats",
-		   &csi__v1__node_get_volume_stats_request__descriptor, true},
-    [RPC_EXPAND] = {"/csi.v1.Node/NodeExpandVolume", "NodeExpandVolume",
-		    &csi__v1__node_expand_volume_request__descriptor, true},
-};
-
-/* Every protobuf-c map entry has this layout. */
 struct pb_map_entry {
 	ProtobufCMessage base;
 	char *key;
@@ -94,23 +56,42 @@ struct inflight {
 	bool stats;
 };
 
-/* A Node request on its way from the queue thread to a worker and back. */
+
+struct csi_server;
+struct job;
+
+/* One RPC of the Identity or Node service. */
+struct csi_rpc {
+	const char *path; /* "/csi.v1.Node/NodePublishVolume" */
+	const char *name; /* "NodePublishVolume" */
+	const ProtobufCMessageDescriptor *request;
+	/* Node volume RPCs: the checks that need no state; NULL for the RPCs answered inline
+	 * from the server's settings (Identity, NodeGetCapabilities, NodeGetInfo). */
+	csi_validate_fn validate;
+	/* The op in struct csi_node_ops (offsetof); a NULL op answers UNIMPLEMENTED. */
+	size_t op;
+	/* Builds the backend's view of j's request and calls the op: its return. */
+	int (*call)(const struct csi_server *s, const struct job *j, struct csi_reply *reply);
+	/* Packs and sends the OK answer. */
+	void (*reply)(const struct csi_server *s, const struct csi_reply *rep,
+		      struct gcore_call *call);
+	/* Offsets of n_secrets and secrets in the request; 0 when it has none. */
+	size_t n_secrets, secrets;
+};
+
+/* A request on its way from the queue thread to a worker and back. */
 struct job {
 	struct job *next;
-	enum rpc rpc;
+	const struct csi_rpc *rpc;
 	struct gcore_call *call;
 	ProtobufCMessage *msg;
-	const char *volume_id; /* in msg */
-	bool stats_slot;
-	struct timespec deadline; /* {0, 0}: none */
-	/* Paths to check on disk before the op: field name and value. */
-	const char *path_field[2];
-	const char *path[2];
+	struct csi_request_info info; /* volume id and paths, in msg */
+	struct timespec deadline;     /* {0, 0}: none */
 };
 
 struct method_ctx {
 	struct csi_server *s;
-	enum rpc rpc;
+	const struct csi_rpc *rpc;
 };
 
 struct csi_server {
@@ -128,7 +109,7 @@ struct csi_server {
 
 	struct gcore *g;
 	struct registration *reg;
-	struct method_ctx ctx[RPC_COUNT];
+	struct method_ctx ctx[N_RPCS];
 	_Atomic bool ready;
 	_Atomic bool stopping;
 
@@ -165,41 +146,6 @@ const char *csi_map_get(const struct csi_map *map, const char *key)
 		if (streq(map->items[i].key, key))
 			return map->items[i].value;
 	return NULL;
-}
-
-enum csi_code csi_code_from_errno(int negative_errno)
-{
-	switch (-negative_errno) {
-	case 0:
-		return CSI_OK;
-	case ENOENT:
-		return CSI_NOT_FOUND;
-	case EINVAL:
-		return CSI_INVALID_ARGUMENT;
-	case EEXIST:
-		return CSI_ALREADY_EXISTS;
-	case EAGAIN:
-	case EBUSY:
-		return CSI_ABORTED;
-	case ETIMEDOUT:
-		return CSI_DEADLINE_EXCEEDED;
-	case EOPNOTSUPP:
-		return CSI_FAILED_PRECONDITION;
-	case ERANGE:
-	case EFBIG:
-		return CSI_OUT_OF_RANGE;
-	case ENOSPC:
-		return CSI_RESOURCE_EXHAUSTED;
-	case EPERM:
-	case EACCES:
-		return CSI_PERMISSION_DENIED;
-	case ENOSYS:
-		return CSI_UNIMPLEMENTED;
-	case ESHUTDOWN:
-		return CSI_UNAVAILABLE;
-	default:
-		return CSI_INTERNAL;
-	}
 }
 
 int csi_endpoint_parse(const char *endpoint, char **ret_path, struct error_info *err)
@@ -256,26 +202,6 @@ static bool driver_name_valid(const char *n)
 	return true;
 }
 
-/* An absolute path with no empty, "." or ".." component and no trailing '/'. */
-static bool path_normalized(const char *p)
-{
-	if (p[0] != '/')
-		return false;
-	if (streq(p, "/"))
-		return true;
-	for (const char *c = p + 1;;) {
-		const char *slash = strchr(c, '/');
-		size_t len = slash ? (size_t)(slash - c) : strlen(c);
-
-		if (len == 0 || (len == 1 && c[0] == '.') ||
-		    (len == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		if (!slash)
-			return true;
-		c = slash + 1;
-	}
-}
-
 static int mkdir_parents(const char *path, mode_t mode)
 {
 	_cleanup_free_ char *p = strdup(path);
@@ -306,38 +232,90 @@ static void reply_message(struct gcore_call *call, const ProtobufCMessage *msg)
 	gcore_call_reply(call, buf, len);
 }
 
-/* Answers a Node call with an error, logging it once (the handler boundary). */
-static void fail_call(struct gcore_call *call, enum rpc rpc, const char *volume_id, int code,
-		      const char *message)
+/* The secrets map of a request, or 0 entries. */
+static size_t request_secrets(const struct csi_rpc *rpc, const ProtobufCMessage *msg,
+			      struct pb_map_entry ***ret)
 {
-	enum log_level lvl =
-	    (code == CSI_ABORTED || code == CSI_UNAVAILABLE || code == CSI_DEADLINE_EXCEEDED)
-		? LOG_LVL_INFO
-		: LOG_LVL_WARNING;
-
-	log_event(lvl, NULL, "CSI call failed", "method", rpcs[rpc].name, "volume",
-		  volume_id ? volume_id : "", "code", gcore_status_name(code), "error", message,
-		  (char *)NULL);
-	gcore_call_fail(call, code, message);
+	*ret = NULL;
+	if (!msg || !rpc->secrets)
+		return 0;
+	*ret = *(struct pb_map_entry ***)((char *)msg + rpc->secrets);
+	return *(const size_t *)((const char *)msg + rpc->n_secrets);
 }
 
-static void failf(struct gcore_call *call, enum rpc rpc, const char *volume_id, int code,
-		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void failf(struct gcore_call *call, enum rpc rpc, const char *volume_id, int code,
-		  const char *fmt, ...)
+/* Replaces a message that contains a secret value of the request. */
+static void scrub_message(const struct csi_rpc *rpc, const ProtobufCMessage *msg, char *text,
+			  size_t size)
 {
-	char msg[1024];
+	struct pb_map_entry **e;
+	size_t n = request_secrets(rpc, msg, &e);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *val = e[i]->value;
+
+		if (val && strlen(val) >= SECRET_SCRUB_MIN && strstr(text, val)) {
+			snprintf(text, size, "error message withheld: it contained a secret value");
+			return;
+		}
+	}
+}
+
+/* Turns an op's return into the answer: a code it set wins over the errno mapping; a failure
+ * always has a message. */
+static void reply_settle(int r, struct csi_reply *reply)
+{
+	if (r < 0 && reply->code == CSI_OK)
+		reply->code = csi_code_from_errno(r);
+	if (r >= 0 && reply->code != CSI_OK && !reply->message[0])
+		r = -EIO;
+	if (reply->code != CSI_OK && !reply->message[0])
+		snprintf(reply->message, sizeof(reply->message), "%s", strerror(r < 0 ? -r : EIO));
+	reply->message[sizeof(reply->message) - 1] = '\0';
+	reply->condition_message[sizeof(reply->condition_message) - 1] = '\0';
+}
+
+/* Every answer of every RPC: withholds a message that holds a secret of msg (NULL: not
+ * decoded), then sends the OK answer, or the error, logged once here (the handler
+ * boundary). */
+static void answer(const struct csi_server *s, const struct csi_rpc *rpc, struct gcore_call *call,
+		   const ProtobufCMessage *msg, const char *volume_id, struct csi_reply *reply)
+{
+	enum log_level lvl;
+
+	scrub_message(rpc, msg, reply->message, sizeof(reply->message));
+	scrub_message(rpc, msg, reply->condition_message, sizeof(reply->condition_message));
+	if (reply->code == CSI_OK) {
+		if (rpc->validate)
+			log_debug("csi", "CSI call done", "method", rpc->name, "volume", volume_id);
+		rpc->reply(s, reply, call);
+		return;
+	}
+	lvl = reply->code == CSI_ABORTED || reply->code == CSI_UNAVAILABLE ||
+			      reply->code == CSI_DEADLINE_EXCEEDED
+		      ? LOG_LVL_INFO
+		      : LOG_LVL_WARNING;
+	log_event(lvl, NULL, "CSI call failed", "method", rpc->name, "volume",
+		  volume_id ? volume_id : "", "code", gcore_status_name((int)reply->code), "error",
+		  reply->message, (char *)NULL);
+	gcore_call_fail(call, (int)reply->code, reply->message);
+}
+
+static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+{
 	va_list ap;
 
+	reply->code = code;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(reply->message, sizeof(reply->message), fmt, ap);
 	va_end(ap);
-	fail_call(call, rpc, volume_id, code, msg);
 }
 
-/* --- Identity and the cheap Node RPCs, inline on the queue thread ----------------------- */
+/* --- Identity and the cheap Node RPCs, answered inline on the queue thread --------------- */
 
-static void handle_get_plugin_info(struct csi_server *s, struct gcore_call *call)
+static void reply_get_plugin_info(const struct csi_server *s, const struct csi_reply *rep,
+			struct gcore_call *call)
 {
 	Csi__V1__GetPluginInfoResponse resp = CSI__V1__GET_PLUGIN_INFO_RESPONSE__INIT;
 
@@ -346,7 +324,8 @@ static void handle_get_plugin_info(struct csi_server *s, struct gcore_call *call
 	reply_message(call, &resp.base);
 }
 
-static void handle_get_plugin_capabilities(struct csi_server *s, struct gcore_call *call)
+static void reply_get_plugin_capabilities(const struct csi_server *s, const struct csi_reply *rep,
+			struct gcore_call *call)
 {
 	Csi__V1__GetPluginCapabilitiesResponse resp =
 	    CSI__V1__GET_PLUGIN_CAPABILITIES_RESPONSE__INIT;
@@ -376,7 +355,8 @@ static void handle_get_plugin_capabilities(struct csi_server *s, struct gcore_ca
 	reply_message(call, &resp.base);
 }
 
-static void handle_probe(struct csi_server *s, struct gcore_call *call)
+static void reply_probe(const struct csi_server *s, const struct csi_reply *rep,
+			struct gcore_call *call)
 {
 	Csi__V1__ProbeResponse resp = CSI__V1__PROBE_RESPONSE__INIT;
 	Google__Protobuf__BoolValue ready = GOOGLE__PROTOBUF__BOOL_VALUE__INIT;
@@ -391,7 +371,8 @@ static bool has_stage(const struct csi_server *s)
 	return s->ops->stage && s->ops->unstage;
 }
 
-static void handle_node_get_capabilities(struct csi_server *s, struct gcore_call *call)
+static void reply_node_get_capabilities(const struct csi_server *s, const struct csi_reply *rep,
+			struct gcore_call *call)
 {
 	Csi__V1__NodeGetCapabilitiesResponse resp = CSI__V1__NODE_GET_CAPABILITIES_RESPONSE__INIT;
 	Csi__V1__NodeServiceCapability__RPC rpc[4];
@@ -421,7 +402,8 @@ static void handle_node_get_capabilities(struct csi_server *s, struct gcore_call
 	reply_message(call, &resp.base);
 }
 
-static void handle_node_get_info(struct csi_server *s, struct gcore_call *call)
+static void reply_node_get_info(const struct csi_server *s, const struct csi_reply *rep,
+			struct gcore_call *call)
 {
 	Csi__V1__NodeGetInfoResponse resp = CSI__V1__NODE_GET_INFO_RESPONSE__INIT;
 	Csi__V1__Topology topo = CSI__V1__TOPOLOGY__INIT;
@@ -438,337 +420,8 @@ static void handle_node_get_info(struct csi_server *s, struct gcore_call *call)
 	reply_message(call, &resp.base);
 }
 
-/* --- validation -------------------------------------------------------------------------- */
 
-struct vctx {
-	const struct csi_server *s;
-	int code;
-	char msg[1024];
-};
-
-static bool vfail(struct vctx *v, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool vfail(struct vctx *v, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	v->code = code;
-	va_start(ap, fmt);
-	vsnprintf(v->msg, sizeof(v->msg), fmt, ap);
-	va_end(ap);
-	return false;
-}
-
-static bool empty(const char *s)
-{
-	return !s || !*s;
-}
-
-static bool check_volume_id(struct vctx *v, const char *id)
-{
-	if (empty(id))
-		return vfail(v, CSI_INVALID_ARGUMENT, "volume_id: required");
-	if (strlen(id) > VOLUME_ID_MAX)
-		return vfail(v, CSI_INVALID_ARGUMENT, "volume_id: longer than %d bytes",
-			     VOLUME_ID_MAX);
-	return true;
-}
-
-/* The lexical part of the path rules; the symlink part runs on a worker. */
-static bool check_path(struct vctx *v, const char *field, const char *path, bool required)
-{
-	const char *root = v->s->kubelet_root;
-	size_t rl = strlen(root);
-
-	if (empty(path))
-		return required ? vfail(v, CSI_INVALID_ARGUMENT, "%s: required", field) : true;
-	if (strlen(path) >= PATH_MAX)
-		return vfail(v, CSI_INVALID_ARGUMENT, "%s: longer than PATH_MAX", field);
-	for (const char *c = path; *c; c++)
-		if ((unsigned char)*c < 0x20)
-			return vfail(v, CSI_INVALID_ARGUMENT, "%s: control character in path",
-				     field);
-	if (path[0] != '/')
-		return vfail(v, CSI_INVALID_ARGUMENT, "%s: %s is not an absolute path", field,
-			     path);
-	if (!path_normalized(path))
-		return vfail(v, CSI_INVALID_ARGUMENT,
-			     "%s: %s is not normalized (empty, \".\" or \"..\" component)", field,
-			     path);
-	if (strncmp(path, root, rl) != 0 || path[rl] != '/' || path[rl + 1] == '\0')
-		return vfail(v, CSI_INVALID_ARGUMENT, "%s: %s is not under the kubelet root %s",
-			     field, path, rl ? root : "/");
-	return true;
-}
-
-static bool check_capability(struct vctx *v, const Csi__V1__VolumeCapability *cap, bool required)
-{
-	if (!cap)
-		return required ? vfail(v, CSI_INVALID_ARGUMENT, "volume_capability: required")
-				: true;
-	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK &&
-	    cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT)
-		return vfail(v, CSI_INVALID_ARGUMENT,
-			     "volume_capability.access_type: required (block or mount)");
-	if (!cap->access_mode)
-		return vfail(v, CSI_INVALID_ARGUMENT, "volume_capability.access_mode: required");
-	if ((int)cap->access_mode->mode <= CSI_MODE_UNKNOWN ||
-	    (int)cap->access_mode->mode > CSI_MODE_SINGLE_NODE_MULTI_WRITER)
-		return vfail(v, CSI_INVALID_ARGUMENT,
-			     "volume_capability.access_mode.mode: unknown mode %d",
-			     (int)cap->access_mode->mode);
-	return true;
-}
-
-/* Checks job->msg and fills the job's volume id and paths; false with v set. */
-static bool validate(struct vctx *v, struct job *j)
-{
-	const struct csi_server *s = v->s;
-
-	switch (j->rpc) {
-	case RPC_STAGE: {
-		Csi__V1__NodeStageVolumeRequest *r = (void *)j->msg;
-
-		j->volume_id = r->volume_id;
-		j->path_field[0] = "staging_target_path";
-		j->path[0] = r->staging_target_path;
-		return check_volume_id(v, r->volume_id) &&
-		       check_path(v, "staging_target_path", r->staging_target_path, true) &&
-		       check_capability(v, r->volume_capability, true);
-	}
-	case RPC_UNSTAGE: {
-		Csi__V1__NodeUnstageVolumeRequest *r = (void *)j->msg;
-
-		j->volume_id = r->volume_id;
-		j->path_field[0] = "staging_target_path";
-		j->path[0] = r->staging_target_path;
-		return check_volume_id(v, r->volume_id) &&
-		       check_path(v, "staging_target_path", r->staging_target_path, true);
-	}
-	case RPC_PUBLISH: {
-		Csi__V1__NodePublishVolumeRequest *r = (void *)j->msg;
-
-		j->volume_id = r->volume_id;
-		j->path_field[0] = "target_path";
-		j->path[0] = r->target_path;
-		j->path_field[1] = "staging_target_path";
-		j->path[1] = r->staging_target_path;
-		if (!check_volume_id(v, r->volume_id) ||
-		    !check_path(v, "target_path", r->target_path, true))
-			return false;
-		/* CSI: with STAGE_UNSTAGE_VOLUME advertised, a missing staging path is a
-		 * FAILED_PRECONDITION, not an INVALID_ARGUMENT. */
-		if (has_stage(s) && empty(r->staging_target_path))
-			return vfail(v, CSI_FAILED_PRECONDITION,
-				     "staging_target_path: required, the driver has "
-				     "STAGE_UNSTAGE_VOLUME");
-		return check_path(v, "staging_target_path", r->staging_target_path, false) &&
-		       check_capability(v, r->volume_capability, true);
-	}
-	case RPC_UNPUBLISH: {
-		Csi__V1__NodeUnpublishVolumeRequest *r = (void *)j->msg;
-
-		j->volume_id = r->volume_id;
-		j->path_field[0] = "target_path";
-		j->path[0] = r->target_path;
-		return check_volume_id(v, r->volume_id) &&
-		       check_path(v, "target_path", r->target_path, true);
-	}
-	case RPC_STATS: {
-		Csi__V1__NodeGetVolumeStatsRequest *r = (void *)j->msg;
-
-		j->volume_id = r->volume_id;
-		j->stats_slot = true;
-		j->path_field[0] = "volume_path";
-		j->path[0] = r->volume_path;
-		j->path_field[1] = "staging_target_path";
-		j->path[1] = r->staging_target_path;
-		return check_volume_id(v, r->volume_id) &&
-		       check_path(v, "volume_path", r->volume_path, true) &&
-		       check_path(v, "staging_target_path", r->staging_target_path, false);
-	}
-	case RPC_EXPAND: {
-		Csi__V1__NodeExpandVolumeRequest *r = (void *)j->msg;
-
-		j->volume_id = r->volume_id;
-		j->path_field[0] = "volume_path";
-		j->path[0] = r->volume_path;
-		j->path_field[1] = "staging_target_path";
-		j->path[1] = r->staging_target_path;
-		if (!check_volume_id(v, r->volume_id) ||
-		    !check_path(v, "volume_path", r->volume_path, true) ||
-		    !check_path(v, "staging_target_path", r->staging_target_path, false) ||
-		    !check_capability(v, r->volume_capability, false))
-			return false;
-		if (r->capacity_range) {
-			int64_t req = r->capacity_range->required_bytes;
-			int64_t lim = r->capacity_range->limit_bytes;
-
-			if (req < 0)
-				return vfail(v, CSI_INVALID_ARGUMENT,
-					     "capacity_range.required_bytes: negative");
-			if (lim < 0)
-				return vfail(v, CSI_INVALID_ARGUMENT,
-					     "capacity_range.limit_bytes: negative");
-			if (lim && req > lim)
-				return vfail(v, CSI_INVALID_ARGUMENT,
-					     "capacity_range.limit_bytes: below required_bytes");
-		}
-		return true;
-	}
-	default:
-		return vfail(v, CSI_INTERNAL, "not a Node volume RPC");
-	}
-}
-
-/* No component of path below the kubelet root is a symlink.  Components that do not exist
- * end the walk (the backend creates them); other lstat errors (a dead FUSE or NFS mount at
- * the target answers ENOTCONN or ESTALE) are no symlink either. */
-static bool check_no_symlink(struct vctx *v, const char *field, const char *path)
-{
-	size_t rl = strlen(v->s->kubelet_root);
-	_cleanup_free_ char *p = NULL;
-
-	if (empty(path))
-		return true;
-	p = strdup(path);
-	if (!p)
-		return vfail(v, CSI_RESOURCE_EXHAUSTED, "out of memory");
-	for (char *c = p + rl + 1;; c++) {
-		struct statx stx;
-		char *slash = strchr(c, '/');
-
-		if (slash)
-			*slash = '\0';
-		/* Cached attributes only (AT_STATX_DONT_SYNC): a component that is a mount of a
-		 * dead NFS server must not block the worker; only the file type is needed. */
-		if (statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
-			  STATX_TYPE, &stx) < 0) {
-			if (errno == ENOENT || errno == ENOTDIR)
-				return true;
-		} else if (S_ISLNK(stx.stx_mode)) {
-			return vfail(v, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
-		}
-		if (!slash)
-			return true;
-		*slash = '/';
-		c = slash;
-	}
-}
-
-/* --- in-flight set ----------------------------------------------------------------------- */
-
-/* Claims the volume's slot; false when another call holds it.  Takes s->lock. */
-static bool inflight_take(struct csi_server *s, const char *volume_id, bool stats)
-{
-	struct inflight *f;
-
-	pthread_mutex_lock(&s->lock);
-	for (f = s->inflight; f; f = f->next)
-		if (f->stats == stats && streq(f->volume_id, volume_id)) {
-			pthread_mutex_unlock(&s->lock);
-			return false;
-		}
-	f = calloc(1, sizeof(*f));
-	if (f)
-		f->volume_id = strdup(volume_id);
-	if (!f || !f->volume_id) {
-		pthread_mutex_unlock(&s->lock);
-		if (f)
-			free(f);
-		return false;
-	}
-	f->stats = stats;
-	f->next = s->inflight;
-	s->inflight = f;
-	pthread_mutex_unlock(&s->lock);
-	return true;
-}
-
-static void inflight_release(struct csi_server *s, const char *volume_id, bool stats)
-{
-	pthread_mutex_lock(&s->lock);
-	for (struct inflight **pp = &s->inflight; *pp; pp = &(*pp)->next) {
-		struct inflight *f = *pp;
-
-		if (f->stats == stats && streq(f->volume_id, volume_id)) {
-			*pp = f->next;
-			free(f->volume_id);
-			free(f);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* --- jobs -------------------------------------------------------------------------------- */
-
-/* The secrets map of a request, or 0 entries. */
-static size_t job_secrets(const struct job *j, struct pb_map_entry ***ret)
-{
-	switch (j->rpc) {
-	case RPC_STAGE:
-		*ret = (struct pb_map_entry **)((Csi__V1__NodeStageVolumeRequest *)j->msg)->secrets;
-		return ((Csi__V1__NodeStageVolumeRequest *)j->msg)->n_secrets;
-	case RPC_PUBLISH:
-		*ret =
-		    (struct pb_map_entry **)((Csi__V1__NodePublishVolumeRequest *)j->msg)->secrets;
-		return ((Csi__V1__NodePublishVolumeRequest *)j->msg)->n_secrets;
-	case RPC_EXPAND:
-		*ret =
-		    (struct pb_map_entry **)((Csi__V1__NodeExpandVolumeRequest *)j->msg)->secrets;
-		return ((Csi__V1__NodeExpandVolumeRequest *)j->msg)->n_secrets;
-	default:
-		*ret = NULL;
-		return 0;
-	}
-}
-
-/* Replaces a message that contains a secret value of the request. */
-static void scrub_message(const struct job *j, char *msg, size_t size)
-{
-	struct pb_map_entry **e;
-	size_t n = j->msg ? job_secrets(j, &e) : 0;
-
-	for (size_t i = 0; i < n; i++) {
-		const char *val = e[i]->value;
-
-		if (val && strlen(val) >= SECRET_SCRUB_MIN && strstr(msg, val)) {
-			snprintf(msg, size, "error message withheld: it contained a secret value");
-			return;
-		}
-	}
-}
-
-static struct job *job_free(struct job *j)
-{
-	struct pb_map_entry **e;
-	size_t n;
-
-	if (!j)
-		return NULL;
-	if (j->msg) {
-		n = job_secrets(j, &e);
-		for (size_t i = 0; i < n; i++)
-			if (e[i]->value)
-				explicit_bzero(e[i]->value, strlen(e[i]->value));
-		protobuf_c_message_free_unpacked(j->msg, NULL);
-	}
-	free(j);
-	return NULL;
-}
-
-static void queue_push(struct csi_server *s, struct job *j)
-{
-	pthread_mutex_lock(&s->lock);
-	if (s->queue_tail)
-		s->queue_tail->next = j;
-	else
-		s->queue_head = j;
-	s->queue_tail = j;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
+/* --- the Node volume RPCs: the backend's view of a request, and the OK answers ----------- */
 
 /* Builds the backend's view of a protobuf map; *ret is NULL for an empty map. */
 static int map_view(size_t n, void **entries, struct csi_kv **ret, struct csi_map *map)
@@ -825,230 +478,447 @@ static void capability_view(const Csi__V1__VolumeCapability *cap, struct csi_vol
 
 #define MAP_ARGS(r, field) (r)->n_##field, (void **)(r)->field
 
-/* Calls the op for j; returns what it returned, or -ENOMEM. */
-static int run_op(struct csi_server *s, struct job *j, struct csi_reply *reply)
+/* The op of rpc in ops, as a plain function pointer (NULL: not served). */
+static bool rpc_has_op(const struct csi_rpc *rpc, const struct csi_node_ops *ops)
 {
-	const struct csi_node_ops *ops = s->ops;
-	struct csi_kv *kv[3] = {NULL, NULL, NULL};
-	size_t nkv[3] = {0, 0, 0};
+	void (*fn)(void);
+
+	memcpy(&fn, (const char *)ops + rpc->op, sizeof(fn));
+	return fn != NULL;
+}
+
+static int call_stage(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+{
+	const Csi__V1__NodeStageVolumeRequest *m = (const void *)j->msg;
+	struct csi_stage_request q = {
+		.volume_id = m->volume_id,
+		.staging_target_path = m->staging_target_path,
+		.deadline = j->deadline,
+	};
+	struct csi_kv *kv[3] = { NULL, NULL, NULL };
 	int r = -ENOMEM;
 
-	switch (j->rpc) {
-	case RPC_STAGE: {
-		Csi__V1__NodeStageVolumeRequest *m = (void *)j->msg;
-		struct csi_stage_request q = {
-		    .volume_id = m->volume_id,
-		    .staging_target_path = m->staging_target_path,
-		    .deadline = j->deadline,
-		};
-
-		capability_view(m->volume_capability, &q.capability);
-		if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) < 0 ||
-		    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) < 0 ||
-		    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) < 0)
-			break;
-		nkv[2] = q.secrets.n;
-		r = ops->stage(s->userdata, &q, reply);
-		break;
-	}
-	case RPC_UNSTAGE: {
-		Csi__V1__NodeUnstageVolumeRequest *m = (void *)j->msg;
-		struct csi_unstage_request q = {
-		    .volume_id = m->volume_id,
-		    .staging_target_path = m->staging_target_path,
-		    .deadline = j->deadline,
-		};
-
-		r = ops->unstage(s->userdata, &q, reply);
-		break;
-	}
-	case RPC_PUBLISH: {
-		Csi__V1__NodePublishVolumeRequest *m = (void *)j->msg;
-		struct csi_publish_request q = {
-		    .volume_id = m->volume_id,
-		    .staging_target_path = m->staging_target_path,
-		    .target_path = m->target_path,
-		    .readonly = m->readonly,
-		    .deadline = j->deadline,
-		};
-
-		capability_view(m->volume_capability, &q.capability);
-		if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) < 0 ||
-		    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) < 0 ||
-		    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) < 0)
-			break;
-		nkv[2] = q.secrets.n;
-		r = ops->publish(s->userdata, &q, reply);
-		break;
-	}
-	case RPC_UNPUBLISH: {
-		Csi__V1__NodeUnpublishVolumeRequest *m = (void *)j->msg;
-		struct csi_unpublish_request q = {
-		    .volume_id = m->volume_id,
-		    .target_path = m->target_path,
-		    .deadline = j->deadline,
-		};
-
-		r = ops->unpublish(s->userdata, &q, reply);
-		break;
-	}
-	case RPC_STATS: {
-		Csi__V1__NodeGetVolumeStatsRequest *m = (void *)j->msg;
-		struct csi_stats_request q = {
-		    .volume_id = m->volume_id,
-		    .volume_path = m->volume_path,
-		    .staging_target_path = m->staging_target_path,
-		    .deadline = j->deadline,
-		};
-
-		r = ops->get_volume_stats(s->userdata, &q, reply);
-		break;
-	}
-	case RPC_EXPAND: {
-		Csi__V1__NodeExpandVolumeRequest *m = (void *)j->msg;
-		struct csi_expand_request q = {
-		    .volume_id = m->volume_id,
-		    .volume_path = m->volume_path,
-		    .staging_target_path = m->staging_target_path,
-		    .deadline = j->deadline,
-		};
-
-		if (m->capacity_range) {
-			q.required_bytes = m->capacity_range->required_bytes;
-			q.limit_bytes = m->capacity_range->limit_bytes;
-		}
-		capability_view(m->volume_capability, &q.capability);
-		if (map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) < 0)
-			break;
-		nkv[2] = q.secrets.n;
-		r = ops->expand(s->userdata, &q, reply);
-		break;
-	}
-	default:
-		r = -EINVAL;
-		break;
-	}
+	capability_view(m->volume_capability, &q.capability);
+	if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) == 0 &&
+	    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) == 0 &&
+	    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) == 0)
+		r = s->ops->stage(s->userdata, &q, reply);
 	free(kv[0]);
 	free(kv[1]);
-	map_view_free(kv[2], nkv[2]);
+	map_view_free(kv[2], m->n_secrets);
 	return r;
 }
 
-/* Packs the OK answer of j from the backend's reply. */
-static void reply_ok(struct job *j, const struct csi_reply *rep)
+static int call_unstage(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
 {
-	switch (j->rpc) {
-	case RPC_STAGE: {
-		Csi__V1__NodeStageVolumeResponse resp = CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT;
-		reply_message(j->call, &resp.base);
-		break;
-	}
-	case RPC_UNSTAGE: {
-		Csi__V1__NodeUnstageVolumeResponse resp =
-		    CSI__V1__NODE_UNSTAGE_VOLUME_RESPONSE__INIT;
-		reply_message(j->call, &resp.base);
-		break;
-	}
-	case RPC_PUBLISH: {
-		Csi__V1__NodePublishVolumeResponse resp =
-		    CSI__V1__NODE_PUBLISH_VOLUME_RESPONSE__INIT;
-		reply_message(j->call, &resp.base);
-		break;
-	}
-	case RPC_UNPUBLISH: {
-		Csi__V1__NodeUnpublishVolumeResponse resp =
-		    CSI__V1__NODE_UNPUBLISH_VOLUME_RESPONSE__INIT;
-		reply_message(j->call, &resp.base);
-		break;
-	}
-	case RPC_STATS: {
-		Csi__V1__NodeGetVolumeStatsResponse resp =
-		    CSI__V1__NODE_GET_VOLUME_STATS_RESPONSE__INIT;
-		Csi__V1__VolumeUsage u[2] = {CSI__V1__VOLUME_USAGE__INIT,
-					     CSI__V1__VOLUME_USAGE__INIT};
-		Csi__V1__VolumeUsage *list[2];
-		Csi__V1__VolumeCondition cond = CSI__V1__VOLUME_CONDITION__INIT;
-		const struct csi_usage *src[2] = {&rep->bytes, &rep->inodes};
-		const Csi__V1__VolumeUsage__Unit units[2] = {CSI__V1__VOLUME_USAGE__UNIT__BYTES,
-							     CSI__V1__VOLUME_USAGE__UNIT__INODES};
-		size_t n = 0;
+	const Csi__V1__NodeUnstageVolumeRequest *m = (const void *)j->msg;
+	struct csi_unstage_request q = {
+		.volume_id = m->volume_id,
+		.staging_target_path = m->staging_target_path,
+		.deadline = j->deadline,
+	};
 
-		for (size_t i = 0; i < 2; i++) {
-			if (!src[i]->valid)
-				continue;
-			u[n].available = src[i]->available;
-			u[n].total = src[i]->total;
-			u[n].used = src[i]->used;
-			u[n].unit = units[i];
-			list[n] = &u[n];
-			n++;
+	return s->ops->unstage(s->userdata, &q, reply);
+}
+
+static int call_publish(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+{
+	const Csi__V1__NodePublishVolumeRequest *m = (const void *)j->msg;
+	struct csi_publish_request q = {
+		.volume_id = m->volume_id,
+		.staging_target_path = m->staging_target_path,
+		.target_path = m->target_path,
+		.readonly = m->readonly,
+		.deadline = j->deadline,
+	};
+	struct csi_kv *kv[3] = { NULL, NULL, NULL };
+	int r = -ENOMEM;
+
+	capability_view(m->volume_capability, &q.capability);
+	if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) == 0 &&
+	    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) == 0 &&
+	    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) == 0)
+		r = s->ops->publish(s->userdata, &q, reply);
+	free(kv[0]);
+	free(kv[1]);
+	map_view_free(kv[2], m->n_secrets);
+	return r;
+}
+
+static int call_unpublish(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+{
+	const Csi__V1__NodeUnpublishVolumeRequest *m = (const void *)j->msg;
+	struct csi_unpublish_request q = {
+		.volume_id = m->volume_id,
+		.target_path = m->target_path,
+		.deadline = j->deadline,
+	};
+
+	return s->ops->unpublish(s->userdata, &q, reply);
+}
+
+static int call_stats(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+{
+	const Csi__V1__NodeGetVolumeStatsRequest *m = (const void *)j->msg;
+	struct csi_stats_request q = {
+		.volume_id = m->volume_id,
+		.volume_path = m->volume_path,
+		.staging_target_path = m->staging_target_path,
+		.deadline = j->deadline,
+	};
+
+	return s->ops->get_volume_stats(s->userdata, &q, reply);
+}
+
+static int call_expand(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+{
+	const Csi__V1__NodeExpandVolumeRequest *m = (const void *)j->msg;
+	struct csi_expand_request q = {
+		.volume_id = m->volume_id,
+		.volume_path = m->volume_path,
+		.staging_target_path = m->staging_target_path,
+		.deadline = j->deadline,
+	};
+	struct csi_kv *kv = NULL;
+	int r = -ENOMEM;
+
+	if (m->capacity_range) {
+		q.required_bytes = m->capacity_range->required_bytes;
+		q.limit_bytes = m->capacity_range->limit_bytes;
+	}
+	capability_view(m->volume_capability, &q.capability);
+	if (map_view(MAP_ARGS(m, secrets), &kv, &q.secrets) == 0)
+		r = s->ops->expand(s->userdata, &q, reply);
+	map_view_free(kv, m->n_secrets);
+	return r;
+}
+
+/* The OK answers of stage, unstage, publish and unpublish have no fields. */
+#define REPLY_EMPTY(fn, type, init)                                                                \
+	static void fn(const struct csi_server *s, const struct csi_reply *rep,                    \
+		       struct gcore_call *call)                                                    \
+	{                                                                                          \
+		type resp = init;                                                                  \
+		reply_message(call, &resp.base);                                                   \
+	}
+REPLY_EMPTY(reply_stage, Csi__V1__NodeStageVolumeResponse, CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT)
+REPLY_EMPTY(reply_unstage, Csi__V1__NodeUnstageVolumeResponse,
+	    CSI__V1__NODE_UNSTAGE_VOLUME_RESPONSE__INIT)
+REPLY_EMPTY(reply_publish, Csi__V1__NodePublishVolumeResponse,
+	    CSI__V1__NODE_PUBLISH_VOLUME_RESPONSE__INIT)
+REPLY_EMPTY(reply_unpublish, Csi__V1__NodeUnpublishVolumeResponse,
+	    CSI__V1__NODE_UNPUBLISH_VOLUME_RESPONSE__INIT)
+
+static void reply_stats(const struct csi_server *s, const struct csi_reply *rep,
+			struct gcore_call *call)
+{
+	Csi__V1__NodeGetVolumeStatsResponse resp = CSI__V1__NODE_GET_VOLUME_STATS_RESPONSE__INIT;
+	Csi__V1__VolumeUsage u[2] = { CSI__V1__VOLUME_USAGE__INIT, CSI__V1__VOLUME_USAGE__INIT };
+	Csi__V1__VolumeUsage *list[2];
+	Csi__V1__VolumeCondition cond = CSI__V1__VOLUME_CONDITION__INIT;
+	const struct csi_usage *src[2] = { &rep->bytes, &rep->inodes };
+	const Csi__V1__VolumeUsage__Unit units[2] = { CSI__V1__VOLUME_USAGE__UNIT__BYTES,
+						      CSI__V1__VOLUME_USAGE__UNIT__INODES };
+	size_t n = 0;
+
+	for (size_t i = 0; i < 2; i++) {
+		if (!src[i]->valid)
+			continue;
+		u[n].available = src[i]->available;
+		u[n].total = src[i]->total;
+		u[n].used = src[i]->used;
+		u[n].unit = units[i];
+		list[n] = &u[n];
+		n++;
+	}
+	resp.n_usage = n;
+	resp.usage = list;
+	if (rep->has_condition) {
+		cond.abnormal = rep->abnormal;
+		cond.message = (char *)rep->condition_message;
+		resp.volume_condition = &cond;
+	}
+	reply_message(call, &resp.base);
+}
+
+static void reply_expand(const struct csi_server *s, const struct csi_reply *rep,
+			 struct gcore_call *call)
+{
+	Csi__V1__NodeExpandVolumeResponse resp = CSI__V1__NODE_EXPAND_VOLUME_RESPONSE__INIT;
+
+	resp.capacity_bytes = rep->capacity_bytes;
+	reply_message(call, &resp.base);
+}
+
+/* --- the table ----------------------------------------------------------------------------- */
+
+#define SECRETS(type) .n_secrets = offsetof(type, n_secrets), .secrets = offsetof(type, secrets)
+
+static const struct csi_rpc csi_rpcs[N_RPCS] = {
+	{ .path = "/csi.v1.Identity/GetPluginInfo",
+	  .name = "GetPluginInfo",
+	  .request = &csi__v1__get_plugin_info_request__descriptor,
+	  .reply = reply_get_plugin_info },
+	{ .path = "/csi.v1.Identity/GetPluginCapabilities",
+	  .name = "GetPluginCapabilities",
+	  .request = &csi__v1__get_plugin_capabilities_request__descriptor,
+	  .reply = reply_get_plugin_capabilities },
+	{ .path = "/csi.v1.Identity/Probe",
+	  .name = "Probe",
+	  .request = &csi__v1__probe_request__descriptor,
+	  .reply = reply_probe },
+	{ .path = "/csi.v1.Node/NodeGetCapabilities",
+	  .name = "NodeGetCapabilities",
+	  .request = &csi__v1__node_get_capabilities_request__descriptor,
+	  .reply = reply_node_get_capabilities },
+	{ .path = "/csi.v1.Node/NodeGetInfo",
+	  .name = "NodeGetInfo",
+	  .request = &csi__v1__node_get_info_request__descriptor,
+	  .reply = reply_node_get_info },
+	{ .path = "/csi.v1.Node/NodeStageVolume",
+	  .name = "NodeStageVolume",
+	  .request = &csi__v1__node_stage_volume_request__descriptor,
+	  .validate = csi_validate_stage,
+	  .op = offsetof(struct csi_node_ops, stage),
+	  .call = call_stage,
+	  .reply = reply_stage,
+	  SECRETS(Csi__V1__NodeStageVolumeRequest) },
+	{ .path = "/csi.v1.Node/NodeUnstageVolume",
+	  .name = "NodeUnstageVolume",
+	  .request = &csi__v1__node_unstage_volume_request__descriptor,
+	  .validate = csi_validate_unstage,
+	  .op = offsetof(struct csi_node_ops, unstage),
+	  .call = call_unstage,
+	  .reply = reply_unstage },
+	{ .path = "/csi.v1.Node/NodePublishVolume",
+	  .name = "NodePublishVolume",
+	  .request = &csi__v1__node_publish_volume_request__descriptor,
+	  .validate = csi_validate_publish,
+	  .op = offsetof(struct csi_node_ops, publish),
+	  .call = call_publish,
+	  .reply = reply_publish,
+	  SECRETS(Csi__V1__NodePublishVolumeRequest) },
+	{ .path = "/csi.v1.Node/NodeUnpublishVolume",
+	  .name = "NodeUnpublishVolume",
+	  .request = &csi__v1__node_unpublish_volume_request__descriptor,
+	  .validate = csi_validate_unpublish,
+	  .op = offsetof(struct csi_node_ops, unpublish),
+	  .call = call_unpublish,
+	  .reply = reply_unpublish },
+	{ .path = "/csi.v1.Node/NodeGetVolumeStats",
+	  .name = "NodeGetVolumeStats",
+	  .request = &csi__v1__node_get_volume_stats_request__descriptor,
+	  .validate = csi_validate_stats,
+	  .op = offsetof(struct csi_node_ops, get_volume_stats),
+	  .call = call_stats,
+	  .reply = reply_stats },
+	{ .path = "/csi.v1.Node/NodeExpandVolume",
+	  .name = "NodeExpandVolume",
+	  .request = &csi__v1__node_expand_volume_request__descriptor,
+	  .validate = csi_validate_expand,
+	  .op = offsetof(struct csi_node_ops, expand),
+	  .call = call_expand,
+	  .reply = reply_expand,
+	  SECRETS(Csi__V1__NodeExpandVolumeRequest) },
+};
+
+static const struct csi_rpc *rpc_find(const char *path)
+{
+	for (size_t i = 0; i < N_RPCS; i++)
+		if (streq(csi_rpcs[i].path, path))
+			return &csi_rpcs[i];
+	return NULL;
+}
+
+static struct csi_validate_config validate_config(const struct csi_server *s)
+{
+	return (struct csi_validate_config){ .kubelet_root = s->kubelet_root,
+					     .has_stage = has_stage(s) };
+}
+
+static bool unimplemented(const struct csi_rpc *rpc, const struct csi_node_ops *ops,
+			  struct csi_reply *reply)
+{
+	if (!rpc->validate || rpc_has_op(rpc, ops))
+		return false;
+	set_reply(reply, CSI_UNIMPLEMENTED, "%s is not implemented by this driver", rpc->name);
+	return true;
+}
+
+/* Decodes data for rpc, checks it and fills j; false with reply set when refused. */
+static bool job_prepare(const struct csi_server *s, struct job *j, const void *data, size_t len,
+			struct csi_reply *reply)
+{
+	struct csi_validate_config vc = validate_config(s);
+	struct csi_verdict v = { 0 };
+
+	j->msg = protobuf_c_message_unpack(j->rpc->request, NULL, len, data);
+	if (!j->msg) {
+		set_reply(reply, CSI_INVALID_ARGUMENT, "request: cannot decode");
+		return false;
+	}
+	if (!j->rpc->validate)
+		return true;
+	if (!j->rpc->validate(&vc, j->msg, &j->info, &v)) {
+		set_reply(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
+		return false;
+	}
+	return true;
+}
+
+/* No component of path below the kubelet root is a symlink.  Components that do not exist
+ * end the walk (the backend creates them); other lstat errors (a dead FUSE or NFS mount at
+ * the target answers ENOTCONN or ESTALE) are no symlink either. */
+static bool check_no_symlink(const struct csi_server *s, const char *field, const char *path,
+			     struct csi_reply *reply)
+{
+	size_t rl = strlen(s->kubelet_root);
+	_cleanup_free_ char *p = NULL;
+
+	if (!path || !*path)
+		return true;
+	p = strdup(path);
+	if (!p) {
+		set_reply(reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		return false;
+	}
+	for (char *c = p + rl + 1;; c++) {
+		struct statx stx;
+		char *slash = strchr(c, '/');
+
+		if (slash)
+			*slash = '\0';
+		/* Cached attributes only (AT_STATX_DONT_SYNC): a component that is a mount of a
+		 * dead NFS server must not block the worker; only the file type is needed. */
+		if (statx(AT_FDCWD, p, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
+			  STATX_TYPE, &stx) < 0) {
+			if (errno == ENOENT || errno == ENOTDIR)
+				return true;
+		} else if (S_ISLNK(stx.stx_mode)) {
+			set_reply(reply, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
+			return false;
 		}
-		resp.n_usage = n;
-		resp.usage = list;
-		if (rep->has_condition) {
-			cond.abnormal = rep->abnormal;
-			cond.message = (char *)rep->condition_message;
-			resp.volume_condition = &cond;
+		if (!slash)
+			return true;
+		*slash = '/';
+		c = slash;
+	}
+}
+
+/* --- in-flight set ----------------------------------------------------------------------- */
+
+/* Claims the volume's slot; false when another call holds it.  Takes s->lock. */
+static bool inflight_take(struct csi_server *s, const char *volume_id, bool stats)
+{
+	struct inflight *f;
+
+	pthread_mutex_lock(&s->lock);
+	for (f = s->inflight; f; f = f->next)
+		if (f->stats == stats && streq(f->volume_id, volume_id)) {
+			pthread_mutex_unlock(&s->lock);
+			return false;
 		}
-		reply_message(j->call, &resp.base);
-		break;
+	f = calloc(1, sizeof(*f));
+	if (f)
+		f->volume_id = strdup(volume_id);
+	if (!f || !f->volume_id) {
+		pthread_mutex_unlock(&s->lock);
+		if (f)
+			free(f);
+		return false;
 	}
-	case RPC_EXPAND: {
-		Csi__V1__NodeExpandVolumeResponse resp = CSI__V1__NODE_EXPAND_VOLUME_RESPONSE__INIT;
-		resp.capacity_bytes = rep->capacity_bytes;
-		reply_message(j->call, &resp.base);
-		break;
+	f->stats = stats;
+	f->next = s->inflight;
+	s->inflight = f;
+	pthread_mutex_unlock(&s->lock);
+	return true;
+}
+
+static void inflight_release(struct csi_server *s, const char *volume_id, bool stats)
+{
+	pthread_mutex_lock(&s->lock);
+	for (struct inflight **pp = &s->inflight; *pp; pp = &(*pp)->next) {
+		struct inflight *f = *pp;
+
+		if (f->stats == stats && streq(f->volume_id, volume_id)) {
+			*pp = f->next;
+			free(f->volume_id);
+			free(f);
+			break;
+		}
 	}
-	default:
-		gcore_call_fail(j->call, GCORE_INTERNAL, "not a Node volume RPC");
-		break;
-	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* --- jobs -------------------------------------------------------------------------------- */
+
+/* The secrets map of a request, or 0 entries. */
+
+/* --- jobs ---------------------------------------------------------------------------------- */
+
+/* Wipes the secrets of j's request and frees it. */
+static void job_release_msg(struct job *j)
+{
+	struct pb_map_entry **e;
+	size_t n;
+
+	if (!j->msg)
+		return;
+	n = request_secrets(j->rpc, j->msg, &e);
+	for (size_t i = 0; i < n; i++)
+		if (e[i]->value)
+			explicit_bzero(e[i]->value, strlen(e[i]->value));
+	protobuf_c_message_free_unpacked(j->msg, NULL);
+	j->msg = NULL;
+}
+
+static struct job *job_free(struct job *j)
+{
+	if (!j)
+		return NULL;
+	job_release_msg(j);
+	free(j);
+	return NULL;
+}
+
+static void queue_push(struct csi_server *s, struct job *j)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->queue_tail)
+		s->queue_tail->next = j;
+	else
+		s->queue_head = j;
+	s->queue_tail = j;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The worker's part of a job that passed the checks: the symlink walk, then the op. */
+static void job_call(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+{
+	if (!check_no_symlink(s, j->info.path_field[0], j->info.path[0], reply) ||
+	    !check_no_symlink(s, j->info.path_field[1], j->info.path[1], reply))
+		return;
+	log_debug("csi", "CSI call started", "method", j->rpc->name, "volume", j->info.volume_id);
+	reply_settle(j->rpc->call(s, j, reply), reply);
 }
 
 /* On a worker: everything between the queue and the answer. */
 static void job_run(struct csi_server *s, struct job *j, bool draining)
 {
 	struct csi_reply reply;
-	struct vctx v = {.s = s};
-	int r;
 
 	memset(&reply, 0, sizeof(reply));
-	if (draining) {
-		reply.code = CSI_UNAVAILABLE;
-		snprintf(reply.message, sizeof(reply.message), "the driver is shutting down");
-	} else if (csi_deadline_remaining_ms(&j->deadline) == 0) {
-		reply.code = CSI_DEADLINE_EXCEEDED;
-		snprintf(reply.message, sizeof(reply.message),
-			 "deadline passed while the request waited for a worker");
-	} else if (!check_no_symlink(&v, j->path_field[0], j->path[0]) ||
-		   !check_no_symlink(&v, j->path_field[1], j->path[1])) {
-		reply.code = v.code;
-		snprintf(reply.message, sizeof(reply.message), "%.*s",
-			 (int)sizeof(reply.message) - 1, v.msg);
-	} else {
-		r = run_op(s, j, &reply);
-		if (r < 0 && reply.code == CSI_OK)
-			reply.code = csi_code_from_errno(r);
-		if (r >= 0 && reply.code != CSI_OK && !reply.message[0])
-			r = -EIO;
-		if (reply.code != CSI_OK && !reply.message[0])
-			snprintf(reply.message, sizeof(reply.message), "%s",
-				 strerror(r < 0 ? -r : EIO));
-	}
-	reply.message[sizeof(reply.message) - 1] = '\0';
-	reply.condition_message[sizeof(reply.condition_message) - 1] = '\0';
-	scrub_message(j, reply.message, sizeof(reply.message));
-	scrub_message(j, reply.condition_message, sizeof(reply.condition_message));
-
+	if (draining)
+		set_reply(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
+		set_reply(&reply, CSI_DEADLINE_EXCEEDED,
+			  "deadline passed while the request waited for a worker");
+	else
+		job_call(s, j, &reply);
 	/* Free the slot before answering: kubelet may call again as soon as it has the answer. */
-	inflight_release(s, j->volume_id, j->stats_slot);
-	if (reply.code == CSI_OK) {
-		log_debug("csi", "CSI call done", "method", rpcs[j->rpc].name, "volume",
-			  j->volume_id);
-		reply_ok(j, &reply);
-	} else {
-		fail_call(j->call, j->rpc, j->volume_id, (int)reply.code, reply.message);
-	}
+	inflight_release(s, j->info.volume_id, j->info.stats_slot);
+	answer(s, j->rpc, j->call, j->msg, j->info.volume_id, &reply);
 	j->call = NULL;
 }
 
@@ -1080,96 +950,48 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* --- the handler every method shares ---------------------------------------------------- */
+/* --- the handler every method shares ------------------------------------------------------ */
 
 static void handle_call(struct gcore_call *call, void *userdata)
 {
 	struct method_ctx *ctx = userdata;
 	struct csi_server *s = ctx->s;
-	enum rpc rpc = ctx->rpc;
-	struct vctx v = {.s = s};
+	const struct csi_rpc *rpc = ctx->rpc;
+	struct csi_reply reply;
 	struct job *j;
 	const void *data;
 	size_t len;
 
+	memset(&reply, 0, sizeof(reply));
 	data = gcore_call_request(call, &len);
-	if (!data) {
-		fail_call(call, rpc, NULL, CSI_INVALID_ARGUMENT, "request: no message");
-		return;
-	}
-	if (!rpcs[rpc].worker) {
-		ProtobufCMessage *m = protobuf_c_message_unpack(rpcs[rpc].request, NULL, len, data);
-
-		if (!m) {
-			fail_call(call, rpc, NULL, CSI_INVALID_ARGUMENT, "request: cannot decode");
-			return;
-		}
-		protobuf_c_message_free_unpacked(m, NULL);
-		switch (rpc) {
-		case RPC_GET_PLUGIN_INFO:
-			handle_get_plugin_info(s, call);
-			break;
-		case RPC_GET_PLUGIN_CAPABILITIES:
-			handle_get_plugin_capabilities(s, call);
-			break;
-		case RPC_PROBE:
-			handle_probe(s, call);
-			break;
-		case RPC_NODE_GET_CAPABILITIES:
-			handle_node_get_capabilities(s, call);
-			break;
-		case RPC_NODE_GET_INFO:
-			handle_node_get_info(s, call);
-			break;
-		default:
-			gcore_call_fail(call, GCORE_INTERNAL, "no handler");
-			break;
-		}
-		return;
-	}
-
-	if ((rpc == RPC_STAGE && !s->ops->stage) || (rpc == RPC_UNSTAGE && !s->ops->unstage) ||
-	    (rpc == RPC_PUBLISH && !s->ops->publish) ||
-	    (rpc == RPC_UNPUBLISH && !s->ops->unpublish) ||
-	    (rpc == RPC_STATS && !s->ops->get_volume_stats) ||
-	    (rpc == RPC_EXPAND && !s->ops->expand)) {
-		failf(call, rpc, NULL, CSI_UNIMPLEMENTED, "%s is not implemented by this driver",
-		      rpcs[rpc].name);
-		return;
-	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		fail_call(call, rpc, NULL, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		set_reply(&reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		answer(s, rpc, call, NULL, NULL, &reply);
 		return;
 	}
 	j->rpc = rpc;
 	j->call = call;
 	gcore_call_deadline(call, &j->deadline);
-	j->msg = protobuf_c_message_unpack(rpcs[rpc].request, NULL, len, data);
-	if (!j->msg) {
-		fail_call(call, rpc, NULL, CSI_INVALID_ARGUMENT, "request: cannot decode");
-		job_free(j);
-		return;
-	}
-	if (!validate(&v, j)) {
-		scrub_message(j, v.msg, sizeof(v.msg));
-		fail_call(call, rpc, empty(j->volume_id) ? NULL : j->volume_id, v.code, v.msg);
-		job_free(j);
-		return;
-	}
-	if (atomic_load(&s->stopping) && gcore_stopping(s->g)) {
+	if (!data)
+		set_reply(&reply, CSI_INVALID_ARGUMENT, "request: no message");
+	else if (unimplemented(rpc, s->ops, &reply) || !job_prepare(s, j, data, len, &reply))
+		; /* refused */
+	else if (!rpc->validate)
+		; /* answered inline from the server's settings */
+	else if (atomic_load(&s->stopping) && gcore_stopping(s->g))
 		/* Arrived just before the shutdown began; nobody waits on a new op now. */
-		fail_call(call, rpc, j->volume_id, CSI_UNAVAILABLE, "the driver is shutting down");
-		job_free(j);
+		set_reply(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+	else if (!inflight_take(s, j->info.volume_id, j->info.stats_slot))
+		set_reply(&reply, CSI_ABORTED, "an operation on volume %s is already in progress",
+			  j->info.volume_id);
+	else {
+		queue_push(s, j);
 		return;
 	}
-	if (!inflight_take(s, j->volume_id, j->stats_slot)) {
-		failf(call, rpc, j->volume_id, CSI_ABORTED,
-		      "an operation on volume %s is already in progress", j->volume_id);
-		job_free(j);
-		return;
-	}
-	queue_push(s, j);
+	answer(s, rpc, call, j->msg, j->info.volume_id && *j->info.volume_id ? j->info.volume_id : NULL,
+	       &reply);
+	job_free(j);
 }
 
 /* --- life cycle -------------------------------------------------------------------------- */
@@ -1196,7 +1018,7 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 	}
 	root =
 	    cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root : CSI_DEFAULT_KUBELET_ROOT;
-	if (!path_normalized(root)) {
+	if (!csi_path_normalized(root)) {
 		err_set(err, -EINVAL, "kubelet root %s: want an absolute, normalized path", root);
 		return NULL;
 	}
@@ -1278,12 +1100,12 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 	s->g = gcore_new(&gc, err);
 	if (!s->g)
 		return err->code;
-	for (int i = 0; i < RPC_COUNT; i++) {
-		s->ctx[i] = (struct method_ctx){.s = s, .rpc = (enum rpc)i};
-		r = gcore_add_method(s->g, rpcs[i].path, handle_call, &s->ctx[i]);
+	for (int i = 0; i < N_RPCS; i++) {
+		s->ctx[i] = (struct method_ctx){ .s = s, .rpc = &csi_rpcs[i] };
+		r = gcore_add_method(s->g, csi_rpcs[i].path, handle_call, &s->ctx[i]);
 		if (r < 0) {
 			s->g = gcore_free(s->g);
-			return err_set(err, r, "cannot register %s", rpcs[i].path);
+			return err_set(err, r, "cannot register %s", csi_rpcs[i].path);
 		}
 	}
 
@@ -1395,10 +1217,11 @@ struct csi_server *csi_server_free(struct csi_server *s)
 {
 	if (!s)
 		return NULL;
-	if (s->started && csi_server_shutdown(s, 0) < 0) {
-		/* An op still runs and will touch s: leak rather than crash. */
-		log_warning("CSI calls still running at exit, not freeing the server", "socket",
-			    s->socket_path);
+	/* An op still runs and will touch s: leak rather than crash.  After a shutdown that
+	 * gave up (the caller was told, and logs it), without waiting again. */
+	if (s->leaked || (s->started && csi_server_shutdown(s, 0) < 0)) {
+		log_debug("csi", "a CSI op has not returned, not freeing the server", "socket",
+			  s->socket_path);
 		return NULL;
 	}
 	s->reg = registration_free(s->reg);
@@ -1438,85 +1261,54 @@ static int check_unstage_noop(void *userdata, const struct csi_unstage_request *
 int csi_request_check(const struct csi_check_config *cfg, const char *method, const void *data,
 		      size_t len, struct csi_reply *ret_reply)
 {
-	/* Only whether stage and unstage exist matters to the checks. */
+	/* Without ops, only whether stage and unstage exist matters to the checks. */
 	static const struct csi_node_ops with_stage = {
 		.stage = check_stage_noop,
 		.unstage = check_unstage_noop,
 	};
-	static const struct csi_node_ops without_stage = { 0 };
+	static const struct csi_node_ops no_ops;
 	const char *root = cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root
 								     : CSI_DEFAULT_KUBELET_ROOT;
+	const struct csi_rpc *rpc = rpc_find(method);
 	struct csi_server s = { 0 };
 	struct job j = { 0 };
-	struct vctx v = { .s = &s };
-	int rpc = -1, r;
+	int r = 0;
 
 	memset(ret_reply, 0, sizeof(*ret_reply));
-	for (int i = 0; i < RPC_COUNT; i++)
-		if (streq(rpcs[i].path, method))
-			rpc = i;
-	if (rpc < 0)
+	if (!rpc)
 		return -ENOENT;
-	/* The server's own view: the root without a trailing '/', "" for "/". */
+	/* The server's own view: the root without a trailing '/', "" for "/"; whether staging
+	 * is served follows from the ops when given, as in the server. */
 	s.kubelet_root = strdup(streq(root, "/") ? "" : root);
 	if (!s.kubelet_root)
 		return -ENOMEM;
-	/* With ops, whether staging is served follows from them, as in the server. */
-	s.ops = cfg->ops ? cfg->ops : cfg->has_stage ? &with_stage : &without_stage;
+	s.ops = cfg->ops ? cfg->ops : cfg->has_stage ? &with_stage : &no_ops;
 	s.userdata = cfg->userdata;
-	j.rpc = (enum rpc)rpc;
-	j.msg = protobuf_c_message_unpack(rpcs[rpc].request, NULL, len, data);
-	if (!j.msg) {
-		ret_reply->code = CSI_INVALID_ARGUMENT;
-		snprintf(ret_reply->message, sizeof(ret_reply->message), "request: cannot decode");
+	j.rpc = rpc;
+	if (!job_prepare(&s, &j, data, len, ret_reply)) {
 		r = -EINVAL;
-		goto out;
-	}
-	if (!rpcs[rpc].worker) {
-		r = 0; /* answered by the queue thread from the server's settings alone */
-		goto out;
-	}
-	if (!validate(&v, &j) ||
-	    (cfg->check_fs && (!check_no_symlink(&v, j.path_field[0], j.path[0]) ||
-			       !check_no_symlink(&v, j.path_field[1], j.path[1])))) {
-		scrub_message(&j, v.msg, sizeof(v.msg));
-		ret_reply->code = v.code;
-		snprintf(ret_reply->message, sizeof(ret_reply->message), "%.*s",
-			 (int)sizeof(ret_reply->message) - 1, v.msg);
+	} else if (!rpc->validate) {
+		/* answered by the queue thread from the server's settings alone */
+	} else if (cfg->check_fs && (!check_no_symlink(&s, j.info.path_field[0], j.info.path[0],
+						      ret_reply) ||
+				     !check_no_symlink(&s, j.info.path_field[1], j.info.path[1],
+						      ret_reply))) {
 		r = -EINVAL;
-		goto out;
-	}
-	if (!cfg->ops) {
-		r = 0;
-		goto out;
-	}
-	if ((j.rpc == RPC_STAGE && !cfg->ops->stage) || (j.rpc == RPC_UNSTAGE && !cfg->ops->unstage) ||
-	    (j.rpc == RPC_PUBLISH && !cfg->ops->publish) ||
-	    (j.rpc == RPC_UNPUBLISH && !cfg->ops->unpublish) ||
-	    (j.rpc == RPC_STATS && !cfg->ops->get_volume_stats) ||
-	    (j.rpc == RPC_EXPAND && !cfg->ops->expand)) {
-		ret_reply->code = CSI_UNIMPLEMENTED;
-		snprintf(ret_reply->message, sizeof(ret_reply->message),
-			 "%s is not implemented by this driver", rpcs[rpc].name);
+	} else if (!cfg->ops) {
+		/* reaches the backend */
+	} else if (unimplemented(rpc, cfg->ops, ret_reply)) {
 		r = -ENOSYS;
-		goto out;
+	} else {
+		/* As a worker answers. */
+		r = rpc->call(&s, &j, ret_reply);
+		if (r >= 0 && ret_reply->code != CSI_OK && !ret_reply->message[0])
+			r = -EIO;
+		reply_settle(r, ret_reply);
 	}
-	/* As job_run answers. */
-	r = run_op(&s, &j, ret_reply);
-	if (r < 0 && ret_reply->code == CSI_OK)
-		ret_reply->code = csi_code_from_errno(r);
-	if (r >= 0 && ret_reply->code != CSI_OK && !ret_reply->message[0])
-		r = -EIO;
-	if (ret_reply->code != CSI_OK && !ret_reply->message[0])
-		snprintf(ret_reply->message, sizeof(ret_reply->message), "%s",
-			 strerror(r < 0 ? -r : EIO));
-	ret_reply->message[sizeof(ret_reply->message) - 1] = '\0';
-	ret_reply->condition_message[sizeof(ret_reply->condition_message) - 1] = '\0';
-	scrub_message(&j, ret_reply->message, sizeof(ret_reply->message));
-	scrub_message(&j, ret_reply->condition_message, sizeof(ret_reply->condition_message));
-out:
-	if (j.msg)
-		protobuf_c_message_free_unpacked(j.msg, NULL);
+	scrub_message(rpc, j.msg, ret_reply->message, sizeof(ret_reply->message));
+	scrub_message(rpc, j.msg, ret_reply->condition_message,
+		      sizeof(ret_reply->condition_message));
+	job_release_msg(&j);
 	free(s.kubelet_root);
 	return r;
 }

@@ -6,13 +6,17 @@
  * publish, unpublish, get_volume_stats, expand) go to a small pool of CSI worker threads,
  * which call the backend (struct csi_node_ops, implemented by the core) and send the answer.
  *
- * Before a Node request reaches the backend:
+ * Before a Node request reaches the backend (the pure checks are csi-validate.c's, in the
+ * order the CSI spec lists the codes):
  *  - each required field is present, else INVALID_ARGUMENT naming the field
- *    ("volume_capability: required");
+ *    ("volume_capability: required"), all of them before any other check;
  *  - every path (target, staging, volume path) is absolute, normalized (no "", "." or ".."
  *    component), lies below the kubelet root, and no existing component below the root is a
  *    symlink (lstat, on the worker: a hung NFS mount must not stall the queue thread), else
- *    INVALID_ARGUMENT;
+ *    INVALID_ARGUMENT; a volume_path of NodeGetVolumeStats or NodeExpandVolume that cannot
+ *    hold a volume is NOT_FOUND (they only look a volume up there);
+ *  - NodePublishVolume without staging_target_path while STAGE_UNSTAGE_VOLUME is advertised
+ *    is FAILED_PRECONDITION;
  *  - no other operation is in flight for the same volume_id, else ABORTED (kubelet retries).
  *    Stage, unstage, publish, unpublish and expand share one slot per volume;
  *    NodeGetVolumeStats has a slot of its own, so a stats call hanging on a dead server
@@ -32,6 +36,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "csi-status.h"
 #include "error.h"
 
 /* The default endpoint is "unix://<kubelet-root>/plugins/<driver-name>/csi.sock". */
@@ -40,25 +45,6 @@
 #define CSI_DEFAULT_GRACE_MS 10000
 /* NodeGetInfo.accessible_topology holds one segment: this key, with the node id as value. */
 #define CSI_TOPOLOGY_KEY "kubernetes.io/hostname"
-
-/* gRPC status codes a backend may answer with (numerically the gRPC codes). */
-enum csi_code {
-	CSI_OK = 0,
-	CSI_CANCELLED = 1,
-	CSI_UNKNOWN = 2,
-	CSI_INVALID_ARGUMENT = 3,
-	CSI_DEADLINE_EXCEEDED = 4,
-	CSI_NOT_FOUND = 5,
-	CSI_ALREADY_EXISTS = 6,
-	CSI_PERMISSION_DENIED = 7,
-	CSI_RESOURCE_EXHAUSTED = 8,
-	CSI_FAILED_PRECONDITION = 9,
-	CSI_ABORTED = 10,
-	CSI_OUT_OF_RANGE = 11,
-	CSI_UNIMPLEMENTED = 12,
-	CSI_INTERNAL = 13,
-	CSI_UNAVAILABLE = 14,
-};
 
 /* One entry of a protobuf string map.  Both strings are non-NULL. */
 struct csi_kv {
@@ -292,12 +278,6 @@ const char *csi_endpoint_from_env_or(const char *def);
 
 /* "unix://<kubelet_root>/plugins/<driver_name>/csi.sock", newly allocated (NULL: -ENOMEM). */
 char *csi_default_endpoint(const char *kubelet_root, const char *driver_name);
-
-/* The gRPC code for a negative errno: -ENOENT NOT_FOUND, -EINVAL INVALID_ARGUMENT, -EEXIST
- * ALREADY_EXISTS, -EAGAIN/-EBUSY ABORTED, -ETIMEDOUT DEADLINE_EXCEEDED, -EOPNOTSUPP/-ENOTSUP
- * FAILED_PRECONDITION, -ERANGE/-EFBIG OUT_OF_RANGE, -ENOSPC RESOURCE_EXHAUSTED, -EPERM/-EACCES
- * PERMISSION_DENIED, -ENOSYS UNIMPLEMENTED, -ESHUTDOWN UNAVAILABLE, anything else INTERNAL. */
-enum csi_code csi_code_from_errno(int negative_errno);
 
 /* Milliseconds until deadline (CLOCK_MONOTONIC), 0 when passed, -1 when there is none. */
 long long csi_deadline_remaining_ms(const struct timespec *deadline);
