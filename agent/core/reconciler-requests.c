@@ -302,7 +302,14 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 	const struct asw_device *d = asw_get_device(r->asw, p->name);
 
 	if (v) {
+		const struct dsw_pod_volume *pv =
+			p->req->path ? dsw_get_pod_volume(r->dsw, p->req->path) : NULL;
+
 		p->result.known = true;
+		p->result.uses_device = v->uses_device;
+		p->result.at_path = p->req->path &&
+				    ((v->device_mount_path && streq(v->device_mount_path, p->req->path)) ||
+				     (pv && pv->volume == v));
 		snprintf(p->result.plugin, sizeof(p->result.plugin), "%s", v->plugin->name);
 	}
 	if (v && d && d->mounted && !d->broken && d->att.device_path) {

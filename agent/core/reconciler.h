@@ -81,6 +81,8 @@ struct volume_request_result {
 	/* VOLUME_REQUEST_INFO */
 	bool known;			/* the volume is desired (staged or published) */
 	bool device_mounted;		/* its device is mounted at its staging path */
+	bool uses_device;		/* it has a device of its own, mounted at its staging path */
+	bool at_path;			/* the request's path is its staging path or a target */
 	char plugin[32];
 	char device_path[256];		/* the block device, when it has one */
 	/* VOLUME_REQUEST_STATUS: the snapshot, owned by the caller (free it) */

@@ -282,49 +282,27 @@ struct volume_place {
 	char plugin[32];
 };
 
-/* Looks volume_id up in the reconciler's snapshot.  Returns 0 with ret filled, or the answer's
- * negative errno with reply set. */
+/* What the reconciler knows of volume_id and whether path is where it is staged or published:
+ * one lookup on its thread, not a snapshot of the whole state.  Returns 0 with ret filled, or
+ * the answer's negative errno with reply set. */
 static int volume_lookup(struct csi_node_config *cfg, const char *volume_id, const char *path,
 			 const struct timespec *deadline, struct volume_place *ret,
 			 struct csi_reply *reply)
 {
-	struct volume_request *req = new_request(VOLUME_REQUEST_STATUS, volume_id, path);
+	struct volume_request *req = new_request(VOLUME_REQUEST_INFO, volume_id, path);
 	struct volume_request_result res = { 0 };
-	json_t *root, *vol, *pod;
-	size_t i, k;
 	int r;
 
 	*ret = (struct volume_place){ 0 };
 	if (!req)
 		return -ENOMEM;
 	r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
-	if (r < 0 || res.error < 0) {
-		free(res.status_json);
+	if (r < 0 || res.error < 0)
 		return answer(r, &res, reply);
-	}
-	root = json_loads(res.status_json, 0, NULL);
-	free(res.status_json);
-	if (!root)
-		return -ENOMEM;
-	json_array_foreach(json_object_get(root, "volumes"), i, vol) {
-		const char *id = json_string_value(json_object_get(vol, "volume_id"));
-		const char *dev = json_string_value(json_object_get(vol, "device_mount_path"));
-		const char *plugin = json_string_value(json_object_get(vol, "plugin"));
-
-		if (!id || !streq(id, volume_id))
-			continue;
-		ret->known = true;
-		snprintf(ret->plugin, sizeof(ret->plugin), "%s", plugin ? plugin : "");
-		ret->uses_device = dev != NULL;
-		ret->at_path = dev && streq(dev, path);
-		json_array_foreach(json_object_get(vol, "pods"), k, pod) {
-			const char *t = json_string_value(json_object_get(pod, "target"));
-			if (t && streq(t, path))
-				ret->at_path = true;
-		}
-		break;
-	}
-	json_decref(root);
+	ret->known = res.known;
+	ret->at_path = res.at_path;
+	ret->uses_device = res.uses_device;
+	snprintf(ret->plugin, sizeof(ret->plugin), "%s", res.plugin);
 	return 0;
 }
 
