@@ -52,6 +52,16 @@ if [ "${1:-}" != --inner ]; then
 		rm -rf "$T"
 	}
 	trap outer_cleanup EXIT
+	# Can podman run containers here at all (a sandbox may forbid it)?  Its state stays in $T.
+	mkdir -p "$T/probe/tmp"
+	if ! out=$(unshare -m --propagation private podman --root "$T/probe/root" \
+		--runroot "$T/probe/run" --tmpdir "$T/probe/tmp" --storage-driver vfs \
+		--events-backend file --cgroup-manager cgroupfs --runtime runc info 2>&1); then
+		outer_cleanup
+		trap - EXIT
+		skip "podman cannot run here: $(echo "$out" | tail -1)"
+	fi
+	rm -rf "$T/probe"
 	truncate -s 64M "$T/disk.img"
 	dev=$(losetup --find --show "$T/disk.img") || {
 		echo "test-image: losetup failed"
