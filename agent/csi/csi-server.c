@@ -300,9 +300,7 @@ static void answer(const struct csi_server *s, const struct csi_rpc *rpc, struct
 	gcore_call_fail(call, (int)reply->code, reply->message);
 }
 
-static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+void csi_reply_set(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -741,7 +739,7 @@ static bool unimplemented(const struct csi_rpc *rpc, const struct csi_node_ops *
 {
 	if (!rpc->validate || rpc_has_op(rpc, ops))
 		return false;
-	set_reply(reply, CSI_UNIMPLEMENTED, "%s is not implemented by this driver", rpc->name);
+	csi_reply_set(reply, CSI_UNIMPLEMENTED, "%s is not implemented by this driver", rpc->name);
 	return true;
 }
 
@@ -754,13 +752,13 @@ static bool job_prepare(const struct csi_server *s, struct job *j, const void *d
 
 	j->msg = protobuf_c_message_unpack(j->rpc->request, NULL, len, data);
 	if (!j->msg) {
-		set_reply(reply, CSI_INVALID_ARGUMENT, "request: cannot decode");
+		csi_reply_set(reply, CSI_INVALID_ARGUMENT, "request: cannot decode");
 		return false;
 	}
 	if (!j->rpc->validate)
 		return true;
 	if (!j->rpc->validate(&vc, j->msg, &j->info, &v)) {
-		set_reply(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
+		csi_reply_set(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
 		return false;
 	}
 	return true;
@@ -779,7 +777,7 @@ static bool check_no_symlink(const struct csi_server *s, const char *field, cons
 		return true;
 	p = strdup(path);
 	if (!p) {
-		set_reply(reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		csi_reply_set(reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
 		return false;
 	}
 	for (char *c = p + rl + 1;; c++) {
@@ -795,7 +793,7 @@ static bool check_no_symlink(const struct csi_server *s, const char *field, cons
 			if (errno == ENOENT || errno == ENOTDIR)
 				return true;
 		} else if (S_ISLNK(stx.stx_mode)) {
-			set_reply(reply, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
+			csi_reply_set(reply, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
 			return false;
 		}
 		if (!slash)
@@ -910,9 +908,9 @@ static void job_run(struct csi_server *s, struct job *j, bool draining)
 
 	memset(&reply, 0, sizeof(reply));
 	if (draining)
-		set_reply(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
-		set_reply(&reply, CSI_DEADLINE_EXCEEDED,
+		csi_reply_set(&reply, CSI_DEADLINE_EXCEEDED,
 			  "deadline passed while the request waited for a worker");
 	else
 		job_call(s, j, &reply);
@@ -966,7 +964,7 @@ static void handle_call(struct gcore_call *call, void *userdata)
 	data = gcore_call_request(call, &len);
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		set_reply(&reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		csi_reply_set(&reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
 		answer(s, rpc, call, NULL, NULL, &reply);
 		return;
 	}
@@ -974,16 +972,16 @@ static void handle_call(struct gcore_call *call, void *userdata)
 	j->call = call;
 	gcore_call_deadline(call, &j->deadline);
 	if (!data)
-		set_reply(&reply, CSI_INVALID_ARGUMENT, "request: no message");
+		csi_reply_set(&reply, CSI_INVALID_ARGUMENT, "request: no message");
 	else if (unimplemented(rpc, s->ops, &reply) || !job_prepare(s, j, data, len, &reply))
 		; /* refused */
 	else if (!rpc->validate)
 		; /* answered inline from the server's settings */
 	else if (atomic_load(&s->stopping) && gcore_stopping(s->g))
 		/* Arrived just before the shutdown began; nobody waits on a new op now. */
-		set_reply(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (!inflight_take(s, j->info.volume_id, j->info.stats_slot))
-		set_reply(&reply, CSI_ABORTED, "an operation on volume %s is already in progress",
+		csi_reply_set(&reply, CSI_ABORTED, "an operation on volume %s is already in progress",
 			  j->info.volume_id);
 	else {
 		queue_push(s, j);
