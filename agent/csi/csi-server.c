@@ -219,19 +219,6 @@ static int mkdir_parents(const char *path, mode_t mode)
 
 /* --- answers ----------------------------------------------------------------------------- */
 
-static void reply_message(struct gcore_call *call, const ProtobufCMessage *msg)
-{
-	size_t len = protobuf_c_message_get_packed_size(msg);
-	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
-
-	if (!buf) {
-		gcore_call_fail(call, GCORE_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	protobuf_c_message_pack(msg, buf);
-	gcore_call_reply(call, buf, len);
-}
-
 /* The secrets map of a request, or 0 entries. */
 static size_t request_secrets(const struct csi_rpc *rpc, const ProtobufCMessage *msg,
 			      struct pb_map_entry ***ret)
@@ -319,7 +306,7 @@ static void reply_get_plugin_info(const struct csi_server *s, const struct csi_r
 
 	resp.name = s->driver_name;
 	resp.vendor_version = (char *)VOLAGENT_VERSION;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_get_plugin_capabilities(const struct csi_server *s, const struct csi_reply *rep,
@@ -350,7 +337,7 @@ static void reply_get_plugin_capabilities(const struct csi_server *s, const stru
 	}
 	resp.n_capabilities = n;
 	resp.capabilities = list;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_probe(const struct csi_server *s, const struct csi_reply *rep,
@@ -361,7 +348,7 @@ static void reply_probe(const struct csi_server *s, const struct csi_reply *rep,
 
 	ready.value = atomic_load(&s->ready);
 	resp.ready = &ready;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static bool has_stage(const struct csi_server *s)
@@ -397,7 +384,7 @@ static void reply_node_get_capabilities(const struct csi_server *s, const struct
 	}
 	resp.n_capabilities = n;
 	resp.capabilities = list;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_node_get_info(const struct csi_server *s, const struct csi_reply *rep,
@@ -415,7 +402,7 @@ static void reply_node_get_info(const struct csi_server *s, const struct csi_rep
 	topo.n_segments = 1;
 	topo.segments = segs;
 	resp.accessible_topology = &topo;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 
@@ -597,7 +584,7 @@ static int call_expand(const struct csi_server *s, const struct job *j, struct c
 		       struct gcore_call *call)                                                    \
 	{                                                                                          \
 		type resp = init;                                                                  \
-		reply_message(call, &resp.base);                                                   \
+		gcore_call_reply_message(call, &resp.base);                                                   \
 	}
 REPLY_EMPTY(reply_stage, Csi__V1__NodeStageVolumeResponse, CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT)
 REPLY_EMPTY(reply_unstage, Csi__V1__NodeUnstageVolumeResponse,
@@ -636,7 +623,7 @@ static void reply_stats(const struct csi_server *s, const struct csi_reply *rep,
 		cond.message = (char *)rep->condition_message;
 		resp.volume_condition = &cond;
 	}
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_expand(const struct csi_server *s, const struct csi_reply *rep,
@@ -645,7 +632,7 @@ static void reply_expand(const struct csi_server *s, const struct csi_reply *rep
 	Csi__V1__NodeExpandVolumeResponse resp = CSI__V1__NODE_EXPAND_VOLUME_RESPONSE__INIT;
 
 	resp.capacity_bytes = rep->capacity_bytes;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 /* --- the table ----------------------------------------------------------------------------- */
