@@ -312,6 +312,26 @@ char *test_read_file(const char *path)
 	return buf;
 }
 
+bool test_golden_matches(const char *expected_path, const char *actual)
+{
+	char *expected;
+	bool same;
+
+	if (getenv("VOLAGENT_UPDATE_GOLDEN"))
+		return test_write_file(expected_path, actual) == 0;
+	expected = test_read_file(expected_path);
+	if (!expected) {
+		fprintf(stderr, "missing golden file %s (actual:\n%s)\n", expected_path, actual);
+		return false;
+	}
+	same = strcmp(expected, actual) == 0;
+	if (!same)
+		fprintf(stderr, "%s differs.\nexpected:\n%s\nactual:\n%s\n", expected_path, expected,
+			actual);
+	free(expected);
+	return same;
+}
+
 bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)
 {
 	struct timespec ts = { 0, 10 * 1000 * 1000 };

@@ -39,6 +39,10 @@ int test_mkfs(const char *fstype, const char *dev);
 
 int test_write_file(const char *path, const char *content);
 char *test_read_file(const char *path);
+/* Compares actual with the golden file expected_path, printing both to stderr when they
+ * differ or the file is missing; with $VOLAGENT_UPDATE_GOLDEN set, writes actual to it instead.
+ * Returns true when they match (or the file was written). */
+bool test_golden_matches(const char *expected_path, const char *actual);
 
 /* Polls pred every 10 ms until it is true or timeout_ms passed (times $TEST_TIME_SCALE, for
  * slow runs such as the agent under valgrind). */
