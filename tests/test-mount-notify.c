@@ -198,6 +198,15 @@ static uint64_t unique_id(const char *path)
 	return stx.stx_mnt_id;
 }
 
+/* Mounts a small tmpfs on path (made if missing, stacked if already a mount point); returns
+ * the new mount's unique id. */
+static uint64_t mount_tmpfs_at(const char *path)
+{
+	make_dir(path);
+	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
+	return unique_id(path);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -396,27 +405,18 @@ static void test_list_below_prefix(void **state)
 	assert_int_equal(mount("tmpfs", sub("other"), "tmpfs", 0, "size=64k"), 0);
 	for (int i = 0; i < N_BELOW; i++) {
 		snprintf(path, sizeof(path), "%s/below/%03d", fx.path, i);
-		make_dir(path);
-		assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-		want[nwant++] = unique_id(path);
+		want[nwant++] = mount_tmpfs_at(path);
 	}
 	snprintf(path, sizeof(path), "%s/below/007/nested", fx.path);
-	make_dir(path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 	/* two mounts stacked on one directory, the lower one with a mount on it that the upper
 	 * one hides: all three are below the prefix */
 	snprintf(path, sizeof(path), "%s/below/stack", fx.path);
-	make_dir(path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 	snprintf(path, sizeof(path), "%s/below/stack/hidden", fx.path);
-	make_dir(path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 	snprintf(path, sizeof(path), "%s/below/stack", fx.path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 
 	/* The events carried the same IDs, in order, after the two decoys. */
 	collect(&c, 2 + nwant);
