@@ -33,28 +33,14 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Writes pod uid with one local volume named volume, of path (a directory or a device). */
-static void write_local_pod(struct agent_fixture *f, const char *uid, const char *volume,
-			    const char *path)
-{
-	char spec[1024], name[128];
-
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"%s\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 uid, volume, path);
-	snprintf(name, sizeof(name), "%s.json", uid);
-	assert_int_equal(fixture_write_pod(f, name, spec), 0);
-}
-
 static void write_dir_pod(struct agent_fixture *f, const char *uid, const char *src)
 {
-	write_local_pod(f, uid, "v", src);
+	assert_int_equal(fixture_write_local_pod(f, uid, "v", src), 0);
 }
 
 static void write_block_pod(struct agent_fixture *f, const char *uid, const char *dev)
 {
-	write_local_pod(f, uid, "disk", dev);
+	assert_int_equal(fixture_write_local_pod(f, uid, "disk", dev), 0);
 }
 
 static const char *make_dir(struct agent_fixture *f, const char *name, char *buf)
