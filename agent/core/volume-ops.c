@@ -246,31 +246,23 @@ static int run_check_health(struct volume_op *op)
 	return op->broken ? 0 : r;
 }
 
+/* What each kind of operation runs. */
+static int (*const run_kind[])(struct volume_op *op) = {
+	[VOLUME_OP_SET_UP] = run_set_up,
+	[VOLUME_OP_TEAR_DOWN] = run_tear_down,
+	[VOLUME_OP_VERIFY] = run_verify,
+	[VOLUME_OP_MOUNT_DEVICE] = run_mount_device,
+	[VOLUME_OP_UNMOUNT_DEVICE] = run_unmount_device,
+	[VOLUME_OP_CHECK_HEALTH] = run_check_health,
+};
+
 static void volume_op_run(struct executor_job *job)
 {
 	struct volume_op *op = volume_op_from_job(job);
 	uint64_t start = now_ms();
 
-	switch (op->kind) {
-	case VOLUME_OP_SET_UP:
-		op->result = run_set_up(op);
-		break;
-	case VOLUME_OP_TEAR_DOWN:
-		op->result = run_tear_down(op);
-		break;
-	case VOLUME_OP_VERIFY:
-		op->result = run_verify(op);
-		break;
-	case VOLUME_OP_MOUNT_DEVICE:
-		op->result = run_mount_device(op);
-		break;
-	case VOLUME_OP_UNMOUNT_DEVICE:
-		op->result = run_unmount_device(op);
-		break;
-	case VOLUME_OP_CHECK_HEALTH:
-		op->result = run_check_health(op);
-		break;
-	}
+	if ((size_t)op->kind < ARRAY_SIZE(run_kind))
+		op->result = run_kind[op->kind](op);
 	if (op->result < 0 && !op->err.code)
 		err_set(&op->err, op->result, "%s", strerror(-op->result));
 	op->duration_ms = now_ms() - start;
