@@ -199,6 +199,15 @@ void test_loop_detach_all(void)
 			test_loop_detach(loops[i].dev);
 }
 
+int test_cleanup_loops_and_dir(char *dir)
+{
+	test_loop_detach_all();
+	if (dir)
+		test_rm_rf(dir);
+	free(dir);
+	return 0;
+}
+
 static int run_child(const char *const argv[], int out_fd, int err_fd)
 {
 	pid_t pid = fork();

@@ -26,6 +26,9 @@ int test_make_sparse(const char *path, long long size);
 int test_loop_attach(const char *file, char *ret_dev);
 int test_loop_detach(const char *dev);
 void test_loop_detach_all(void);
+/* The end of a test group with loop devices on images in dir: detaches every loop device
+ * this process attached, removes dir and frees it.  Returns 0, for a cmocka teardown. */
+int test_cleanup_loops_and_dir(char *dir);
 
 /* Runs argv[0] (searched in PATH) and returns its exit status, or -1 when it died.  Its
  * output goes to the test's stderr only when VERBOSE is set. */
