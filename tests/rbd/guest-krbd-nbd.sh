@@ -19,35 +19,11 @@
 # the guest's tmpfs and vanishes with the VM; it still tears it down itself.
 set -uo pipefail
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $1${2:+ ($2)}"; }
-check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../vm/guestlib.sh"
 secs_since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN {printf "%.1fs", (b - a) / 1000}'; }
 T0=$(now_ms)
 stamp() { echo "  [$(secs_since "$T0")] $*"; }
-
-# wait_for SECONDS CMD...: polls CMD every 0.2 s.
-wait_for() {
-	local limit=$(($(now_ms) + $1 * 1000))
-	shift
-	until "$@"; do
-		[ "$(now_ms)" -lt "$limit" ] || return 1
-		sleep 0.2
-	done
-}
-
-mi() { awk -v p="$1" '$5 == p {l = $0} END {print l}' /proc/self/mountinfo; }
-mounted() { [ -n "$(mi "$1")" ]; }
-unmounted() { [ -z "$(mi "$1")" ]; }
-mi_type() { mi "$1" | sed 's/.* - \([^ ]*\) .*/\1/'; }
-mi_source() { mi "$1" | sed 's/.* - [^ ]* \([^ ]*\) .*/\1/'; }
-count_under() { awk -v p="$1/" 'index($5, p) == 1' /proc/self/mountinfo | wc -l; }
-count_is() { [ "$(count_under "$1")" = "$2" ]; }
 log_count() { grep -cF -- "$1" "$LOG"; }
-mounted_times() { mounted "$1" && [ "$(grep -F 'msg="volume mounted"' "$LOG" | grep -cF "target=$1 ")" -ge "$2" ]; }
 
 REPO=${REPO:?}
 W=/run/rbd-vm
