@@ -23,8 +23,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
-	command -v "${VM_QEMU:-qemu-system-x86_64}"
+t_need_qemu
 t_need "ceph-osd is not installed (scripts/deps/devices-test.txt)" command -v ceph-osd
 t_need "jq is not installed" command -v jq
 agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
