@@ -58,25 +58,10 @@ start_agent() { # MODE EXTRA...
 	agent_pid=$!
 }
 
-# Whether pid has exited (a zombie counts as exited).
-not_alive() { [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] || [ ! -e "/proc/$1" ]; }
-
-stop_agent() {
-	[ -n "$agent_pid" ] || return 0
-	kill -TERM "$agent_pid" 2>/dev/null
-	if ! wait_for 30 not_alive "$agent_pid"; then
-		echo "agent did not stop in 30s; killing it" >&2
-		kill -KILL "$agent_pid" 2>/dev/null
-	fi
-	wait "$agent_pid" 2>/dev/null
-	agent_pid=
-}
-
 cleanup() {
 	stop_agent
 	# Whatever the agent left (a failed test): lazily, so a dead server cannot hang us.
-	awk -v p="$W/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	umount_below "$W"
 	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
 		echo "--- agent log (last 60 lines):"
 		tail -n 60 "$LOG" | cut -c1-400

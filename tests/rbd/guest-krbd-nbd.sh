@@ -36,8 +36,6 @@ IMG=vmimg
 agent_pid=
 cluster_up=0
 
-not_alive() { [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] || [ ! -e "/proc/$1" ]; }
-
 start_agent() { # METHODS
 	"$VOLAGENT_BIN" run --root-dir "$ROOT" --state-dir "$W/state" --pods-dir "$PODS" \
 		--config "$W/config.json" --health-interval 1s --backoff-max 2s --resync-interval 5s \
@@ -46,23 +44,11 @@ start_agent() { # METHODS
 	agent_pid=$!
 }
 
-stop_agent() {
-	[ -n "$agent_pid" ] || return 0
-	kill -TERM "$agent_pid" 2>/dev/null
-	if ! wait_for 30 not_alive "$agent_pid"; then
-		echo "agent did not stop in 30s; killing it" >&2
-		kill -KILL "$agent_pid" 2>/dev/null
-	fi
-	wait "$agent_pid" 2>/dev/null
-	agent_pid=
-}
-
 cleanup() {
 	local m d
 	stop_agent
 	# Whatever a failed step left: pod and node-wide mounts, then mappings, then the cluster.
-	awk -v p="$ROOT/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	umount_below "$ROOT"
 	for d in /dev/rbd[0-9]*; do
 		[ -b "$d" ] && timeout 30 rbd unmap -o noudev,force "$d" 2>/dev/null
 	done

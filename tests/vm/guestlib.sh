@@ -12,6 +12,9 @@
 #   count_under DIR; count_is DIR N                    mounts strictly below DIR
 #   mounted_times PATH N                               mounted, and the agent's $LOG says it
 #                                                      mounted PATH at least N times
+#   umount_below DIR                                   lazily unmounts every mount below DIR
+#   not_alive PID; stop_agent                          stops the agent of $agent_pid (TERM,
+#                                                      KILL after 30 s) and clears it
 
 passed=0
 failed=0
@@ -40,3 +43,24 @@ count_is() { [ "$(count_under "$1")" = "$2" ]; }
 # Mount ids are reused by the kernel, so they cannot tell a new mount from the old one: the
 # agent's log can.
 mounted_times() { mounted "$1" && [ "$(grep -F 'msg="volume mounted"' "$LOG" | grep -cF "target=$1 ")" -ge "$2" ]; }
+
+# Lazily, deepest first, so that a dead server cannot hang the cleanup.
+umount_below() {
+	awk -v p="$1/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null; done
+}
+
+# Whether pid has exited (a zombie counts as exited).
+not_alive() { [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] || [ ! -e "/proc/$1" ]; }
+
+agent_pid=
+stop_agent() {
+	[ -n "$agent_pid" ] || return 0
+	kill -TERM "$agent_pid" 2>/dev/null
+	if ! wait_for 30 not_alive "$agent_pid"; then
+		echo "agent did not stop in 30s; killing it" >&2
+		kill -KILL "$agent_pid" 2>/dev/null
+	fi
+	wait "$agent_pid" 2>/dev/null
+	agent_pid=
+}
