@@ -16,9 +16,7 @@ srv=$work/nfs
 share=$work/share
 mkdir -p "$share"
 cleanup() {
-	if [ -d "$srv/.server" ]; then
-		"$t_repo/scripts/nfs-server" stop "$srv" || echo "warning: stopping the NFS server failed" >&2
-	fi
+	t_nfs_server_stop "$srv"
 	rm -rf "$work"
 }
 trap cleanup EXIT

@@ -31,9 +31,7 @@ cleanup() {
 	[ -z "$coord_pid" ] || kill "$coord_pid" 2>/dev/null || true
 	pid=$(server_pid)
 	[ -z "$pid" ] || kill -CONT "$pid" 2>/dev/null || true
-	if [ -d "$srv/.server" ]; then
-		"$t_repo/scripts/nfs-server" stop "$srv" || echo "warning: stopping the NFS server failed" >&2
-	fi
+	t_nfs_server_stop "$srv"
 	rm -rf "$work"
 }
 trap cleanup EXIT

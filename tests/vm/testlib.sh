@@ -8,6 +8,7 @@
 #                                     succeeds; under CI=true a missing requirement fails
 #   t_done                            print the closing line; exit 1 if anything failed
 #   t_need_qemu / t_need_nfs_server   the t_need lines of the VM tests and the NFS server
+#   t_nfs_server_stop DIR             stops the scripts/nfs-server started in DIR, if any
 #   t_agent_bin                       sets $agent: the agent under test ($VOLAGENT_BIN, else the
 #                                     build's), absolute; skips when it is not built
 #   t_guest_results OUT ERR           count a guest's PASS:/FAIL: lines (in file OUT) as ours
@@ -80,4 +81,10 @@ t_guest_results() {
 		esac
 	done <"$1"
 	sed 's/^/  guest stderr: /' "$2" | tail -n 40
+}
+
+t_nfs_server_stop() {
+	if [ -d "$1/.server" ]; then
+		"$t_repo/scripts/nfs-server" stop "$1" || echo "warning: stopping the NFS server failed" >&2
+	fi
 }
