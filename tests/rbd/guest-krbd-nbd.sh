@@ -116,18 +116,25 @@ write_sync() { # FILE CONTENT: write and push it to the cluster
 	echo "$2" >"$1" && sync -f "$1"
 }
 
+# start_phase METHOD UID [NOTE]: starts the agent with attach method METHOD and writes pod UID;
+# sets $d to its pod dir and passes once the volume is mounted there.
+start_phase() {
+	local t
+	stamp "$1"
+	start_agent "$1"
+	t=$(now_ms)
+	write_pod "$2"
+	d=$(pod_dir "$2")
+	if wait_for 75 mounted "$d"; then
+		pass "$1: pod $2's rbd volume is mounted ($(secs_since "$t")${3:+, $3})"
+	else
+		fail "$1: pod $2's rbd volume is mounted" "the rest of the $1 phase is skipped"
+	fi
+}
+
 # --- krbd -------------------------------------------------------------------------------
 blob_sum=none
-stamp "krbd"
-start_agent krbd
-t=$(now_ms)
-write_pod k1
-d=$(pod_dir k1)
-if wait_for 75 mounted "$d"; then
-	pass "krbd: pod k1's rbd volume is mounted ($(secs_since "$t"), includes mkfs.ext4)"
-else
-	fail "krbd: pod k1's rbd volume is mounted" "the rest of the krbd phase is skipped"
-fi
+start_phase krbd k1 "includes mkfs.ext4"
 if mounted "$d"; then
 	src=$(mi_source "$d")
 	check "krbd: the pod dir is ext4 from /dev/rbdN ($(mi_type "$d") $src)" \
@@ -158,16 +165,7 @@ check "krbd: no record left in the run dir" no_record
 stop_agent
 
 # --- nbd --------------------------------------------------------------------------------
-stamp "nbd"
-start_agent nbd
-t=$(now_ms)
-write_pod n1
-d=$(pod_dir n1)
-if wait_for 75 mounted "$d"; then
-	pass "nbd: pod n1's rbd volume is mounted ($(secs_since "$t"))"
-else
-	fail "nbd: pod n1's rbd volume is mounted" "the rest of the nbd phase is skipped"
-fi
+start_phase nbd n1
 if mounted "$d"; then
 	src=$(mi_source "$d")
 	check "nbd: the pod dir is ext4 from /dev/nbdN ($(mi_type "$d") $src)" \
