@@ -666,18 +666,19 @@ static int cmd_converge(const char *ns, const char *reps_s, int jobs)
 			       n, i + 1, fu[i], eu[i], vu[i], fd[i], ed[i], vd[i]);
 			fflush(stdout);
 		}
-		snprintf(name, sizeof(name), "converge.%d.floor", n);
-		figure(name, bench_median(fu, r), "ms", fu, r);
-		snprintf(name, sizeof(name), "converge.%d.exec", n);
-		figure(name, bench_median(eu, r), "ms", eu, r);
-		snprintf(name, sizeof(name), "converge.%d.volagent", n);
-		figure(name, bench_median(vu, r), "ms", vu, r);
-		snprintf(name, sizeof(name), "remove.%d.floor", n);
-		figure(name, bench_median(fd, r), "ms", fd, r);
-		snprintf(name, sizeof(name), "remove.%d.exec", n);
-		figure(name, bench_median(ed, r), "ms", ed, r);
-		snprintf(name, sizeof(name), "remove.%d.volagent", n);
-		figure(name, bench_median(vd, r), "ms", vd, r);
+		const struct {
+			const char *phase, *variant;
+			double *ms;
+		} figs[] = {
+			{ "converge", "floor", fu }, { "converge", "exec", eu },
+			{ "converge", "volagent", vu }, { "remove", "floor", fd },
+			{ "remove", "exec", ed }, { "remove", "volagent", vd },
+		};
+
+		for (size_t f = 0; f < sizeof(figs) / sizeof(figs[0]); f++) {
+			snprintf(name, sizeof(name), "%s.%d.%s", figs[f].phase, n, figs[f].variant);
+			figure(name, bench_median(figs[f].ms, r), "ms", figs[f].ms, r);
+		}
 	}
 	agent_fini(&a);
 	return 0;
