@@ -531,18 +531,14 @@ static void test_ids_diff_resync(void **state)
 	size_t n_before = 0, n_after = 0;
 	struct diff_seen d = { 0 };
 
-	make_dir(sub("gone"));
-	assert_int_equal(mount("tmpfs", sub("gone"), "tmpfs", 0, "size=64k"), 0);
-	gone = unique_id(sub("gone"));
+	gone = mount_tmpfs_at(sub("gone"));
 	assert_int_equal(mount_list(MOUNT_LIST_ROOT, &before, &n_before), 0);
 	assert_int_equal(umount2(sub("gone"), 0), 0);
 	for (int i = 0; i < 3; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "new%d", i);
-		make_dir(sub(name));
-		assert_int_equal(mount("tmpfs", sub(name), "tmpfs", 0, "size=64k"), 0);
-		made[i] = unique_id(sub(name));
+		made[i] = mount_tmpfs_at(sub(name));
 	}
 	assert_int_equal(mount_list(MOUNT_LIST_ROOT, &after, &n_after), 0);
 	for (size_t i = 1; i < n_after; i++)
@@ -589,15 +585,9 @@ static void test_read_stops_and_resumes(void **state)
 	uint64_t first, second, third;
 
 	assert_int_equal(mount_notify_new(-1, &fx.notify), 0);
-	make_dir(sub("r1"));
-	make_dir(sub("r2"));
-	make_dir(sub("r3"));
-	assert_int_equal(mount("tmpfs", sub("r1"), "tmpfs", 0, "size=64k"), 0);
-	assert_int_equal(mount("tmpfs", sub("r2"), "tmpfs", 0, "size=64k"), 0);
-	assert_int_equal(mount("tmpfs", sub("r3"), "tmpfs", 0, "size=64k"), 0);
-	first = unique_id(sub("r1"));
-	second = unique_id(sub("r2"));
-	third = unique_id(sub("r3"));
+	first = mount_tmpfs_at(sub("r1"));
+	second = mount_tmpfs_at(sub("r2"));
+	third = mount_tmpfs_at(sub("r3"));
 
 	assert_int_equal(mount_notify_read_events(fx.notify, stop_cb, &l), -ECANCELED);
 	assert_int_equal(l.n, 1);
@@ -639,9 +629,7 @@ static void test_stat_unknown_id(void **state)
 	struct mount_stat *info = NULL;
 	uint64_t id;
 
-	make_dir(sub("gone"));
-	assert_int_equal(mount("tmpfs", sub("gone"), "tmpfs", 0, "size=64k"), 0);
-	id = unique_id(sub("gone"));
+	id = mount_tmpfs_at(sub("gone"));
 	assert_int_equal(umount2(sub("gone"), 0), 0);
 	assert_int_equal(mount_stat_by_id(id, &info), -ENOENT);
 	assert_int_equal(mount_stat_by_id(UINT64_MAX - 1, &info), -ENOENT);
