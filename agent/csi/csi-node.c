@@ -210,13 +210,20 @@ static int node_stage(void *userdata, const struct csi_stage_request *in, struct
 	return submit(userdata, req, &in->deadline, reply);
 }
 
+/* Submits a new request that carries nothing but its volume and path (unstage, unpublish). */
+static int submit_new(void *userdata, enum volume_request_kind kind, const char *volume_id,
+		      const char *path, const struct timespec *deadline, struct csi_reply *reply)
+{
+	struct volume_request *req = new_request(kind, volume_id, path);
+
+	return req ? submit(userdata, req, deadline, reply) : -ENOMEM;
+}
+
 static int node_unstage(void *userdata, const struct csi_unstage_request *in,
 			struct csi_reply *reply)
 {
-	struct volume_request *req =
-		new_request(VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path);
-
-	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
+	return submit_new(userdata, VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path,
+			  &in->deadline, reply);
 }
 
 static int node_publish(void *userdata, const struct csi_publish_request *in,
@@ -253,10 +260,8 @@ static int node_publish(void *userdata, const struct csi_publish_request *in,
 static int node_unpublish(void *userdata, const struct csi_unpublish_request *in,
 			  struct csi_reply *reply)
 {
-	struct volume_request *req =
-		new_request(VOLUME_REQUEST_UNPUBLISH, in->volume_id, in->target_path);
-
-	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
+	return submit_new(userdata, VOLUME_REQUEST_UNPUBLISH, in->volume_id, in->target_path,
+			  &in->deadline, reply);
 }
 
 /* Where the node has a CSI volume: whether it is known (staged or published) and whether
