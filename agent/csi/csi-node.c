@@ -185,24 +185,41 @@ static struct volume_request *new_request(enum volume_request_kind kind, const c
 	return req;
 }
 
-static int node_stage(void *userdata, const struct csi_stage_request *in, struct csi_reply *reply)
+/* A new request of a volume described by its context (stage, publish), with its spec and
+ * plugin.  Returns 0, or a negative errno with reply set where the request is at fault. */
+static int new_spec_request(enum volume_request_kind kind, const char *volume_id, const char *path,
+			    const struct csi_map *volume_context,
+			    const struct csi_volume_capability *capability,
+			    const struct csi_map *secrets, struct csi_reply *reply,
+			    struct volume_request **ret)
 {
 	struct volume_request *req;
 	struct volume_spec *spec = NULL;
 	const struct volume_plugin *plugin;
-	int r = spec_from_request(&in->volume_context, &in->capability, &in->secrets, &spec,
-				  &plugin, reply);
+	int r = spec_from_request(volume_context, capability, secrets, &spec, &plugin, reply);
 
 	if (r < 0)
 		return r;
-	req = new_request(VOLUME_REQUEST_STAGE, in->volume_id, in->staging_target_path);
+	req = new_request(kind, volume_id, path);
 	if (!req) {
 		volume_spec_unref(spec);
 		return -ENOMEM;
 	}
 	req->spec = spec;
 	req->plugin = plugin;
-	req->fingerprint = fingerprint(spec, &in->capability, spec->read_only);
+	*ret = req;
+	return 0;
+}
+
+static int node_stage(void *userdata, const struct csi_stage_request *in, struct csi_reply *reply)
+{
+	struct volume_request *req;
+	int r = new_spec_request(VOLUME_REQUEST_STAGE, in->volume_id, in->staging_target_path,
+				 &in->volume_context, &in->capability, &in->secrets, reply, &req);
+
+	if (r < 0)
+		return r;
+	req->fingerprint = fingerprint(req->spec, &in->capability, req->spec->read_only);
 	if (!req->fingerprint) {
 		volume_request_free(req);
 		return -ENOMEM;
@@ -230,26 +247,16 @@ static int node_publish(void *userdata, const struct csi_publish_request *in,
 			struct csi_reply *reply)
 {
 	struct volume_request *req;
-	struct volume_spec *spec = NULL;
-	const struct volume_plugin *plugin;
-	bool ro;
-	int r = spec_from_request(&in->volume_context, &in->capability, &in->secrets, &spec,
-				  &plugin, reply);
+	bool ro = in->readonly || reader_only(in->capability.access_mode);
+	int r = new_spec_request(VOLUME_REQUEST_PUBLISH, in->volume_id, in->target_path,
+				 &in->volume_context, &in->capability, &in->secrets, reply, &req);
 
 	if (r < 0)
 		return r;
-	ro = in->readonly || reader_only(in->capability.access_mode);
-	req = new_request(VOLUME_REQUEST_PUBLISH, in->volume_id, in->target_path);
-	if (!req) {
-		volume_spec_unref(spec);
-		return -ENOMEM;
-	}
-	req->spec = spec;
-	req->plugin = plugin;
 	req->read_only = ro;
 	req->single_writer = single_writer(in->capability.access_mode);
 	req->staging_path = in->staging_target_path[0] ? strdup(in->staging_target_path) : NULL;
-	req->fingerprint = fingerprint(spec, &in->capability, ro);
+	req->fingerprint = fingerprint(req->spec, &in->capability, ro);
 	if (!req->fingerprint || (in->staging_target_path[0] && !req->staging_path)) {
 		volume_request_free(req);
 		return -ENOMEM;
