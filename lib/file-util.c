@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -52,4 +53,19 @@ int file_write_atomic(const char *dir, const char *name, const char *data, mode_
 	if (fsync(dfd) < 0)
 		return err_set(err, -errno, "%s: fsync: %s", dir, strerror(errno));
 	return 0;
+}
+
+ssize_t file_read_at(const char *dir, const char *name, void *buf, size_t size)
+{
+	_cleanup_free_ char *path = strdup_printf("%s/%s", dir, name);
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size);
+	return n < 0 ? -errno : n;
 }

@@ -1,4 +1,5 @@
-/* file-util.h - replacing a small state file atomically, for the journal and devices.json. */
+/* file-util.h - replacing a small state file atomically, for the journal and devices.json, and
+ * reading a small file such as a sysfs attribute in one go. */
 #pragma once
 
 #include <sys/types.h>
@@ -10,3 +11,7 @@
  * never through a symlink), fsync, rename, fsync of the directory. */
 int file_write_atomic(const char *dir, const char *name, const char *data, mode_t mode,
 		      struct error_info *err);
+
+/* Reads at most size bytes of dir/name with one read(): enough for a sysfs attribute.
+ * Returns the byte count (0 for an empty file) or a negative errno. */
+ssize_t file_read_at(const char *dir, const char *name, void *buf, size_t size);

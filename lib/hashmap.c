@@ -67,6 +67,16 @@ struct hashmap *hashmap_free(struct hashmap *h)
 	return NULL;
 }
 
+struct hashmap *hashmap_free_values(struct hashmap *h, void (*free_value)(void *value))
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (h && hashmap_iterate(h, &it, &v, NULL))
+		free_value(v);
+	return hashmap_free(h);
+}
+
 static struct entry *find(const struct hashmap *h, const char *key, uint32_t hash)
 {
 	for (struct entry *e = h->buckets[hash & (h->n_buckets - 1)]; e; e = e->next)

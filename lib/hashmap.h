@@ -21,6 +21,9 @@ struct hashmap_iter {
 struct hashmap *hashmap_new(void);
 /* Frees the table, not the keys or values.  Accepts NULL; returns NULL. */
 struct hashmap *hashmap_free(struct hashmap *h);
+/* Frees the table and each value with free_value (keys that a value owns go with it).
+ * Accepts NULL; returns NULL. */
+struct hashmap *hashmap_free_values(struct hashmap *h, void (*free_value)(void *value));
 /* Removes every entry, keeping the table's size (for maps refilled over and over). */
 void hashmap_clear(struct hashmap *h);
 /* Returns 0, -EEXIST when key is present, -ENOMEM. */

@@ -169,6 +169,14 @@ static void header(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A metric of one unlabelled integer sample, with its header. */
+static void sample(FILE *f, const char *name, const char *type, const char *help,
+		   unsigned long long value)
+{
+	header(f, name, type, help);
+	fprintf(f, "%s %llu\n", name, value);
+}
+
 char *metrics_render(void)
 {
 	char *buf = NULL, labels[96];
@@ -206,26 +214,21 @@ char *metrics_render(void)
 	for (size_t i = 0; i < n_csi; i++)
 		fprintf(f, "volagent_csi_calls_total{method=\"%s\",code=\"%s\"} %llu\n", csi[i].method,
 			csi[i].code, csi[i].calls);
-	header(f, "volagent_device_inventory_changes_total", "counter",
-	       "Rescans of the block device inventory after udev events.");
-	fprintf(f, "volagent_device_inventory_changes_total %llu\n", inventory_changes);
-	header(f, "volagent_device_renames_total", "counter",
-	       "Devices whose stable id reappeared under another kernel name.");
-	fprintf(f, "volagent_device_renames_total %llu\n", renames);
-	header(f, "volagent_reconcile_passes_total", "counter", "Reconcile passes run.");
-	fprintf(f, "volagent_reconcile_passes_total %llu\n", passes);
+	sample(f, "volagent_device_inventory_changes_total", "counter",
+	       "Rescans of the block device inventory after udev events.", inventory_changes);
+	sample(f, "volagent_device_renames_total", "counter",
+	       "Devices whose stable id reappeared under another kernel name.", renames);
+	sample(f, "volagent_reconcile_passes_total", "counter", "Reconcile passes run.", passes);
 	header(f, "volagent_reconcile_pass_duration_seconds", "histogram",
 	       "How long a reconcile pass took (deciding, not the operations).");
 	render_histogram(f, "volagent_reconcile_pass_duration_seconds", "", &pass_duration);
-	header(f, "volagent_volumes_desired", "gauge", "Pod volumes the desired state holds.");
-	fprintf(f, "volagent_volumes_desired %zu\n", g_desired);
-	header(f, "volagent_volumes_mounted", "gauge", "Desired pod volumes mounted as desired.");
-	fprintf(f, "volagent_volumes_mounted %zu\n", g_mounted);
-	header(f, "volagent_volumes_in_backoff", "gauge",
-	       "Operations waiting to be retried after failing.");
-	fprintf(f, "volagent_volumes_in_backoff %u\n", g_backoff);
-	header(f, "volagent_devices_attached", "gauge", "Devices staged on this node.");
-	fprintf(f, "volagent_devices_attached %zu\n", g_devices);
+	sample(f, "volagent_volumes_desired", "gauge",
+	       "Pod volumes the desired state holds.", g_desired);
+	sample(f, "volagent_volumes_mounted", "gauge",
+	       "Desired pod volumes mounted as desired.", g_mounted);
+	sample(f, "volagent_volumes_in_backoff", "gauge",
+	       "Operations waiting to be retried after failing.", g_backoff);
+	sample(f, "volagent_devices_attached", "gauge", "Devices staged on this node.", g_devices);
 	header(f, "volagent_oldest_pending_operation_age_seconds", "gauge",
 	       "Age of the oldest operation in flight (0 when none).");
 	fprintf(f, "volagent_oldest_pending_operation_age_seconds %.3f\n", g_oldest);

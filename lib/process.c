@@ -187,6 +187,23 @@ static int prepare(struct process *p, struct child_pipes *cp, struct error_info 
 	return pipes_open(cp, p->opts.stdin_data != NULL, err);
 }
 
+/* prepare(), then fork: returns 0 in the child (p->pid == 0) and in the parent, or a negative
+ * errno in the parent with err set and nothing left open. */
+static int prepare_fork(struct process *p, struct child_pipes *cp, struct error_info *err)
+{
+	int r = prepare(p, cp, err);
+
+	if (r < 0)
+		return r;
+	p->pid = fork();
+	if (p->pid < 0) {
+		int e = errno;
+		pipes_close(cp);
+		return err_set(err, -e, "fork: %s", strerror(e));
+	}
+	return 0;
+}
+
 int process_start(struct process *p, const char *const argv[], const struct process_options *opts,
 		  struct error_info *err)
 {
@@ -201,15 +218,9 @@ int process_start(struct process *p, const char *const argv[], const struct proc
 	if (r < 0)
 		return err_set(err, r, "%s: %s", argv[0],
 			       r == -ENOENT ? "not found in PATH" : strerror(-r));
-	r = prepare(p, &cp, err);
+	r = prepare_fork(p, &cp, err);
 	if (r < 0)
 		return r;
-	p->pid = fork();
-	if (p->pid < 0) {
-		int e = errno;
-		pipes_close(&cp);
-		return err_set(err, -e, "fork: %s", strerror(e));
-	}
 	if (p->pid == 0) {
 		int e;
 		child_setup(&cp);
@@ -233,15 +244,9 @@ int process_start_fn(struct process *p, process_fn fn, void *arg, void *result,
 	p->is_fn = true;
 	p->result_data = result;
 	p->result_size = result ? result_size : 0;
-	r = prepare(p, &cp, err);
+	r = prepare_fork(p, &cp, err);
 	if (r < 0)
 		return r;
-	p->pid = fork();
-	if (p->pid < 0) {
-		int e = errno;
-		pipes_close(&cp);
-		return err_set(err, -e, "fork: %s", strerror(e));
-	}
 	if (p->pid == 0) {
 		struct error_info e = { 0 };
 		child_setup(&cp);

@@ -17,11 +17,11 @@ bench: $(BUILD)/volagent $(BENCH_BINS)
 check: $(BENCH_BINS)
 
 # Needs only libc: it measures the agent from outside.
-$(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o
+$(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o $(BENCH_DIR)/bench-util.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
 # The CSI client: gRPC core + protobuf-c on the project's generated code.  It links the agent
 # library only for its --self-test server (the CSI transport with a bind-mount test backend).
 # (LIBAGENT is defined after this file is included: spelled out here.)
-$(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BUILD)/libvolagent.a
+$(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BENCH_DIR)/bench-util.o $(BUILD)/libvolagent.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)

@@ -16,5 +16,6 @@ check: $(MOUNT_NOTIFY_BENCH)
 
 # It links the agent library for lib/mount-notify.o (LIBAGENT is defined after this file is
 # included: spelled out here).
-$(MOUNT_NOTIFY_BENCH): $(BUILD)/tests/bench/mount-notify-bench.o $(BUILD)/libvolagent.a
+$(MOUNT_NOTIFY_BENCH): $(BUILD)/tests/bench/mount-notify-bench.o $(BUILD)/tests/bench/bench-util.o \
+		       $(BUILD)/libvolagent.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)

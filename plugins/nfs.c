@@ -391,6 +391,14 @@ static int masked(const struct nfs_volume *v, int r, struct error_info *err)
 	return r;
 }
 
+/* The end of an operation on v: masks err's message (see masked) and frees v.  Returns r. */
+static int nfs_volume_finish(struct nfs_volume *v, int r, struct error_info *err)
+{
+	r = masked(v, r, err);
+	nfs_volume_done(v);
+	return r;
+}
+
 /* The options for a message: "vers=4.1,password=****". */
 static void options_for_message(const struct nfs_volume *v, char *buf, size_t size)
 {
@@ -883,9 +891,7 @@ static int nfs_set_up_at(const struct volume_mounter *m, const struct mount_targ
 	}
 	r = mount_nfs_at(&v, target, canon, err);
 out:
-	r = masked(&v, r, err);
-	nfs_volume_done(&v);
-	return r;
+	return nfs_volume_finish(&v, r, err);
 }
 
 static int nfs_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
@@ -919,9 +925,7 @@ static int nfs_mount_device(const struct volume_spec *spec, const char *device_p
 	}
 	r = mount_nfs_at(&v, target, canon, err);
 out:
-	r = masked(&v, r, err);
-	nfs_volume_done(&v);
-	return r;
+	return nfs_volume_finish(&v, r, err);
 }
 
 static int nfs_unmount_device(const char *path, struct error_info *err)

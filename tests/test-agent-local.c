@@ -88,15 +88,14 @@ static void test_add_and_remove_directory_volumes(void **state)
 	struct agent_fixture *f = *state;
 	const char *data = make_source(f, "data", "data-content");
 	const char *logs = make_source(f, "logs", "log-content");
-	char spec[2048], dd[512], ld[512], poddir[600];
+	char dd[512], ld[512], poddir[600];
 	char *s;
 
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "a.json",
 		 "{\"pod\": {\"uid\": \"pod-a\", \"name\": \"web-0\", \"namespace\": \"default\"},"
 		 " \"volumes\": [{\"name\": \"data\", \"local\": {\"path\": \"%s\"}},"
 		 " {\"name\": \"logs\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
-		 data, logs);
-	assert_int_equal(fixture_write_pod(f, "a.json", spec), 0);
+		 data, logs), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "pod-a", "data", dd);
 	fixture_pod_dir(f, "pod-a", "logs", ld);
@@ -137,12 +136,11 @@ static void test_edit_applies_the_difference(void **state)
 	char spec[2048], da[512], db[512], dc[512];
 	int id_b;
 
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "p.json",
 		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
 		 "{\"name\": \"a\", \"local\": {\"path\": \"%s\"}},"
 		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}}]}",
-		 a, b);
-	assert_int_equal(fixture_write_pod(f, "p.json", spec), 0);
+		 a, b), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "p", "a", da);
 	fixture_pod_dir(f, "p", "b", db);
@@ -168,12 +166,11 @@ static void test_edit_applies_the_difference(void **state)
 	assert_true(fixture_wait_mount_count(f, 2, WAIT_MS));
 
 	/* Switching b to read-only replaces its mount with a read-only one. */
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "p.json",
 		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
 		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true},"
 		 "{\"name\": \"c\", \"local\": {\"path\": \"%s\"}}]}",
-		 b, c);
-	assert_int_equal(fixture_write_pod(f, "p.json", spec), 0);
+		 b, c), 0);
 	assert_true(fixture_wait_pod_state(f, db, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(db));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
@@ -183,17 +180,13 @@ static void test_block_device_formatted_once_and_shared(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
-	char spec[1024], d1[512], d2[512], uuid1[64], uuid2[64], global[1024];
+	char d1[512], d2[512], uuid1[64], uuid2[64], global[1024];
 	char *s;
 
 	assert_non_null(dev);
 	fs_uuid(dev, uuid1, sizeof(uuid1));
 	assert_string_equal(uuid1, ""); /* blank */
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"one\"}, \"volumes\": [{\"name\": \"disk\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 dev);
-	assert_int_equal(fixture_write_pod(f, "one.json", spec), 0);
+	assert_int_equal(fixture_write_local_pod(f, "one", "disk", dev), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "one", "disk", d1);
 	assert_true(fixture_wait_mounted(d1, WAIT_MS));
@@ -202,11 +195,7 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	assert_int_equal(write_in(d1, "payload", "written-by-one"), 0);
 
 	/* A second pod on the same device: one node-wide mount, no reformat. */
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"two\"}, \"volumes\": [{\"name\": \"disk\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 dev);
-	assert_int_equal(fixture_write_pod(f, "two.json", spec), 0);
+	assert_int_equal(fixture_write_local_pod(f, "two", "disk", dev), 0);
 	fixture_pod_dir(f, "two", "disk", d2);
 	assert_true(fixture_wait_mounted(d2, WAIT_MS));
 	s = read_in(d2, "payload");
@@ -246,7 +235,7 @@ static void test_xfs_and_existing_filesystems(void **state)
 	const char *ext4 = fixture_add_loop(f, 64 << 20);
 	const char *gpt = fixture_add_loop(f, 64 << 20);
 	const char *ro_blank = fixture_add_loop(f, 64 << 20);
-	char spec[2048], d[512], uuid_before[64], uuid_after[64];
+	char d[512], uuid_before[64], uuid_after[64];
 	const char *sfdisk_argv[] = { "sh", "-c", NULL, NULL };
 	char cmd[256];
 
@@ -257,14 +246,13 @@ static void test_xfs_and_existing_filesystems(void **state)
 	sfdisk_argv[2] = cmd;
 	assert_int_equal(test_run(sfdisk_argv), 0);
 
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "x.json",
 		 "{\"pod\": {\"uid\": \"x\"}, \"volumes\": ["
 		 "{\"name\": \"fresh\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
 		 "{\"name\": \"wrongtype\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
 		 "{\"name\": \"table\", \"local\": {\"path\": \"%s\"}},"
 		 "{\"name\": \"roblank\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
-		 blank, ext4, gpt, ro_blank);
-	assert_int_equal(fixture_write_pod(f, "x.json", spec), 0);
+		 blank, ext4, gpt, ro_blank), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "x", "fresh", d);
 	assert_true(fixture_wait_mounted(d, 30000));
@@ -291,7 +279,7 @@ static void test_existing_filesystem_keeps_data(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
-	char spec[1024], d[512], mnt[600];
+	char d[512], mnt[600];
 	const char *argv[] = { "sh", "-c", NULL, NULL };
 	char cmd[1024];
 	char *s;
@@ -303,11 +291,10 @@ static void test_existing_filesystem_keeps_data(void **state)
 		 mnt, mnt);
 	argv[2] = cmd;
 	assert_int_equal(test_run(argv), 0);
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "k.json",
 		 "{\"pod\": {\"uid\": \"k\"}, \"volumes\": [{\"name\": \"disk\", "
 		 "\"local\": {\"path\": \"%s\", \"fsType\": \"ext4\"}}]}",
-		 dev);
-	assert_int_equal(fixture_write_pod(f, "k.json", spec), 0);
+		 dev), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "k", "disk", d);
 	assert_true(fixture_wait_mounted(d, WAIT_MS));
@@ -322,16 +309,15 @@ static void test_move_between_pods_unmounts_first(void **state)
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
 	const char *dir = make_source(f, "shared", "S");
-	char spec[2048], da[512], db[512], ba[512], bb[512], global[1024];
+	char da[512], db[512], ba[512], bb[512], global[1024];
 	long unmounted_a, mounted_b, dev_unmounted_a, dev_mounted_b;
 	char *s;
 
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "app.json",
 		 "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": ["
 		 "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
 		 "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
-		 dir, dev);
-	assert_int_equal(fixture_write_pod(f, "app.json", spec), 0);
+		 dir, dev), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "pod-a", "dir", da);
 	fixture_pod_dir(f, "pod-a", "blk", ba);
@@ -344,12 +330,11 @@ static void test_move_between_pods_unmounts_first(void **state)
 	assert_int_equal(test_count_mounts_under(global), 1);
 
 	/* One edit moves both volumes from pod-a to pod-b. */
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "app.json",
 		 "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": ["
 		 "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
 		 "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
-		 dir, dev);
-	assert_int_equal(fixture_write_pod(f, "app.json", spec), 0);
+		 dir, dev), 0);
 	assert_true(fixture_wait_mounted(db, WAIT_MS));
 	assert_true(fixture_wait_mounted(bb, WAIT_MS));
 	assert_false(test_is_mountpoint(da));
@@ -378,14 +363,10 @@ static void test_malformed_files_change_nothing(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *src = make_source(f, "src", "v");
-	char spec[1024], d[512], path[600];
+	char d[512], path[600];
 	int id;
 
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"good\"}, \"volumes\": [{\"name\": \"v\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 src);
-	assert_int_equal(fixture_write_pod(f, "good.json", spec), 0);
+	assert_int_equal(fixture_write_local_pod(f, "good", "v", src), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "good", "v", d);
 	assert_true(fixture_wait_mounted(d, WAIT_MS));

@@ -90,16 +90,12 @@ static void test_ready_status_watchdog_stopping(void **state)
 {
 	struct agent_fixture *f = *state;
 	struct listener l;
-	char src[600], spec[1024], d[512];
+	char src[600], d[512];
 	int id;
 
 	snprintf(src, sizeof(src), "%s/src", f->dir);
 	mkdir(src, 0755);
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"n1\"}, \"volumes\": [{\"name\": \"v\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 src);
-	assert_int_equal(fixture_write_pod(f, "n1.json", spec), 0);
+	assert_int_equal(fixture_write_local_pod(f, "n1", "v", src), 0);
 	listen_notify(&l, f->dir);
 	setenv("NOTIFY_SOCKET", l.path, 1);
 	setenv("WATCHDOG_USEC", "200000", 1); /* 200 ms: pings every 100 ms */

@@ -35,26 +35,12 @@ static int teardown(void **state)
 
 static void write_dir_pod(struct agent_fixture *f, const char *uid, const char *src)
 {
-	char spec[1024], name[128];
-
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"v\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 uid, src);
-	snprintf(name, sizeof(name), "%s.json", uid);
-	assert_int_equal(fixture_write_pod(f, name, spec), 0);
+	assert_int_equal(fixture_write_local_pod(f, uid, "v", src), 0);
 }
 
 static void write_block_pod(struct agent_fixture *f, const char *uid, const char *dev)
 {
-	char spec[1024], name[128];
-
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"disk\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 uid, dev);
-	snprintf(name, sizeof(name), "%s.json", uid);
-	assert_int_equal(fixture_write_pod(f, name, spec), 0);
+	assert_int_equal(fixture_write_local_pod(f, uid, "disk", dev), 0);
 }
 
 static const char *make_dir(struct agent_fixture *f, const char *name, char *buf)

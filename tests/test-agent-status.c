@@ -34,16 +34,15 @@ static int teardown(void **state)
 
 static void write_pods(struct agent_fixture *f)
 {
-	char spec[2048], src[600];
+	char src[600];
 
 	snprintf(src, sizeof(src), "%s/src", f->dir);
 	mkdir(src, 0755);
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "s.json",
 		 "{\"pod\": {\"uid\": \"pod-s\"}, \"volumes\": ["
 		 "{\"name\": \"good\", \"local\": {\"path\": \"%s\"}},"
 		 "{\"name\": \"bad\", \"local\": {\"path\": \"%s/missing\"}}]}",
-		 src, f->dir);
-	assert_int_equal(fixture_write_pod(f, "s.json", spec), 0);
+		 src, f->dir), 0);
 }
 
 /* Runs `volagent status ARGS` as uid/gid (0: as root); returns the exit code. */

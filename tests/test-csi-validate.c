@@ -83,22 +83,6 @@ static uint8_t *encode(const char *path, const char *method, size_t *ret_len)
 	return buf;
 }
 
-static void check_golden(const char *expected_path, const char *actual)
-{
-	char *expected;
-
-	if (getenv("VOLAGENT_UPDATE_GOLDEN")) {
-		assert_int_equal(test_write_file(expected_path, actual), 0);
-		return;
-	}
-	expected = test_read_file(expected_path);
-	if (!expected)
-		fail_msg("missing golden file %s (actual: %s)", expected_path, actual);
-	if (strcmp(expected, actual) != 0)
-		fail_msg("%s differs.\nexpected: %sactual:   %s", expected_path, expected, actual);
-	free(expected);
-}
-
 static void check_one(const char *name)
 {
 	char path[512], exp[512], method[128], actual[2048];
@@ -139,7 +123,7 @@ static void check_one(const char *name)
 		snprintf(actual, sizeof(actual), "%s: %s\n", gcore_status_name((int)reply.code),
 			 reply.message);
 	}
-	check_golden(exp, actual);
+	assert_true(test_golden_matches(exp, actual));
 }
 
 static void test_golden_requests(void **state)

@@ -186,10 +186,7 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-	test_loop_detach_all();
-	test_rm_rf(fx.dir);
-	free(fx.dir);
-	return 0;
+	return test_cleanup_loops_and_dir(fx.dir);
 }
 
 static json_t *devices_json(const char *const *extra)

@@ -119,10 +119,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	test_loop_detach_all();
-	test_rm_rf(fx.dir);
-	free(fx.dir);
-	return 0;
+	return test_cleanup_loops_and_dir(fx.dir);
 }
 
 static char *state_dir(void)

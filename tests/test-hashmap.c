@@ -66,11 +66,42 @@ static void test_many_and_remove_while_iterating(void **state)
 	free(keys);
 }
 
+static int n_freed;
+
+static void count_free(void *value)
+{
+	n_freed++;
+	free(value);
+}
+
+/* Every value goes to the free function once; a NULL map is fine. */
+static void test_free_values(void **state)
+{
+	struct hashmap *h = hashmap_new();
+	char key[16];
+
+	assert_non_null(h);
+	for (int i = 0; i < 100; i++) {
+		char *v;
+
+		snprintf(key, sizeof(key), "k%d", i);
+		v = strdup(key); /* its own key, as the agent's maps hold them */
+		assert_non_null(v);
+		assert_int_equal(hashmap_put(h, v, v), 0);
+	}
+	n_freed = 0;
+	assert_null(hashmap_free_values(h, count_free));
+	assert_int_equal(n_freed, 100);
+	assert_null(hashmap_free_values(NULL, count_free));
+	assert_int_equal(n_freed, 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic),
 		cmocka_unit_test(test_many_and_remove_while_iterating),
+		cmocka_unit_test(test_free_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

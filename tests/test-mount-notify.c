@@ -198,6 +198,15 @@ static uint64_t unique_id(const char *path)
 	return stx.stx_mnt_id;
 }
 
+/* Mounts a small tmpfs on path (made if missing, stacked if already a mount point); returns
+ * the new mount's unique id. */
+static uint64_t mount_tmpfs_at(const char *path)
+{
+	make_dir(path);
+	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
+	return unique_id(path);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -396,27 +405,18 @@ static void test_list_below_prefix(void **state)
 	assert_int_equal(mount("tmpfs", sub("other"), "tmpfs", 0, "size=64k"), 0);
 	for (int i = 0; i < N_BELOW; i++) {
 		snprintf(path, sizeof(path), "%s/below/%03d", fx.path, i);
-		make_dir(path);
-		assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-		want[nwant++] = unique_id(path);
+		want[nwant++] = mount_tmpfs_at(path);
 	}
 	snprintf(path, sizeof(path), "%s/below/007/nested", fx.path);
-	make_dir(path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 	/* two mounts stacked on one directory, the lower one with a mount on it that the upper
 	 * one hides: all three are below the prefix */
 	snprintf(path, sizeof(path), "%s/below/stack", fx.path);
-	make_dir(path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 	snprintf(path, sizeof(path), "%s/below/stack/hidden", fx.path);
-	make_dir(path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 	snprintf(path, sizeof(path), "%s/below/stack", fx.path);
-	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=64k"), 0);
-	want[nwant++] = unique_id(path);
+	want[nwant++] = mount_tmpfs_at(path);
 
 	/* The events carried the same IDs, in order, after the two decoys. */
 	collect(&c, 2 + nwant);
@@ -531,18 +531,14 @@ static void test_ids_diff_resync(void **state)
 	size_t n_before = 0, n_after = 0;
 	struct diff_seen d = { 0 };
 
-	make_dir(sub("gone"));
-	assert_int_equal(mount("tmpfs", sub("gone"), "tmpfs", 0, "size=64k"), 0);
-	gone = unique_id(sub("gone"));
+	gone = mount_tmpfs_at(sub("gone"));
 	assert_int_equal(mount_list(MOUNT_LIST_ROOT, &before, &n_before), 0);
 	assert_int_equal(umount2(sub("gone"), 0), 0);
 	for (int i = 0; i < 3; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "new%d", i);
-		make_dir(sub(name));
-		assert_int_equal(mount("tmpfs", sub(name), "tmpfs", 0, "size=64k"), 0);
-		made[i] = unique_id(sub(name));
+		made[i] = mount_tmpfs_at(sub(name));
 	}
 	assert_int_equal(mount_list(MOUNT_LIST_ROOT, &after, &n_after), 0);
 	for (size_t i = 1; i < n_after; i++)
@@ -589,15 +585,9 @@ static void test_read_stops_and_resumes(void **state)
 	uint64_t first, second, third;
 
 	assert_int_equal(mount_notify_new(-1, &fx.notify), 0);
-	make_dir(sub("r1"));
-	make_dir(sub("r2"));
-	make_dir(sub("r3"));
-	assert_int_equal(mount("tmpfs", sub("r1"), "tmpfs", 0, "size=64k"), 0);
-	assert_int_equal(mount("tmpfs", sub("r2"), "tmpfs", 0, "size=64k"), 0);
-	assert_int_equal(mount("tmpfs", sub("r3"), "tmpfs", 0, "size=64k"), 0);
-	first = unique_id(sub("r1"));
-	second = unique_id(sub("r2"));
-	third = unique_id(sub("r3"));
+	first = mount_tmpfs_at(sub("r1"));
+	second = mount_tmpfs_at(sub("r2"));
+	third = mount_tmpfs_at(sub("r3"));
 
 	assert_int_equal(mount_notify_read_events(fx.notify, stop_cb, &l), -ECANCELED);
 	assert_int_equal(l.n, 1);
@@ -639,9 +629,7 @@ static void test_stat_unknown_id(void **state)
 	struct mount_stat *info = NULL;
 	uint64_t id;
 
-	make_dir(sub("gone"));
-	assert_int_equal(mount("tmpfs", sub("gone"), "tmpfs", 0, "size=64k"), 0);
-	id = unique_id(sub("gone"));
+	id = mount_tmpfs_at(sub("gone"));
 	assert_int_equal(umount2(sub("gone"), 0), 0);
 	assert_int_equal(mount_stat_by_id(id, &info), -ENOENT);
 	assert_int_equal(mount_stat_by_id(UINT64_MAX - 1, &info), -ENOENT);

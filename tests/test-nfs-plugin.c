@@ -386,11 +386,11 @@ static int agent_teardown(void **state)
 static void test_agent_logs_mask_secrets(void **state)
 {
 	struct agent_fixture *f = *state;
-	char spec[1024], target[700], *log;
+	char target[700], *log;
 	int port, lfd = listener(&port);
 	int closed = closed_port();
 
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "a.json",
 		 "{\"pod\": {\"uid\": \"pa\"}, \"volumes\": ["
 		 "{\"name\": \"d\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
 		 " \"sensitiveMountOptions\": [\"ticket\"]},"
@@ -398,8 +398,7 @@ static void test_agent_logs_mask_secrets(void **state)
 		 " \"sec=krb5p\"]},"
 		 "{\"name\": \"e\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\"},"
 		 " \"mountOptions\": [\"port=%d\", \"secret=s3cr3t\"]}]}",
-		 port, closed);
-	assert_int_equal(fixture_write_pod(f, "a.json", spec), 0);
+		 port, closed), 0);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--nfs-mode", "direct",
 								 "--nfs-connect-timeout", "300ms",
 								 "--nfs-timeout", "2s",

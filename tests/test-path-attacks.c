@@ -89,14 +89,7 @@ static const char *source_dir(struct env *e, const char *name, char *buf)
 
 static void write_pod(struct env *e, const char *uid, const char *vol, const char *path)
 {
-	char spec[2048], name[128];
-
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"%s\", "
-		 "\"local\": {\"path\": \"%s\"}}]}",
-		 uid, vol, path);
-	snprintf(name, sizeof(name), "%s.json", uid);
-	assert_int_equal(fixture_write_pod(e->f, name, spec), 0);
+	assert_int_equal(fixture_write_local_pod(e->f, uid, vol, path), 0);
 }
 
 static void assert_nothing_mounted(struct env *e)

@@ -51,22 +51,6 @@ static char *dump(const struct pod_spec *p)
 	return buf;
 }
 
-static void check_golden(const char *expected_path, const char *actual)
-{
-	char *expected;
-
-	if (getenv("VOLAGENT_UPDATE_GOLDEN")) {
-		assert_int_equal(test_write_file(expected_path, actual), 0);
-		return;
-	}
-	expected = test_read_file(expected_path);
-	if (!expected)
-		fail_msg("missing golden file %s (actual:\n%s)", expected_path, actual);
-	if (strcmp(expected, actual) != 0)
-		fail_msg("%s differs.\nexpected:\n%s\nactual:\n%s", expected_path, expected, actual);
-	free(expected);
-}
-
 static int for_each_file(const char *dir, void (*fn)(const char *name))
 {
 	struct dirent **list;
@@ -99,7 +83,7 @@ static void check_good(const char *name)
 	if (r < 0)
 		fail_msg("%s was rejected: %s", path, err_msg(&err));
 	text = dump(p);
-	check_golden(expected, text);
+	assert_true(test_golden_matches(expected, text));
 	free(text);
 	pod_spec_free(p);
 }
@@ -119,7 +103,7 @@ static void check_bad(const char *name)
 		fail_msg("%s was accepted", path);
 	assert_null(p);
 	snprintf(actual, sizeof(actual), "%s\n", err_msg(&err));
-	check_golden(expected, actual);
+	assert_true(test_golden_matches(expected, actual));
 }
 
 static void test_good_files(void **state)

@@ -142,6 +142,13 @@ static void test_deadline_kills_sleep(void **state)
 	assert_string_equal(out, "going\n"); /* what it said before the deadline is kept */
 }
 
+/* Starts `sh -c script` in p. */
+static void start_sh(struct process *p, const struct process_options *o, const char *script)
+{
+	assert_int_equal(process_start(p, (const char *const[]){ "sh", "-c", script, NULL }, o, NULL),
+			 0);
+}
+
 static void test_sigterm_ignored_escalates_to_sigkill(void **state)
 {
 	struct process_options o = { .timeout_ms = 100 * scale(), .kill_grace_ms = 300 };
@@ -150,12 +157,7 @@ static void test_sigterm_ignored_escalates_to_sigkill(void **state)
 	pid_t pid;
 
 	/* An ignored signal stays ignored across exec: neither sh nor its sleep takes SIGTERM. */
-	assert_int_equal(process_start(&p, (const char *const[]){ "sh", "-c",
-								   "trap '' TERM; echo ready; "
-								   "sleep 30; echo survived",
-								   NULL },
-				       &o, NULL),
-			 0);
+	start_sh(&p, &o, "trap '' TERM; echo ready; sleep 30; echo survived");
 	pid = p.pid;
 	assert_int_equal(process_wait(&p, o.timeout_ms), 0);
 	t0 = now_ms();
@@ -196,11 +198,7 @@ static void test_daemon_keeping_the_pipe(void **state)
 	uint64_t t0 = now_ms();
 	pid_t pgid;
 
-	assert_int_equal(process_start(&p, (const char *const[]){ "sh", "-c",
-								   "sleep 30 & echo mapped /dev/x",
-								   NULL },
-				       &o, NULL),
-			 0);
+	start_sh(&p, &o, "sleep 30 & echo mapped /dev/x");
 	pgid = p.pid;
 	assert_int_equal(process_wait(&p, o.timeout_ms), 1);
 	assert_true(now_ms() - t0 < 5000);

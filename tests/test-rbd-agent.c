@@ -55,7 +55,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct ctx *c = *state;
-	int pids[8], n;
 
 	if (c->f->agent.pid > 0)
 		fixture_stop(c->f, SIGTERM);
@@ -84,13 +83,9 @@ static int teardown(void **state)
 		argv[2] = cmd;
 		test_run(argv);
 	}
-	n = rt_fuse_pids(c->run_dir, pids, 8);
-	for (int i = 0; i < n && i < 8; i++)
-		kill(pids[i], SIGTERM);
+	rt_fuse_kill(c->run_dir, SIGTERM);
 	usleep(300 * 1000);
-	n = rt_fuse_pids(c->run_dir, pids, 8);
-	for (int i = 0; i < n && i < 8; i++)
-		kill(pids[i], SIGKILL);
+	rt_fuse_kill(c->run_dir, SIGKILL);
 	if (c->kubelet[0]) {
 		const char *argv[] = {"sh", "-c", NULL, NULL};
 		char cmd[700];
@@ -155,16 +150,6 @@ static const char *pod_dir(const struct ctx *c, const char *uid, char *buf)
 	return buf;
 }
 
-static void assert_nothing_left(const struct ctx *c)
-{
-	char why[700] = "";
-	bool ok = rt_nothing_left(c->run_dir, why, sizeof(why));
-
-	if (!ok)
-		print_error("left behind: %s\n", why);
-	assert_true(ok);
-}
-
 static int fuse_pid(const struct ctx *c)
 {
 	int pids[4];
@@ -222,7 +207,7 @@ static void test_mount_write_move(void **state)
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
 	assert_true(fixture_wait_log(c->f, "device unmounted", WAIT_MS));
 	usleep(300 * 1000);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 }
 
 static void test_two_pods_share_one_attachment(void **state)
@@ -255,7 +240,7 @@ static void test_two_pods_share_one_attachment(void **state)
 	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
 	usleep(300 * 1000);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 }
 
 static void test_held_elsewhere_is_refused_then_retried(void **state)
@@ -272,7 +257,7 @@ static void test_held_elsewhere_is_refused_then_retried(void **state)
 	snprintf(text, sizeof(text), "volume=rbd:%s/%s", rt.pool, c->image);
 	assert_true(fixture_log_find(c->f, "is in use by client.", text) >= 0);
 	assert_false(test_is_mountpoint(pod_dir(c, "pod-a", a)));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 
 	rbd_close(other);
 	assert_true(fixture_wait_mounted(a, WAIT_MS));
@@ -316,7 +301,7 @@ static void test_restart_adopts(void **state)
 	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
 	usleep(300 * 1000);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 }
 
 static void test_heal_after_kill9(void **state)
@@ -352,7 +337,7 @@ static void test_heal_after_kill9(void **state)
 	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
 	usleep(300 * 1000);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 }
 
 static void test_bad_inputs_leave_nothing(void **state)
@@ -372,7 +357,7 @@ static void test_bad_inputs_leave_nothing(void **state)
 	assert_true(fixture_wait_log(c->f, text, WAIT_MS));
 	assert_true(fixture_log_find(c->f, "krbd: rbd map exited", "nbd: rbd-nbd map exited") >= 0);
 	assert_int_equal(test_count_mounts_under(c->f->root), 0);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	assert_int_equal(rt_watchers(c->image), 0);
 }
 
@@ -531,7 +516,7 @@ static void test_csi_stage_publish(void **state)
 	assert_false(test_is_mountpoint(stg));
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
 	usleep(300 * 1000);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	rbd_close(other);
 }
 

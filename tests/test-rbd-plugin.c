@@ -69,13 +69,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct ctx *c = *state;
-	int pids[8], n;
 
 	umount2(c->mnt, MNT_DETACH);
 	/* Whatever a failed test left: rbd-fuse processes and their loops. */
-	n = rt_fuse_pids(c->run_dir, pids, 8);
-	for (int i = 0; i < n && i < 8; i++)
-		kill(pids[i], SIGKILL);
+	rt_fuse_kill(c->run_dir, SIGKILL);
 	test_rm_rf(c->dir);
 	free(c->dir);
 	free(c);
@@ -103,16 +100,6 @@ static int mount_dev(const struct ctx *c, struct volume_spec *s, const char *dev
 	    err);
 	close(parent);
 	return r;
-}
-
-static void assert_nothing_left(const struct ctx *c)
-{
-	char why[600] = "";
-	bool ok = rt_nothing_left(c->run_dir, why, sizeof(why));
-
-	if (!ok)
-		print_error("left behind: %s\n", why);
-	assert_true(ok);
 }
 
 static void test_validate(void **state)
@@ -165,7 +152,7 @@ static void test_fallback_to_fuse(void **state)
 	print_message("krbd only: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "krbd: rbd map exited with"));
 	assert_non_null(strstr(err.msg, "rbd kernel module"));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 
 	set_methods(c, "krbd,nbd", 20000);
 	err_clear(&err);
@@ -173,7 +160,7 @@ static void test_fallback_to_fuse(void **state)
 	print_message("krbd,nbd: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "krbd: "));
 	assert_non_null(strstr(err.msg, "nbd: rbd-nbd map exited with"));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	assert_int_equal(rt_watchers(c->image), 0);
 
 	set_methods(c, "krbd,nbd,fuse", 20000);
@@ -189,7 +176,7 @@ static void test_fallback_to_fuse(void **state)
 	assert_int_equal(rt_watchers(c->image), 1);
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	assert_true(rt_wait_no_watchers(c->image, 10000));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	device_attachment_clear(&att);
 	volume_spec_unref(s);
 }
@@ -214,7 +201,7 @@ static void test_attach_format_mount_detach(void **state)
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 10000));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 
 	/* Again: the filesystem is found (not formatted twice) and the file is there. */
 	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
@@ -230,7 +217,7 @@ static void test_attach_format_mount_detach(void **state)
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0); /* idempotent */
 	device_attachment_clear(&att);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	volume_spec_unref(s);
 }
 
@@ -247,7 +234,7 @@ static void test_second_writer_refused(void **state)
 	print_message("%s\n", err.msg);
 	assert_non_null(strstr(err.msg, "is in use by client."));
 	assert_non_null(strstr(err.msg, c->image));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 
 	/* Read-only attaches may share the image. */
 	ro = spec_new(c, NULL);
@@ -269,7 +256,7 @@ static void test_second_writer_refused(void **state)
 	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	volume_spec_unref(s);
 }
 
@@ -322,7 +309,7 @@ static void test_user_errors(void **state)
 	print_message("unreachable: %s\n", err.msg);
 	assert_non_null(strstr(err.msg, "cluster unreachable"));
 	volume_spec_unref(s);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	assert_int_equal(rt_watchers(c->image), 0);
 }
 
@@ -366,7 +353,7 @@ static void test_key_from_secrets(void **state)
 		assert_null(strstr(att.meta[i].value, rt.key));
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	volume_spec_unref(s);
 }
 
@@ -398,7 +385,7 @@ static void test_dead_fuse(void **state)
 	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 
 	err_clear(&err);
 	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
@@ -411,7 +398,7 @@ static void test_dead_fuse(void **state)
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 40000));
-	assert_nothing_left(c);
+	rt_assert_nothing_left(c->run_dir);
 	volume_spec_unref(s);
 }
 

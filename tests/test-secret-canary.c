@@ -166,17 +166,15 @@ static int hung_server(int fds[3])
 static void test_pod_spec_file(void **state)
 {
 	struct agent_fixture *f = *state;
-	char spec[1024];
 	int port = closed_port();
 
-	snprintf(spec, sizeof(spec),
+	assert_int_equal(fixture_write_podf(f, "canary.json",
 		 "{\"pod\": {\"uid\": \"pod-canary\"}, \"volumes\": ["
 		 "{\"name\": \"share\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
 		 " \"sensitiveMountOptions\": [\"ticket\"]},"
 		 " \"mountOptions\": [\"port=%d\", \"vers=4.1\", \"password=" CANARY_POD_PW "\","
 		 " \"ticket=" CANARY_POD_TICKET "\"]}]}",
-		 port);
-	assert_int_equal(fixture_write_pod(f, "canary.json", spec), 0);
+		 port), 0);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--log-level", "debug",
 								 "--nfs-connect-timeout", "300ms",
 								 "--device-inventory", "false", NULL }),

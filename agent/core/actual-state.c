@@ -25,8 +25,10 @@ struct tracked_target {
 	char *plugin_name;
 };
 
-static void tracked_free(struct tracked_target *t)
+static void tracked_free(void *p)
 {
+	struct tracked_target *t = p;
+
 	free(t->target);
 	free(t->pod_uid);
 	free(t->outer_name);
@@ -57,8 +59,10 @@ struct actual_state *asw_new(const char *root_dir)
 	return a;
 }
 
-static void pod_mount_free(struct asw_pod_mount *pm)
+static void pod_mount_free(void *p)
 {
+	struct asw_pod_mount *pm = p;
+
 	free(pm->target);
 	free(pm->pod_uid);
 	free(pm->outer_name);
@@ -67,8 +71,10 @@ static void pod_mount_free(struct asw_pod_mount *pm)
 	free(pm);
 }
 
-static void device_free(struct asw_device *d)
+static void device_free(void *p)
 {
+	struct asw_device *d = p;
+
 	free(d->volume_name);
 	free(d->plugin_name);
 	free(d->mount_path);
@@ -92,24 +98,13 @@ static void clear_unmounted(struct hashmap *h)
 
 struct actual_state *asw_free(struct actual_state *a)
 {
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
-
 	if (!a)
 		return NULL;
-	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL))
-		pod_mount_free(v);
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(a->devices, &it, &v, NULL))
-		device_free(v);
+	hashmap_free_values(a->pod_mounts, pod_mount_free);
+	hashmap_free_values(a->devices, device_free);
 	if (a->unmounted)
 		clear_unmounted(a->unmounted);
-	it = HASHMAP_ITER_INIT;
-	while (a->tracked && hashmap_iterate(a->tracked, &it, &v, NULL))
-		tracked_free(v);
-	hashmap_free(a->tracked);
-	hashmap_free(a->pod_mounts);
-	hashmap_free(a->devices);
+	hashmap_free_values(a->tracked, tracked_free);
 	hashmap_free(a->unmounted);
 	free(a->root_dir);
 	free(a->pods_prefix);

@@ -37,8 +37,10 @@ struct backoff *backoff_new(uint64_t initial_ms, uint64_t max_ms)
 	return b;
 }
 
-static void entry_free(struct backoff_entry *e)
+static void entry_free(void *p)
 {
+	struct backoff_entry *e = p;
+
 	free(e->key);
 	free(e->last_error);
 	free(e);
@@ -46,14 +48,9 @@ static void entry_free(struct backoff_entry *e)
 
 struct backoff *backoff_free(struct backoff *b)
 {
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
-
 	if (!b)
 		return NULL;
-	while (hashmap_iterate(b->entries, &it, &v, NULL))
-		entry_free(v);
-	hashmap_free(b->entries);
+	hashmap_free_values(b->entries, entry_free);
 	free(b);
 	return NULL;
 }

@@ -320,6 +320,22 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 	complete(r, p, 0, NULL);
 }
 
+static void apply_status(struct reconciler *r, struct pending_request *p)
+{
+	p->result.status_json = reconciler_status_json(r);
+	complete(r, p, p->result.status_json ? 0 : -ENOMEM, NULL);
+}
+
+/* How each kind of request is applied to the desired state (or answered at once). */
+static void (*const apply_kind[])(struct reconciler *r, struct pending_request *p) = {
+	[VOLUME_REQUEST_STAGE] = apply_stage,
+	[VOLUME_REQUEST_UNSTAGE] = apply_unstage,
+	[VOLUME_REQUEST_PUBLISH] = apply_publish,
+	[VOLUME_REQUEST_UNPUBLISH] = apply_unpublish,
+	[VOLUME_REQUEST_INFO] = apply_info,
+	[VOLUME_REQUEST_STATUS] = apply_status,
+};
+
 void requests_take_incoming(struct reconciler *r)
 {
 	struct pending_request *list = NULL, *p, *next;
@@ -336,27 +352,8 @@ void requests_take_incoming(struct reconciler *r)
 	for (p = list; p; p = next) {
 		next = p->next;
 		p->next = NULL;
-		switch (p->req->kind) {
-		case VOLUME_REQUEST_STAGE:
-			apply_stage(r, p);
-			break;
-		case VOLUME_REQUEST_PUBLISH:
-			apply_publish(r, p);
-			break;
-		case VOLUME_REQUEST_UNPUBLISH:
-			apply_unpublish(r, p);
-			break;
-		case VOLUME_REQUEST_UNSTAGE:
-			apply_unstage(r, p);
-			break;
-		case VOLUME_REQUEST_INFO:
-			apply_info(r, p);
-			break;
-		case VOLUME_REQUEST_STATUS:
-			p->result.status_json = reconciler_status_json(r);
-			complete(r, p, p->result.status_json ? 0 : -ENOMEM, NULL);
-			break;
-		}
+		if ((size_t)p->req->kind < ARRAY_SIZE(apply_kind))
+			apply_kind[p->req->kind](r, p);
 	}
 }
 

@@ -34,8 +34,10 @@ bool spec_source_wants_name(const char *name)
 	return name[0] != '.' && endswith(name, ".json") && strlen(name) > strlen(".json");
 }
 
-static void file_free(struct spec_file *f)
+static void file_free(void *p)
 {
+	struct spec_file *f = p;
+
 	free(f->name);
 	free(f->uid);
 	free(f);
@@ -77,14 +79,9 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 
 struct spec_source *spec_source_free(struct spec_source *s)
 {
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
-
 	if (!s)
 		return NULL;
-	while (hashmap_iterate(s->files, &it, &v, NULL))
-		file_free(v);
-	hashmap_free(s->files);
+	hashmap_free_values(s->files, file_free);
 	hashmap_free(s->owners);
 	if (s->fd >= 0)
 		close(s->fd);

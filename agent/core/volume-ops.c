@@ -45,6 +45,13 @@ static void opened_target_done(struct opened_target *t)
 	free(t->rel_parent);
 }
 
+/* The plugin's view of an opened op->target. */
+static struct mount_target opened_target_mount(const struct volume_op *op,
+						const struct opened_target *t)
+{
+	return (struct mount_target){ .path = op->target, .parent_fd = t->parent_fd, .name = t->name };
+}
+
 /* Walks to the target's parent without following symlinks (creating it when asked) and,
  * when create is set, makes the target directory itself.  *ret_created says whether the
  * target directory was made now (so a failed op can remove it again). */
@@ -108,6 +115,7 @@ static int record_mount_id(struct volume_op *op)
 static int run_set_up(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
+	struct mount_target mt;
 	struct volume_mounter *m = NULL;
 	bool created = false;
 	int r;
@@ -121,11 +129,8 @@ static int run_set_up(struct volume_op *op)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = plugin_set_up_at(m,
-			     &(struct mount_target){ .path = op->target,
-						     .parent_fd = t.parent_fd,
-						     .name = t.name },
-			     &op->err);
+	mt = opened_target_mount(op, &t);
+	r = plugin_set_up_at(m, &mt, &op->err);
 	if (r == 0)
 		r = record_mount_id(op);
 out:
@@ -175,6 +180,7 @@ static int run_verify(struct volume_op *op)
 static int run_mount_device(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
+	struct mount_target mt;
 	bool attached_now = false, created = false;
 	int r;
 
@@ -188,10 +194,8 @@ static int run_mount_device(struct volume_op *op)
 	r = open_target(op, true, &t, &created, &op->err);
 	if (r < 0)
 		goto out_detach;
-	r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
-				&(struct mount_target){ .path = op->target,
-							.parent_fd = t.parent_fd,
-							.name = t.name },
+	mt = opened_target_mount(op, &t);
+	r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only, &mt,
 				&op->err);
 	if (r == 0)
 		r = record_mount_id(op);
@@ -246,31 +250,23 @@ static int run_check_health(struct volume_op *op)
 	return op->broken ? 0 : r;
 }
 
+/* What each kind of operation runs. */
+static int (*const run_kind[])(struct volume_op *op) = {
+	[VOLUME_OP_SET_UP] = run_set_up,
+	[VOLUME_OP_TEAR_DOWN] = run_tear_down,
+	[VOLUME_OP_VERIFY] = run_verify,
+	[VOLUME_OP_MOUNT_DEVICE] = run_mount_device,
+	[VOLUME_OP_UNMOUNT_DEVICE] = run_unmount_device,
+	[VOLUME_OP_CHECK_HEALTH] = run_check_health,
+};
+
 static void volume_op_run(struct executor_job *job)
 {
 	struct volume_op *op = volume_op_from_job(job);
 	uint64_t start = now_ms();
 
-	switch (op->kind) {
-	case VOLUME_OP_SET_UP:
-		op->result = run_set_up(op);
-		break;
-	case VOLUME_OP_TEAR_DOWN:
-		op->result = run_tear_down(op);
-		break;
-	case VOLUME_OP_VERIFY:
-		op->result = run_verify(op);
-		break;
-	case VOLUME_OP_MOUNT_DEVICE:
-		op->result = run_mount_device(op);
-		break;
-	case VOLUME_OP_UNMOUNT_DEVICE:
-		op->result = run_unmount_device(op);
-		break;
-	case VOLUME_OP_CHECK_HEALTH:
-		op->result = run_check_health(op);
-		break;
-	}
+	if ((size_t)op->kind < ARRAY_SIZE(run_kind))
+		op->result = run_kind[op->kind](op);
 	if (op->result < 0 && !op->err.code)
 		err_set(&op->err, op->result, "%s", strerror(-op->result));
 	op->duration_ms = now_ms() - start;

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,19 +22,6 @@
 #define XFS_SUPER_MAGIC 0x58465342
 #define DEFAULT_WAIT_MS 110000	/* kubelet gives a Node call about 2 minutes */
 #define DEADLINE_MARGIN_MS 200	/* answer before the client gives up */
-
-static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
-{
-	va_list ap;
-
-	reply->code = code;
-	va_start(ap, fmt);
-	vsnprintf(reply->message, sizeof(reply->message), fmt, ap);
-	va_end(ap);
-}
 
 static bool reader_only(enum csi_access_mode m)
 {
@@ -71,12 +57,12 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 	struct error_info err = { 0 };
 
 	if (!type || !*type) {
-		set_reply(reply, CSI_INVALID_ARGUMENT,
+		csi_reply_set(reply, CSI_INVALID_ARGUMENT,
 			  "volume_context.type: required (one of: %s)", plugin_names());
 		return -EINVAL;
 	}
 	if (cap->present && cap->access_type == CSI_ACCESS_BLOCK) {
-		set_reply(reply, CSI_FAILED_PRECONDITION,
+		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
 			  "volume_capability.block: raw block volumes are not supported; ask for a "
 			  "mount volume");
 		return -EOPNOTSUPP;
@@ -110,7 +96,7 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 	spec->read_only = cap->present && reader_only(cap->access_mode);
 	if (plugin_find_for_spec(spec, ret_plugin, &err) < 0 ||
 	    plugin_validate(*ret_plugin, spec, &err) < 0) {
-		set_reply(reply, CSI_INVALID_ARGUMENT, "volume_context.%s", err_msg(&err));
+		csi_reply_set(reply, CSI_INVALID_ARGUMENT, "volume_context.%s", err_msg(&err));
 		return -EINVAL;
 	}
 	*ret_spec = TAKE_PTR(spec);
@@ -162,16 +148,16 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 {
 	/* Not the operation's error: the wait for its outcome ran out, and it goes on. */
 	if (r == -ETIMEDOUT) {
-		set_reply(reply, CSI_ABORTED, "the operation is still in progress; call again");
+		csi_reply_set(reply, CSI_ABORTED, "the operation is still in progress; call again");
 		return r;
 	}
 	if (r < 0) {
-		set_reply(reply, csi_code_from_errno(r), "%s", strerror(-r));
+		csi_reply_set(reply, csi_code_from_errno(r), "%s", strerror(-r));
 		return r;
 	}
 	if (res->error == 0)
 		return 0;
-	set_reply(reply, csi_code_from_errno(res->error), "%s",
+	csi_reply_set(reply, csi_code_from_errno(res->error), "%s",
 		  res->message[0] ? res->message : strerror(-res->error));
 	return res->error;
 }
@@ -199,24 +185,41 @@ static struct volume_request *new_request(enum volume_request_kind kind, const c
 	return req;
 }
 
-static int node_stage(void *userdata, const struct csi_stage_request *in, struct csi_reply *reply)
+/* A new request of a volume described by its context (stage, publish), with its spec and
+ * plugin.  Returns 0, or a negative errno with reply set where the request is at fault. */
+static int new_spec_request(enum volume_request_kind kind, const char *volume_id, const char *path,
+			    const struct csi_map *volume_context,
+			    const struct csi_volume_capability *capability,
+			    const struct csi_map *secrets, struct csi_reply *reply,
+			    struct volume_request **ret)
 {
 	struct volume_request *req;
 	struct volume_spec *spec = NULL;
 	const struct volume_plugin *plugin;
-	int r = spec_from_request(&in->volume_context, &in->capability, &in->secrets, &spec,
-				  &plugin, reply);
+	int r = spec_from_request(volume_context, capability, secrets, &spec, &plugin, reply);
 
 	if (r < 0)
 		return r;
-	req = new_request(VOLUME_REQUEST_STAGE, in->volume_id, in->staging_target_path);
+	req = new_request(kind, volume_id, path);
 	if (!req) {
 		volume_spec_unref(spec);
 		return -ENOMEM;
 	}
 	req->spec = spec;
 	req->plugin = plugin;
-	req->fingerprint = fingerprint(spec, &in->capability, spec->read_only);
+	*ret = req;
+	return 0;
+}
+
+static int node_stage(void *userdata, const struct csi_stage_request *in, struct csi_reply *reply)
+{
+	struct volume_request *req;
+	int r = new_spec_request(VOLUME_REQUEST_STAGE, in->volume_id, in->staging_target_path,
+				 &in->volume_context, &in->capability, &in->secrets, reply, &req);
+
+	if (r < 0)
+		return r;
+	req->fingerprint = fingerprint(req->spec, &in->capability, req->spec->read_only);
 	if (!req->fingerprint) {
 		volume_request_free(req);
 		return -ENOMEM;
@@ -224,39 +227,36 @@ static int node_stage(void *userdata, const struct csi_stage_request *in, struct
 	return submit(userdata, req, &in->deadline, reply);
 }
 
+/* Submits a new request that carries nothing but its volume and path (unstage, unpublish). */
+static int submit_new(void *userdata, enum volume_request_kind kind, const char *volume_id,
+		      const char *path, const struct timespec *deadline, struct csi_reply *reply)
+{
+	struct volume_request *req = new_request(kind, volume_id, path);
+
+	return req ? submit(userdata, req, deadline, reply) : -ENOMEM;
+}
+
 static int node_unstage(void *userdata, const struct csi_unstage_request *in,
 			struct csi_reply *reply)
 {
-	struct volume_request *req =
-		new_request(VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path);
-
-	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
+	return submit_new(userdata, VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path,
+			  &in->deadline, reply);
 }
 
 static int node_publish(void *userdata, const struct csi_publish_request *in,
 			struct csi_reply *reply)
 {
 	struct volume_request *req;
-	struct volume_spec *spec = NULL;
-	const struct volume_plugin *plugin;
-	bool ro;
-	int r = spec_from_request(&in->volume_context, &in->capability, &in->secrets, &spec,
-				  &plugin, reply);
+	bool ro = in->readonly || reader_only(in->capability.access_mode);
+	int r = new_spec_request(VOLUME_REQUEST_PUBLISH, in->volume_id, in->target_path,
+				 &in->volume_context, &in->capability, &in->secrets, reply, &req);
 
 	if (r < 0)
 		return r;
-	ro = in->readonly || reader_only(in->capability.access_mode);
-	req = new_request(VOLUME_REQUEST_PUBLISH, in->volume_id, in->target_path);
-	if (!req) {
-		volume_spec_unref(spec);
-		return -ENOMEM;
-	}
-	req->spec = spec;
-	req->plugin = plugin;
 	req->read_only = ro;
 	req->single_writer = single_writer(in->capability.access_mode);
 	req->staging_path = in->staging_target_path[0] ? strdup(in->staging_target_path) : NULL;
-	req->fingerprint = fingerprint(spec, &in->capability, ro);
+	req->fingerprint = fingerprint(req->spec, &in->capability, ro);
 	if (!req->fingerprint || (in->staging_target_path[0] && !req->staging_path)) {
 		volume_request_free(req);
 		return -ENOMEM;
@@ -267,10 +267,8 @@ static int node_publish(void *userdata, const struct csi_publish_request *in,
 static int node_unpublish(void *userdata, const struct csi_unpublish_request *in,
 			  struct csi_reply *reply)
 {
-	struct volume_request *req =
-		new_request(VOLUME_REQUEST_UNPUBLISH, in->volume_id, in->target_path);
-
-	return req ? submit(userdata, req, &in->deadline, reply) : -ENOMEM;
+	return submit_new(userdata, VOLUME_REQUEST_UNPUBLISH, in->volume_id, in->target_path,
+			  &in->deadline, reply);
 }
 
 /* Where the node has a CSI volume: whether it is known (staged or published) and whether
@@ -316,12 +314,12 @@ static int require_volume_at(struct csi_node_config *cfg, const char *volume_id,
 	if (r < 0)
 		return r;
 	if (!ret->known) {
-		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
+		csi_reply_set(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
 			  volume_id);
 		return -ENOENT;
 	}
 	if (!ret->at_path) {
-		set_reply(reply, CSI_NOT_FOUND, "volume %s is not published or staged at %s",
+		csi_reply_set(reply, CSI_NOT_FOUND, "volume %s is not published or staged at %s",
 			  volume_id, path);
 		return -ENOENT;
 	}
@@ -341,7 +339,7 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	if (r < 0)
 		return r;
 	if (lstat(in->volume_path, &st) < 0 && errno == ENOENT) {
-		set_reply(reply, CSI_NOT_FOUND, "volume_path %s does not exist", in->volume_path);
+		csi_reply_set(reply, CSI_NOT_FOUND, "volume_path %s does not exist", in->volume_path);
 		return -ENOENT;
 	}
 	r = fs_probe(in->volume_path, cfg->stats_timeout_ms, &res);
@@ -408,7 +406,7 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	if (r < 0)
 		return answer(r, &info, reply);
 	if (!info.known) {
-		set_reply(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
+		csi_reply_set(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
 			  in->volume_id);
 		return -ENOENT;
 	}
@@ -420,7 +418,7 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	if (!place.uses_device || !plugin_has_expand(p))
 		return expand_nothing_to_grow(cfg, in, &place, reply);
 	if (!info.device_mounted) {
-		set_reply(reply, CSI_FAILED_PRECONDITION,
+		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
 			  "volume %s: its device is not mounted at its staging path; stage it first",
 			  in->volume_id);
 		return -EOPNOTSUPP;
@@ -429,7 +427,7 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 			  in->required_bytes > 0 ? (unsigned long long)in->required_bytes : 0,
 			  &capacity, &err);
 	if (r < 0) {
-		set_reply(reply, csi_code_from_errno(r), "%s", err_msg(&err));
+		csi_reply_set(reply, csi_code_from_errno(r), "%s", err_msg(&err));
 		return r;
 	}
 	reply->capacity_bytes = (long long)capacity;

@@ -219,19 +219,6 @@ static int mkdir_parents(const char *path, mode_t mode)
 
 /* --- answers ----------------------------------------------------------------------------- */
 
-static void reply_message(struct gcore_call *call, const ProtobufCMessage *msg)
-{
-	size_t len = protobuf_c_message_get_packed_size(msg);
-	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
-
-	if (!buf) {
-		gcore_call_fail(call, GCORE_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	protobuf_c_message_pack(msg, buf);
-	gcore_call_reply(call, buf, len);
-}
-
 /* The secrets map of a request, or 0 entries. */
 static size_t request_secrets(const struct csi_rpc *rpc, const ProtobufCMessage *msg,
 			      struct pb_map_entry ***ret)
@@ -300,9 +287,7 @@ static void answer(const struct csi_server *s, const struct csi_rpc *rpc, struct
 	gcore_call_fail(call, (int)reply->code, reply->message);
 }
 
-static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_reply(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+void csi_reply_set(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -321,7 +306,7 @@ static void reply_get_plugin_info(const struct csi_server *s, const struct csi_r
 
 	resp.name = s->driver_name;
 	resp.vendor_version = (char *)VOLAGENT_VERSION;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_get_plugin_capabilities(const struct csi_server *s, const struct csi_reply *rep,
@@ -352,7 +337,7 @@ static void reply_get_plugin_capabilities(const struct csi_server *s, const stru
 	}
 	resp.n_capabilities = n;
 	resp.capabilities = list;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_probe(const struct csi_server *s, const struct csi_reply *rep,
@@ -363,7 +348,7 @@ static void reply_probe(const struct csi_server *s, const struct csi_reply *rep,
 
 	ready.value = atomic_load(&s->ready);
 	resp.ready = &ready;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static bool has_stage(const struct csi_server *s)
@@ -399,7 +384,7 @@ static void reply_node_get_capabilities(const struct csi_server *s, const struct
 	}
 	resp.n_capabilities = n;
 	resp.capabilities = list;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_node_get_info(const struct csi_server *s, const struct csi_reply *rep,
@@ -417,7 +402,7 @@ static void reply_node_get_info(const struct csi_server *s, const struct csi_rep
 	topo.n_segments = 1;
 	topo.segments = segs;
 	resp.accessible_topology = &topo;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 
@@ -599,7 +584,7 @@ static int call_expand(const struct csi_server *s, const struct job *j, struct c
 		       struct gcore_call *call)                                                    \
 	{                                                                                          \
 		type resp = init;                                                                  \
-		reply_message(call, &resp.base);                                                   \
+		gcore_call_reply_message(call, &resp.base);                                                   \
 	}
 REPLY_EMPTY(reply_stage, Csi__V1__NodeStageVolumeResponse, CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT)
 REPLY_EMPTY(reply_unstage, Csi__V1__NodeUnstageVolumeResponse,
@@ -638,7 +623,7 @@ static void reply_stats(const struct csi_server *s, const struct csi_reply *rep,
 		cond.message = (char *)rep->condition_message;
 		resp.volume_condition = &cond;
 	}
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 static void reply_expand(const struct csi_server *s, const struct csi_reply *rep,
@@ -647,7 +632,7 @@ static void reply_expand(const struct csi_server *s, const struct csi_reply *rep
 	Csi__V1__NodeExpandVolumeResponse resp = CSI__V1__NODE_EXPAND_VOLUME_RESPONSE__INIT;
 
 	resp.capacity_bytes = rep->capacity_bytes;
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 /* --- the table ----------------------------------------------------------------------------- */
@@ -741,7 +726,7 @@ static bool unimplemented(const struct csi_rpc *rpc, const struct csi_node_ops *
 {
 	if (!rpc->validate || rpc_has_op(rpc, ops))
 		return false;
-	set_reply(reply, CSI_UNIMPLEMENTED, "%s is not implemented by this driver", rpc->name);
+	csi_reply_set(reply, CSI_UNIMPLEMENTED, "%s is not implemented by this driver", rpc->name);
 	return true;
 }
 
@@ -754,13 +739,13 @@ static bool job_prepare(const struct csi_server *s, struct job *j, const void *d
 
 	j->msg = protobuf_c_message_unpack(j->rpc->request, NULL, len, data);
 	if (!j->msg) {
-		set_reply(reply, CSI_INVALID_ARGUMENT, "request: cannot decode");
+		csi_reply_set(reply, CSI_INVALID_ARGUMENT, "request: cannot decode");
 		return false;
 	}
 	if (!j->rpc->validate)
 		return true;
 	if (!j->rpc->validate(&vc, j->msg, &j->info, &v)) {
-		set_reply(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
+		csi_reply_set(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
 		return false;
 	}
 	return true;
@@ -779,7 +764,7 @@ static bool check_no_symlink(const struct csi_server *s, const char *field, cons
 		return true;
 	p = strdup(path);
 	if (!p) {
-		set_reply(reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		csi_reply_set(reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
 		return false;
 	}
 	for (char *c = p + rl + 1;; c++) {
@@ -795,7 +780,7 @@ static bool check_no_symlink(const struct csi_server *s, const char *field, cons
 			if (errno == ENOENT || errno == ENOTDIR)
 				return true;
 		} else if (S_ISLNK(stx.stx_mode)) {
-			set_reply(reply, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
+			csi_reply_set(reply, CSI_INVALID_ARGUMENT, "%s: %s is a symlink", field, p);
 			return false;
 		}
 		if (!slash)
@@ -910,9 +895,9 @@ static void job_run(struct csi_server *s, struct job *j, bool draining)
 
 	memset(&reply, 0, sizeof(reply));
 	if (draining)
-		set_reply(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
-		set_reply(&reply, CSI_DEADLINE_EXCEEDED,
+		csi_reply_set(&reply, CSI_DEADLINE_EXCEEDED,
 			  "deadline passed while the request waited for a worker");
 	else
 		job_call(s, j, &reply);
@@ -966,7 +951,7 @@ static void handle_call(struct gcore_call *call, void *userdata)
 	data = gcore_call_request(call, &len);
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		set_reply(&reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		csi_reply_set(&reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
 		answer(s, rpc, call, NULL, NULL, &reply);
 		return;
 	}
@@ -974,16 +959,16 @@ static void handle_call(struct gcore_call *call, void *userdata)
 	j->call = call;
 	gcore_call_deadline(call, &j->deadline);
 	if (!data)
-		set_reply(&reply, CSI_INVALID_ARGUMENT, "request: no message");
+		csi_reply_set(&reply, CSI_INVALID_ARGUMENT, "request: no message");
 	else if (unimplemented(rpc, s->ops, &reply) || !job_prepare(s, j, data, len, &reply))
 		; /* refused */
 	else if (!rpc->validate)
 		; /* answered inline from the server's settings */
 	else if (atomic_load(&s->stopping) && gcore_stopping(s->g))
 		/* Arrived just before the shutdown began; nobody waits on a new op now. */
-		set_reply(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (!inflight_take(s, j->info.volume_id, j->info.stats_slot))
-		set_reply(&reply, CSI_ABORTED, "an operation on volume %s is already in progress",
+		csi_reply_set(&reply, CSI_ABORTED, "an operation on volume %s is already in progress",
 			  j->info.volume_id);
 	else {
 		queue_push(s, j);

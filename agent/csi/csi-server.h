@@ -160,6 +160,11 @@ struct csi_reply {
 	long long capacity_bytes;
 };
 
+/* Sets reply's code and its message from fmt (truncated to fit).  For backends and the
+ * server alike. */
+void csi_reply_set(struct csi_reply *reply, enum csi_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* The backend of the Node service.  Implemented by the core; every op:
  *  - is called on a CSI worker thread, never on the gRPC queue thread, with no server lock
  *    held, and may block (the worker pool is small: it should still return by the request's

@@ -24,6 +24,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
+#include <protobuf-c/protobuf-c.h>
 
 #include "grpc-core.h"
 #include "log.h"
@@ -706,6 +707,19 @@ int gcore_call_fail(struct gcore_call *call, int code, const char *message)
 	if (code == GCORE_OK)
 		code = GCORE_UNKNOWN;
 	return call_answer(call, code, message ? message : "", NULL, 0);
+}
+
+int gcore_call_reply_message(struct gcore_call *call, const struct ProtobufCMessage *msg)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+
+	if (!buf) {
+		gcore_call_fail(call, GCORE_RESOURCE_EXHAUSTED, "out of memory");
+		return -ENOMEM;
+	}
+	protobuf_c_message_pack(msg, buf);
+	return gcore_call_reply(call, buf, len);
 }
 
 int gcore_unary_call(const char *socket_path, const char *method, const void *request,

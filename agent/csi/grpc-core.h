@@ -124,6 +124,11 @@ bool gcore_call_deadline(const struct gcore_call *call, struct timespec *ret_mon
  * on failure.  Any thread, as long as it owns the call.  Returns 0 or -EIO. */
 int gcore_call_reply(struct gcore_call *call, const void *data, size_t len);
 
+struct ProtobufCMessage;
+/* Answers OK with msg, packed; RESOURCE_EXHAUSTED when there is no memory to pack it.  The
+ * call is gone afterwards.  Returns 0, -ENOMEM or -EIO. */
+int gcore_call_reply_message(struct gcore_call *call, const struct ProtobufCMessage *msg);
+
 /* Answers with a non-OK status and a message (NULL: none).  The message goes to the client:
  * it must not hold secrets.  The call is gone afterwards.  Returns 0 or -EIO. */
 int gcore_call_fail(struct gcore_call *call, int code, const char *message);

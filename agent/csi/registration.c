@@ -32,20 +32,6 @@ static int mkdir_one(const char *path, mode_t mode)
 	return 0;
 }
 
-/* Answers a call with msg, packed. */
-static void reply_message(struct gcore_call *call, const ProtobufCMessage *msg)
-{
-	size_t len = protobuf_c_message_get_packed_size(msg);
-	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
-
-	if (!buf) {
-		gcore_call_fail(call, GCORE_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	protobuf_c_message_pack(msg, buf);
-	gcore_call_reply(call, buf, len);
-}
-
 static void handle_get_info(struct gcore_call *call, void *userdata)
 {
 	struct registration *r = userdata;
@@ -68,7 +54,7 @@ static void handle_get_info(struct gcore_call *call, void *userdata)
 	info.n_supported_versions = ARRAY_SIZE(versions);
 	info.supported_versions = versions;
 	log_debug("registration", "kubelet asked for plugin info", "driver", r->driver_name);
-	reply_message(call, &info.base);
+	gcore_call_reply_message(call, &info.base);
 }
 
 static void handle_notify(struct gcore_call *call, void *userdata)
@@ -97,7 +83,7 @@ static void handle_notify(struct gcore_call *call, void *userdata)
 			  st->error, "socket", r->socket_path);
 	}
 	pluginregistration__registration_status__free_unpacked(st, NULL);
-	reply_message(call, &resp.base);
+	gcore_call_reply_message(call, &resp.base);
 }
 
 struct registration *registration_new(const struct registration_config *cfg, struct error_info *err)

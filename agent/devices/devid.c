@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "devid.h"
+#include "file-util.h"
 #include "macro.h"
 
 #define VPD_MAX 16384
@@ -379,20 +380,12 @@ int devid_scsi_from_vpd(const uint8_t *pg83, size_t n83, const uint8_t *pg80, si
 /* A binary sysfs file (a VPD page); NULL when absent. */
 static uint8_t *read_binary(const char *syspath, const char *attr, size_t *ret_len)
 {
-	_cleanup_free_ char *path = strdup_printf("%s/%s", syspath, attr);
-	_cleanup_close_ int fd = -1;
-	uint8_t *buf;
+	uint8_t *buf = malloc(VPD_MAX);
 	ssize_t n;
 
-	if (!path)
-		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	buf = malloc(VPD_MAX);
 	if (!buf)
 		return NULL;
-	n = read(fd, buf, VPD_MAX);
+	n = file_read_at(syspath, attr, buf, VPD_MAX);
 	if (n <= 0) {
 		free(buf);
 		return NULL;

@@ -21,6 +21,7 @@
 
 #include "devid.h"
 #include "devinv.h"
+#include "file-util.h"
 #include "log.h"
 #include "macro.h"
 
@@ -116,17 +117,9 @@ static void strv_sort(char **v)
  * NULL when it is absent, unreadable or empty. */
 static char *sysfs_read(const char *syspath, const char *attr)
 {
-	_cleanup_free_ char *path = strdup_printf("%s/%s", syspath, attr);
-	_cleanup_close_ int fd = -1;
 	char buf[SYSFS_ATTR_MAX];
-	ssize_t n;
+	ssize_t n = file_read_at(syspath, attr, buf, sizeof(buf) - 1);
 
-	if (!path)
-		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
 	if (n <= 0)
 		return NULL;
 	buf[n] = '\0';

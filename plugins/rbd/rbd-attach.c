@@ -181,13 +181,15 @@ static int map_outcome(const char *helper, const char *package, int r, const cha
 
 /* --- krbd --- */
 
-static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret,
-		       struct error_info *err)
+/* Runs "<tool> map POOL/IMAGE [--read-only] <extra...> <common options>" (a: its argv, kept
+ * for the caller) and reads the device it made, named prefix..., into dev.  package names what
+ * to install when tool is missing.  Returns 0 or a negative errno with err set. */
+static int map_image(const struct rbd_params *p, const char *tool, const char *package,
+		     const char *const *extra, bool op_timeouts, const char *prefix,
+		     struct helper_args *a, char *dev, size_t dev_size, struct error_info *err)
 {
-	struct helper_args a = {.n = 0};
 	_cleanup_free_ char *tmp_key = NULL, *out = calloc(1, HELPER_OUT);
 	const char *key_file;
-	char dev[64];
 	int r;
 
 	if (!out)
@@ -196,22 +198,32 @@ static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret
 	if (r < 0)
 		return err_set(err, r, "cannot write a key file under %s: %s", p->run_dir,
 			       strerror(-r));
-	snprintf(a.pool_image, sizeof(a.pool_image), "%s/%s", p->pool, p->image);
-	add(&a, "rbd");
-	add(&a, "map");
-	add(&a, a.pool_image);
+	snprintf(a->pool_image, sizeof(a->pool_image), "%s/%s", p->pool, p->image);
+	add(a, tool);
+	add(a, "map");
+	add(a, a->pool_image);
 	if (p->read_only)
-		add(&a, "--read-only");
+		add(a, "--read-only");
+	for (size_t i = 0; extra[i]; i++)
+		add(a, extra[i]);
+	add_common(a, p, key_file, op_timeouts);
+	r = rbd_exec(a->argv, p->timeout_ms, out, HELPER_OUT);
+	rbd_key_file_remove(tmp_key);
+	return map_outcome(tool, package, r, out, prefix, dev, dev_size, p->timeout_ms, err);
+}
+
+static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret,
+		       struct error_info *err)
+{
 	/* Do not wait for udev to process the new device: a node (or container) without udevd
 	 * would hang here until the timeout.  The kernel's devtmpfs has made /dev/rbdN by the
 	 * time the map returns, and nothing here uses udev's /dev/rbd/POOL/IMAGE links. */
-	add(&a, "-o");
-	add(&a, "noudev");
-	add_common(&a, p, key_file, true);
-	r = rbd_exec(a.argv, p->timeout_ms, out, HELPER_OUT);
-	rbd_key_file_remove(tmp_key);
-	r = map_outcome("rbd", "rbd (ceph-common)", r, out, "/dev/rbd", dev, sizeof(dev),
-			p->timeout_ms, err);
+	static const char *const noudev[] = {"-o", "noudev", NULL};
+	struct helper_args a = {.n = 0};
+	char dev[64];
+	int r = map_image(p, "rbd", "rbd (ceph-common)", noudev, true, "/dev/rbd", &a, dev,
+			  sizeof(dev), err);
+
 	if (r < 0)
 		return r;
 	if (device_attachment_set_meta(ret, "method", "krbd") < 0 ||
@@ -286,29 +298,12 @@ static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
 static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 		      struct error_info *err)
 {
+	static const char *const none[] = {NULL};
 	struct helper_args a = {.n = 0};
-	_cleanup_free_ char *tmp_key = NULL, *out = calloc(1, HELPER_OUT);
-	const char *key_file;
 	char dev[64], pid[32];
-	int r;
+	int r = map_image(p, "rbd-nbd", "rbd-nbd", none, false, "/dev/nbd", &a, dev, sizeof(dev),
+			  err);
 
-	if (!out)
-		return -ENOMEM;
-	r = key_file_for(p, &key_file, &tmp_key);
-	if (r < 0)
-		return err_set(err, r, "cannot write a key file under %s: %s", p->run_dir,
-			       strerror(-r));
-	snprintf(a.pool_image, sizeof(a.pool_image), "%s/%s", p->pool, p->image);
-	add(&a, "rbd-nbd");
-	add(&a, "map");
-	add(&a, a.pool_image);
-	if (p->read_only)
-		add(&a, "--read-only");
-	add_common(&a, p, key_file, false);
-	r = rbd_exec(a.argv, p->timeout_ms, out, HELPER_OUT);
-	rbd_key_file_remove(tmp_key);
-	r = map_outcome("rbd-nbd", "rbd-nbd", r, out, "/dev/nbd", dev, sizeof(dev), p->timeout_ms,
-			err);
 	if (r < 0)
 		return r;
 	snprintf(pid, sizeof(pid), "%d", (int)nbd_device_pid(dev));

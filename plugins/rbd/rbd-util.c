@@ -305,24 +305,26 @@ void rbd_key_file_remove(const char *path)
 	unlink(path);
 }
 
-int rbd_record_write(const char *path, const struct device_attachment *att)
+/* Opens "<path>.tmp" to write path's new content in; tmp_commit() puts it in place. */
+static int tmp_open(const char *path, char **ret_tmp, FILE **ret_f)
 {
 	_cleanup_free_ char *tmp = strdup_printf("%s.tmp", path);
 	FILE *f;
-	int r = 0;
 
 	if (!tmp)
 		return -ENOMEM;
 	f = fopen(tmp, "we");
 	if (!f)
 		return -errno;
-	fchmod(fileno(f), 0600);
-	if (att->device_path)
-		fprintf(f, "device=%s\n", att->device_path);
-	for (size_t i = 0; i < att->n_meta; i++)
-		fprintf(f, "%s=%s\n", att->meta[i].key, att->meta[i].value);
-	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
-		r = -errno;
+	*ret_tmp = TAKE_PTR(tmp);
+	*ret_f = f;
+	return 0;
+}
+
+/* Closes f and, when r is 0 and closing worked, renames tmp over path; removes tmp otherwise.
+ * Returns r, or the first error. */
+static int tmp_commit(FILE *f, const char *tmp, const char *path, int r)
+{
 	if (fclose(f) != 0 && r == 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
@@ -330,6 +332,24 @@ int rbd_record_write(const char *path, const struct device_attachment *att)
 	if (r < 0)
 		unlink(tmp);
 	return r;
+}
+
+int rbd_record_write(const char *path, const struct device_attachment *att)
+{
+	_cleanup_free_ char *tmp = NULL;
+	FILE *f = NULL;
+	int r = tmp_open(path, &tmp, &f);
+
+	if (r < 0)
+		return r;
+	fchmod(fileno(f), 0600);
+	if (att->device_path)
+		fprintf(f, "device=%s\n", att->device_path);
+	for (size_t i = 0; i < att->n_meta; i++)
+		fprintf(f, "%s=%s\n", att->meta[i].key, att->meta[i].value);
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
+		r = -errno;
+	return tmp_commit(f, tmp, path, r);
 }
 
 int rbd_record_read(const char *path, struct device_attachment *ret)
@@ -365,17 +385,14 @@ int rbd_record_read(const char *path, struct device_attachment *ret)
 /* Rewrites path keeping the lines younger than max_age_s, plus extra (may be NULL). */
 static int released_rewrite(const char *path, const char *extra, unsigned max_age_s)
 {
-	_cleanup_free_ char *tmp = strdup_printf("%s.tmp", path);
+	_cleanup_free_ char *tmp = NULL;
 	long now = (long)time(NULL);
 	char line[256];
-	FILE *in, *out;
-	int r = 0;
+	FILE *in, *out = NULL;
+	int r = tmp_open(path, &tmp, &out);
 
-	if (!tmp)
-		return -ENOMEM;
-	out = fopen(tmp, "we");
-	if (!out)
-		return -errno;
+	if (r < 0)
+		return r;
 	in = fopen(path, "re");
 	while (in && fgets(line, sizeof(line), in)) {
 		char addr[200];
@@ -388,13 +405,7 @@ static int released_rewrite(const char *path, const char *extra, unsigned max_ag
 		fclose(in);
 	if (extra)
 		fprintf(out, "%s %ld\n", extra, now);
-	if (fclose(out) != 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0)
-		unlink(tmp);
-	return r;
+	return tmp_commit(out, tmp, path, 0);
 }
 
 int rbd_released_add(const char *path, const char *addr, unsigned max_age_s)

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "csi-server.h"
 #include "csi.pb-c.h"
 
@@ -86,27 +87,6 @@ static grpc_channel *channel_new(void)
 
 	grpc_channel_credentials_release(creds);
 	return ch;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "csi-bench: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
 }
 
 /* --- one call ----------------------------------------------------------------------- */
@@ -249,7 +229,7 @@ static void slot_start(struct slot *s, enum rpc rpc, int i, int deadline_ms)
 	ops[5].data.recv_status_on_client.trailing_metadata = &s->md_trailing;
 	ops[5].data.recv_status_on_client.status = &s->status;
 	ops[5].data.recv_status_on_client.status_details = &s->details;
-	s->start_ns = now_ns();
+	s->start_ns = bench_now_ns();
 	e = grpc_call_start_batch(s->call, ops, 6, s, NULL);
 	if (e != GRPC_CALL_OK)
 		die("grpc_call_start_batch: %d", (int)e);
@@ -274,13 +254,6 @@ static grpc_status_code slot_finish(struct slot *s, char *msg, size_t size)
 
 /* --- phases --------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double percentile(const double *sorted, int n, double p)
 {
 	int k = (int)(p / 100.0 * n + 0.999999) - 1;
@@ -298,7 +271,7 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 {
 	struct slot slots[MAX_CONCURRENCY];
 	int next = 0, done = 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 
 	memset(slots, 0, sizeof(slots));
 	for (int k = 0; k < concurrency && next < count; k++)
@@ -313,7 +286,7 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 		if (ev.type != GRPC_OP_COMPLETE)
 			die("completion queue: event type %d", (int)ev.type);
 		if (lat_ms)
-			lat_ms[s->index] = (double)(now_ns() - s->start_ns) / 1e6;
+			lat_ms[s->index] = (double)(bench_now_ns() - s->start_ns) / 1e6;
 		if (s->response)
 			grpc_byte_buffer_destroy(s->response);
 		st = slot_finish(s, msg, sizeof(msg));
@@ -324,28 +297,18 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 		if (next < count)
 			slot_start(s, rpc, next++, opt.deadline_ms);
 	}
-	return (double)(now_ns() - t0) / 1e6;
+	return (double)(bench_now_ns() - t0) / 1e6;
 }
 
 static void report(const char *rpc, double *lat, int n, double wall_ms)
 {
-	qsort(lat, (size_t)n, sizeof(*lat), cmp_double);
+	qsort(lat, (size_t)n, sizeof(*lat), bench_cmp_double);
 	printf("figure %s.%s.p50 %.3f ms\n", opt.label, rpc, percentile(lat, n, 50));
 	printf("figure %s.%s.p99 %.3f ms\n", opt.label, rpc, percentile(lat, n, 99));
 	printf("figure %s.%s.rate %.0f calls/s\n", opt.label, rpc, n / (wall_ms / 1000));
 	printf("%s %s: %d calls, %d in flight, %.1f ms; min %.3f ms, max %.3f ms\n", opt.label,
 	       rpc, n, opt.concurrency, wall_ms, lat[0], lat[n - 1]);
 	fflush(stdout);
-}
-
-static bool is_mount_root(const char *path)
-{
-	struct statx stx;
-
-	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) < 0)
-		return false;
-	return stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT &&
-	       stx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
 }
 
 /* Every target mounted (want) or none. */
@@ -355,7 +318,7 @@ static void check_targets(bool want)
 
 	for (int i = 0; i < opt.count; i++) {
 		target_for(i, t, sizeof(t));
-		if (is_mount_root(t) != want)
+		if (bench_is_mount_root(t) != want)
 			die("after the %s phase, %s is %s", want ? "publish" : "unpublish", t,
 			    want ? "not a mount point" : "still a mount point");
 	}
@@ -412,7 +375,7 @@ static int bench(void)
 /* Polls Probe until it answers ready=true. */
 static int wait_ready(int timeout_ms)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 
 	for (;;) {
 		struct slot s = { 0 };
@@ -420,7 +383,7 @@ static int wait_ready(int timeout_ms)
 		grpc_event ev;
 		grpc_status_code st;
 		bool ready = false;
-		int left = timeout_ms - (int)((now_ns() - t0) / 1000000);
+		int left = timeout_ms - (int)((bench_now_ns() - t0) / 1000000);
 
 		if (left <= 0)
 			return 1;
@@ -447,7 +410,7 @@ static int wait_ready(int timeout_ms)
 		st = slot_finish(&s, msg, sizeof(msg));
 		if (st == GRPC_STATUS_OK && ready) {
 			/* CLOCK_MONOTONIC is system-wide: the caller compares it with its own start. */
-			printf("ready_at_ns %llu\n", (unsigned long long)now_ns());
+			printf("ready_at_ns %llu\n", (unsigned long long)bench_now_ns());
 			fflush(stdout);
 			return 0;
 		}
@@ -471,7 +434,7 @@ static int st_publish(void *userdata, const struct csi_publish_request *req,
 		return -EINVAL;
 	if (mkdir(req->target_path, 0750) < 0 && errno != EEXIST)
 		return -errno;
-	if (is_mount_root(req->target_path))
+	if (bench_is_mount_root(req->target_path))
 		return 0;
 	if (mount(src, req->target_path, NULL, MS_BIND, NULL) < 0)
 		return -errno;
@@ -538,6 +501,7 @@ int main(int argc, char **argv)
 	bool self_test = false;
 	char *ep;
 
+	bench_init("csi-bench", NULL);
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 

@@ -42,46 +42,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "mount-notify.h"
 
 #define MAX_REPS 50
 
 static char work[PATH_MAX];
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "mount-notify-bench: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-static uint64_t clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double median(const double *v, int n)
 {
 	double s[MAX_REPS];
 
 	memcpy(s, v, (size_t)n * sizeof(*v));
-	qsort(s, (size_t)n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	return bench_median(s, n);
 }
 
 /* One measured quantity over the repetitions: CPU and wall time of the same runs. */
@@ -95,15 +68,15 @@ struct timer {
 
 static void timer_start(struct timer *t)
 {
-	t->cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	t->wall = clock_ns(CLOCK_MONOTONIC);
+	t->cpu = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	t->wall = bench_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Adds the time since timer_start, divided by div, to rep i of s (unit: ns * scale). */
 static void timer_add(const struct timer *t, struct sample *s, int i, double scale)
 {
-	s->cpu[i] += (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->cpu) * scale;
-	s->wall[i] += (double)(clock_ns(CLOCK_MONOTONIC) - t->wall) * scale;
+	s->cpu[i] += (double)(bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t->cpu) * scale;
+	s->wall[i] += (double)(bench_clock_ns(CLOCK_MONOTONIC) - t->wall) * scale;
 }
 
 static void figure(const char *name, const struct sample *s, int n, const char *unit,
@@ -362,6 +335,7 @@ int main(int argc, char **argv)
 	char reason[256], what[200];
 	int r, total;
 
+	bench_init("mount-notify-bench", NULL);
 	for (int i = 1; i < argc; i++) {
 		if (i + 1 >= argc)
 			die("usage: %s [--n N] [--events M] [--small S] [--churn C] [--reps R]",
@@ -402,7 +376,7 @@ int main(int argc, char **argv)
 	snprintf(evdir, sizeof(evdir), "%s/ev", work);
 	xmkdir(src);
 
-	t0 = clock_ns(CLOCK_MONOTONIC);
+	t0 = bench_clock_ns(CLOCK_MONOTONIC);
 	make_binds(big, n);
 	make_binds(smalldir, small);
 	xmkdir(smallmp);
@@ -411,7 +385,7 @@ int main(int argc, char **argv)
 	make_binds(smallmp, small);
 	total = count_mountinfo();
 	printf("setup: %d bind mounts in %.0f ms; %d mounts in the namespace\n", n + 2 * small + 1,
-	       (double)(clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, total);
+	       (double)(bench_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, total);
 
 	r = mount_notify_new(-1, &notify);
 	if (r < 0)

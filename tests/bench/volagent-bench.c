@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 extern char **environ;
 
 #define MAX_N 20000
@@ -57,46 +58,18 @@ static char src_root[PATH_MAX];
 /* The agent this process started, stopped by die() so that a failed run leaves none. */
 static pid_t running_agent;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static double ms_since(uint64_t t0)
 {
-	return (double)(now_ns() - t0) / 1e6;
+	return (double)(bench_now_ns() - t0) / 1e6;
 }
 
-static void die(const char *fmt, ...)
+/* bench_init's on_die: a failed run leaves no agent behind. */
+static void stop_running_agent(void)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "volagent-bench: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
 	if (running_agent > 0) {
 		kill(running_agent, SIGTERM);
 		waitpid(running_agent, NULL, 0);
 	}
-	exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* "figure <name> <value> <unit> [reps: a b c]": the line the runner's summary reads. */
@@ -128,17 +101,6 @@ static void mkdir_or_die(const char *path)
 {
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		die("mkdir %s: %s", path, strerror(errno));
-}
-
-/* Whether path is the root of a mount (false when it does not exist). */
-static bool is_mount_root(const char *path)
-{
-	struct statx stx;
-
-	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) < 0)
-		return false;
-	return stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT &&
-	       stx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
 }
 
 static void nap_us(long us)
@@ -222,7 +184,7 @@ static void floor_run(int n, double *ret_up, double *ret_down)
 
 	snprintf(dir, sizeof(dir), "%s/floor", work);
 	mkdir_or_die(dir);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (int i = 0; i < n; i++) {
 		snprintf(t, sizeof(t), "%s/%d", dir, i);
 		src_path(i, s, sizeof(s));
@@ -232,7 +194,7 @@ static void floor_run(int n, double *ret_up, double *ret_down)
 	*ret_up = ms_since(t0);
 	if (mountinfo_scan(dir, false) != n)
 		die("floor: expected %d mounts under %s", n, dir);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (int i = 0; i < n; i++) {
 		snprintf(t, sizeof(t), "%s/%d", dir, i);
 		if (umount2(t, UMOUNT_NOFOLLOW) < 0 || rmdir(t) < 0)
@@ -299,7 +261,7 @@ static void *exec_worker(void *arg)
 static double exec_phase(struct exec_job *j, bool down)
 {
 	pthread_t th[64];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 
 	j->down = down;
 	j->next = 0;
@@ -471,7 +433,7 @@ static unsigned long agent_ready_count(struct agent *a)
  * agent exited. */
 static bool agent_wait_ready(struct agent *a, unsigned long seen, int timeout_ms)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	bool ok;
 
 	pthread_mutex_lock(&a->lock);
@@ -605,12 +567,12 @@ static void remove_specs(const struct agent *a, int from, int to)
 /* Waits until every target [from, to) is (or, with !mounted, is no longer) a mount root. */
 static bool wait_targets(const struct agent *a, int from, int to, bool mounted, int timeout_ms)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	char t[PATH_MAX];
 
 	for (int i = from; i < to; i++) {
 		target_path(a, i, t, sizeof(t));
-		while (is_mount_root(t) != mounted) {
+		while (bench_is_mount_root(t) != mounted) {
 			if (ms_since(t0) > timeout_ms || waitpid(a->pid, NULL, WNOHANG) == a->pid) {
 				fprintf(stderr, "volagent-bench: target %d of %d still %s: %s\n", i,
 					to - from, mounted ? "not mounted" : "mounted", t);
@@ -637,14 +599,14 @@ static void agent_converge(struct agent *a, int n, double *ret_up, double *ret_d
 	long failed_before = log_count(a, "operation failed");
 
 	stage_specs(a, 0, n);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	drop_specs(a, 0, n);
 	if (!wait_targets(a, 0, n, true, 120000))
 		die("volagent did not mount %d volumes in 120 s; see %s", n, a->log);
 	*ret_up = ms_since(t0);
 	if (mounts_under_root(a) != n)
 		die("volagent: expected %d mounts under %s", n, a->root);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	remove_specs(a, 0, n);
 	if (!wait_targets(a, 0, n, false, 120000))
 		die("volagent did not unmount %d volumes in 120 s; see %s", n, a->log);
@@ -704,18 +666,19 @@ static int cmd_converge(const char *ns, const char *reps_s, int jobs)
 			       n, i + 1, fu[i], eu[i], vu[i], fd[i], ed[i], vd[i]);
 			fflush(stdout);
 		}
-		snprintf(name, sizeof(name), "converge.%d.floor", n);
-		figure(name, median(fu, r), "ms", fu, r);
-		snprintf(name, sizeof(name), "converge.%d.exec", n);
-		figure(name, median(eu, r), "ms", eu, r);
-		snprintf(name, sizeof(name), "converge.%d.volagent", n);
-		figure(name, median(vu, r), "ms", vu, r);
-		snprintf(name, sizeof(name), "remove.%d.floor", n);
-		figure(name, median(fd, r), "ms", fd, r);
-		snprintf(name, sizeof(name), "remove.%d.exec", n);
-		figure(name, median(ed, r), "ms", ed, r);
-		snprintf(name, sizeof(name), "remove.%d.volagent", n);
-		figure(name, median(vd, r), "ms", vd, r);
+		const struct {
+			const char *phase, *variant;
+			double *ms;
+		} figs[] = {
+			{ "converge", "floor", fu }, { "converge", "exec", eu },
+			{ "converge", "volagent", vu }, { "remove", "floor", fd },
+			{ "remove", "exec", ed }, { "remove", "volagent", vd },
+		};
+
+		for (size_t f = 0; f < sizeof(figs) / sizeof(figs[0]); f++) {
+			snprintf(name, sizeof(name), "%s.%d.%s", figs[f].phase, n, figs[f].variant);
+			figure(name, bench_median(figs[f].ms, r), "ms", figs[f].ms, r);
+		}
 	}
 	agent_fini(&a);
 	return 0;
@@ -790,7 +753,7 @@ static long proc_status_kib(pid_t pid, const char *key)
 static void forced_pass(struct agent *a, long *ret_table, long *ret_refresh_us, long *ret_pass_us)
 {
 	long before = log_count(a, "msg=\"forced resync\"");
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	char *s, *line = NULL;
 
 	kill(a->pid, SIGHUP);
@@ -889,7 +852,7 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 
 	/* n volumes. */
 	stage_specs(&a, 0, n);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	drop_specs(&a, 0, n);
 	if (!wait_targets(&a, 0, n, true, 300000))
 		die("volagent did not mount %d volumes; see %s", n, a.log);
@@ -923,9 +886,9 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 		double tot[16];
 		for (int i = 0; i < passes; i++)
 			tot[i] = refresh[i] + pass[i];
-		figure("steady.refresh", median(refresh, passes), "ms", refresh, passes);
-		figure("steady.pass", median(pass, passes), "ms", pass, passes);
-		figure("steady.forced", median(tot, passes), "ms", tot, passes);
+		figure("steady.refresh", bench_median(refresh, passes), "ms", refresh, passes);
+		figure("steady.pass", bench_median(pass, passes), "ms", pass, passes);
+		figure("steady.forced", bench_median(tot, passes), "ms", tot, passes);
 	}
 	rss_full = proc_status_kib(a.pid, "VmRSS:");
 	hwm_full = proc_status_kib(a.pid, "VmHWM:");
@@ -952,7 +915,7 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 			waiter = spawn_probe_waiter(&a, probe_out);
 			nap_us(100000);
 		}
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		agent_start(&a);
 		if (!agent_wait_ready(&a, seen, 60000))
 			die("restarted agent not ready in 60 s; see %s", a.log);
@@ -980,13 +943,13 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 			printf("restart %d: READY=1 after %.1f ms; 0 remounts, mount IDs unchanged\n",
 			       i + 1, rst_ready[i]);
 	}
-	figure(csi_bench_bin ? "restart.probe" : "restart.ready", median(rst, restarts), "ms", rst,
+	figure(csi_bench_bin ? "restart.probe" : "restart.ready", bench_median(rst, restarts), "ms", rst,
 	       restarts);
 	if (csi_bench_bin)
-		figure("restart.ready", median(rst_ready, restarts), "ms", rst_ready, restarts);
+		figure("restart.ready", bench_median(rst_ready, restarts), "ms", rst_ready, restarts);
 
 	/* Tear down through the agent too, so the run leaves the namespace as it found it. */
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	remove_specs(&a, 0, n);
 	if (!wait_targets(&a, 0, n, false, 300000))
 		die("volagent did not unmount %d volumes; see %s", n, a.log);
@@ -1011,6 +974,7 @@ int main(int argc, char **argv)
 	const char *ns = NULL, *reps = NULL, *sources = NULL;
 	int jobs = 8, idle = 30, passes = 5, restarts = 3, n = 10000;
 
+	bench_init("volagent-bench", stop_running_agent);
 	if (argc < 2)
 		usage();
 	for (int i = 2; i < argc; i++) {

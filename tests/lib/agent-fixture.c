@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <libmount.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,34 @@ int fixture_write_pod(struct agent_fixture *f, const char *name, const char *jso
 	if (r < 0)
 		return r;
 	return rename(tmp, dst) < 0 ? -errno : 0;
+}
+
+int fixture_write_podf(struct agent_fixture *f, const char *name, const char *fmt, ...)
+{
+	char *json;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&json, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -ENOMEM;
+	r = fixture_write_pod(f, name, json);
+	free(json);
+	return r;
+}
+
+int fixture_write_local_pod(struct agent_fixture *f, const char *uid, const char *volume,
+			    const char *path)
+{
+	char name[256];
+
+	snprintf(name, sizeof(name), "%s.json", uid);
+	return fixture_write_podf(f, name,
+				  "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"%s\", "
+				  "\"local\": {\"path\": \"%s\"}}]}",
+				  uid, volume, path);
 }
 
 int fixture_remove_pod(struct agent_fixture *f, const char *name)

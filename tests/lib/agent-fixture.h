@@ -35,6 +35,13 @@ const char *fixture_short_dir(struct agent_fixture *f);
 
 /* Writes pods/<name> atomically (a dot-file, then rename): the agent sees the whole file. */
 int fixture_write_pod(struct agent_fixture *f, const char *name, const char *json);
+/* fixture_write_pod() of a spec built from a printf format. */
+int fixture_write_podf(struct agent_fixture *f, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Writes pods/<uid>.json: pod uid with one local volume named volume, of path (a directory or
+ * a block device). */
+int fixture_write_local_pod(struct agent_fixture *f, const char *uid, const char *volume,
+			    const char *path);
 int fixture_remove_pod(struct agent_fixture *f, const char *name);
 /* "<root>/pods/<uid>/volumes/kubernetes.io~local/<name>" into buf (>= 512). */
 const char *fixture_pod_dir(const struct agent_fixture *f, const char *uid, const char *name,

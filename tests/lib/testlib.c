@@ -199,6 +199,15 @@ void test_loop_detach_all(void)
 			test_loop_detach(loops[i].dev);
 }
 
+int test_cleanup_loops_and_dir(char *dir)
+{
+	test_loop_detach_all();
+	if (dir)
+		test_rm_rf(dir);
+	free(dir);
+	return 0;
+}
+
 static int run_child(const char *const argv[], int out_fd, int err_fd)
 {
 	pid_t pid = fork();
@@ -310,6 +319,26 @@ char *test_read_file(const char *path)
 	}
 	fclose(f);
 	return buf;
+}
+
+bool test_golden_matches(const char *expected_path, const char *actual)
+{
+	char *expected;
+	bool same;
+
+	if (getenv("VOLAGENT_UPDATE_GOLDEN"))
+		return test_write_file(expected_path, actual) == 0;
+	expected = test_read_file(expected_path);
+	if (!expected) {
+		fprintf(stderr, "missing golden file %s (actual:\n%s)\n", expected_path, actual);
+		return false;
+	}
+	same = strcmp(expected, actual) == 0;
+	if (!same)
+		fprintf(stderr, "%s differs.\nexpected:\n%s\nactual:\n%s\n", expected_path, expected,
+			actual);
+	free(expected);
+	return same;
 }
 
 bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)

@@ -26,6 +26,9 @@ int test_make_sparse(const char *path, long long size);
 int test_loop_attach(const char *file, char *ret_dev);
 int test_loop_detach(const char *dev);
 void test_loop_detach_all(void);
+/* The end of a test group with loop devices on images in dir: detaches every loop device
+ * this process attached, removes dir and frees it.  Returns 0, for a cmocka teardown. */
+int test_cleanup_loops_and_dir(char *dir);
 
 /* Runs argv[0] (searched in PATH) and returns its exit status, or -1 when it died.  Its
  * output goes to the test's stderr only when VERBOSE is set. */
@@ -39,6 +42,10 @@ int test_mkfs(const char *fstype, const char *dev);
 
 int test_write_file(const char *path, const char *content);
 char *test_read_file(const char *path);
+/* Compares actual with the golden file expected_path, printing both to stderr when they
+ * differ or the file is missing; with $VOLAGENT_UPDATE_GOLDEN set, writes actual to it instead.
+ * Returns true when they match (or the file was written). */
+bool test_golden_matches(const char *expected_path, const char *actual);
 
 /* Polls pred every 10 ms until it is true or timeout_ms passed (times $TEST_TIME_SCALE, for
  * slow runs such as the agent under valgrind). */

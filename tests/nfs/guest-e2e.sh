@@ -10,40 +10,13 @@
 # it reads /proc/self/mountinfo instead.
 set -uo pipefail
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $1${2:+ ($2)}"; }
-check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../vm/guestlib.sh"
 since() { echo $(($(now_ms) - $1)); }
-
-# wait_for SECONDS CMD...: polls CMD every 0.2 s.
-wait_for() {
-	local limit=$(($(now_ms) + $1 * 1000))
-	shift
-	until "$@"; do
-		[ "$(now_ms)" -lt "$limit" ] || return 1
-		sleep 0.2
-	done
-}
-
-# The last mountinfo line of the mount at $1 ("" when none).
-mi() { awk -v p="$1" '$5 == p {l = $0} END {print l}' /proc/self/mountinfo; }
-mounted() { [ -n "$(mi "$1")" ]; }
-unmounted() { [ -z "$(mi "$1")" ]; }
-# Fields after " - ": fstype, source, super options.
-mi_type() { mi "$1" | sed 's/.* - \([^ ]*\) .*/\1/'; }
-mi_source() { mi "$1" | sed 's/.* - [^ ]* \([^ ]*\) .*/\1/'; }
+# Fields after " - ": super options; and of the line's start: devno, mount id, vfs options.
 mi_super() { mi "$1" | sed 's/.* - [^ ]* [^ ]* //'; }
 mi_devno() { mi "$1" | awk '{print $3}'; }
 mi_id() { mi "$1" | awk '{print $1}'; }
 mi_vfs_ro() { mi "$1" | awk '{print $6}' | tr , '\n' | grep -qx ro; }
-count_under() { awk -v p="$1/" 'index($5, p) == 1' /proc/self/mountinfo | wc -l; }
-count_is() { [ "$(count_under "$1")" = "$2" ]; }
-# Whether $1 is mounted and the agent has logged mounting it at least $2 times (mount ids
-# are reused by the kernel, so they cannot tell a new mount from the old one).
-mounted_times() { mounted "$1" && [ "$(grep -F 'msg="volume mounted"' "$LOG" | grep -cF "target=$1 ")" -ge "$2" ]; }
 log_has() { grep -qF -- "$1" "$LOG"; }
 
 seq_no=0
@@ -85,25 +58,10 @@ start_agent() { # MODE EXTRA...
 	agent_pid=$!
 }
 
-# Whether pid has exited (a zombie counts as exited).
-not_alive() { [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] || [ ! -e "/proc/$1" ]; }
-
-stop_agent() {
-	[ -n "$agent_pid" ] || return 0
-	kill -TERM "$agent_pid" 2>/dev/null
-	if ! wait_for 30 not_alive "$agent_pid"; then
-		echo "agent did not stop in 30s; killing it" >&2
-		kill -KILL "$agent_pid" 2>/dev/null
-	fi
-	wait "$agent_pid" 2>/dev/null
-	agent_pid=
-}
-
 cleanup() {
 	stop_agent
 	# Whatever the agent left (a failed test): lazily, so a dead server cannot hang us.
-	awk -v p="$W/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	umount_below "$W"
 	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
 		echo "--- agent log (last 60 lines):"
 		tail -n 60 "$LOG" | cut -c1-400

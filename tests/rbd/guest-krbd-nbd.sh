@@ -19,35 +19,11 @@
 # the guest's tmpfs and vanishes with the VM; it still tears it down itself.
 set -uo pipefail
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS: $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $1${2:+ ($2)}"; }
-check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../vm/guestlib.sh"
 secs_since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN {printf "%.1fs", (b - a) / 1000}'; }
 T0=$(now_ms)
 stamp() { echo "  [$(secs_since "$T0")] $*"; }
-
-# wait_for SECONDS CMD...: polls CMD every 0.2 s.
-wait_for() {
-	local limit=$(($(now_ms) + $1 * 1000))
-	shift
-	until "$@"; do
-		[ "$(now_ms)" -lt "$limit" ] || return 1
-		sleep 0.2
-	done
-}
-
-mi() { awk -v p="$1" '$5 == p {l = $0} END {print l}' /proc/self/mountinfo; }
-mounted() { [ -n "$(mi "$1")" ]; }
-unmounted() { [ -z "$(mi "$1")" ]; }
-mi_type() { mi "$1" | sed 's/.* - \([^ ]*\) .*/\1/'; }
-mi_source() { mi "$1" | sed 's/.* - [^ ]* \([^ ]*\) .*/\1/'; }
-count_under() { awk -v p="$1/" 'index($5, p) == 1' /proc/self/mountinfo | wc -l; }
-count_is() { [ "$(count_under "$1")" = "$2" ]; }
 log_count() { grep -cF -- "$1" "$LOG"; }
-mounted_times() { mounted "$1" && [ "$(grep -F 'msg="volume mounted"' "$LOG" | grep -cF "target=$1 ")" -ge "$2" ]; }
 
 REPO=${REPO:?}
 W=/run/rbd-vm
@@ -60,8 +36,6 @@ IMG=vmimg
 agent_pid=
 cluster_up=0
 
-not_alive() { [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] || [ ! -e "/proc/$1" ]; }
-
 start_agent() { # METHODS
 	"$VOLAGENT_BIN" run --root-dir "$ROOT" --state-dir "$W/state" --pods-dir "$PODS" \
 		--config "$W/config.json" --health-interval 1s --backoff-max 2s --resync-interval 5s \
@@ -70,23 +44,11 @@ start_agent() { # METHODS
 	agent_pid=$!
 }
 
-stop_agent() {
-	[ -n "$agent_pid" ] || return 0
-	kill -TERM "$agent_pid" 2>/dev/null
-	if ! wait_for 30 not_alive "$agent_pid"; then
-		echo "agent did not stop in 30s; killing it" >&2
-		kill -KILL "$agent_pid" 2>/dev/null
-	fi
-	wait "$agent_pid" 2>/dev/null
-	agent_pid=
-}
-
 cleanup() {
 	local m d
 	stop_agent
 	# Whatever a failed step left: pod and node-wide mounts, then mappings, then the cluster.
-	awk -v p="$ROOT/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
+	umount_below "$ROOT"
 	for d in /dev/rbd[0-9]*; do
 		[ -b "$d" ] && timeout 30 rbd unmap -o noudev,force "$d" 2>/dev/null
 	done
@@ -154,18 +116,25 @@ write_sync() { # FILE CONTENT: write and push it to the cluster
 	echo "$2" >"$1" && sync -f "$1"
 }
 
+# start_phase METHOD UID [NOTE]: starts the agent with attach method METHOD and writes pod UID;
+# sets $d to its pod dir and passes once the volume is mounted there.
+start_phase() {
+	local t
+	stamp "$1"
+	start_agent "$1"
+	t=$(now_ms)
+	write_pod "$2"
+	d=$(pod_dir "$2")
+	if wait_for 75 mounted "$d"; then
+		pass "$1: pod $2's rbd volume is mounted ($(secs_since "$t")${3:+, $3})"
+	else
+		fail "$1: pod $2's rbd volume is mounted" "the rest of the $1 phase is skipped"
+	fi
+}
+
 # --- krbd -------------------------------------------------------------------------------
 blob_sum=none
-stamp "krbd"
-start_agent krbd
-t=$(now_ms)
-write_pod k1
-d=$(pod_dir k1)
-if wait_for 75 mounted "$d"; then
-	pass "krbd: pod k1's rbd volume is mounted ($(secs_since "$t"), includes mkfs.ext4)"
-else
-	fail "krbd: pod k1's rbd volume is mounted" "the rest of the krbd phase is skipped"
-fi
+start_phase krbd k1 "includes mkfs.ext4"
 if mounted "$d"; then
 	src=$(mi_source "$d")
 	check "krbd: the pod dir is ext4 from /dev/rbdN ($(mi_type "$d") $src)" \
@@ -196,16 +165,7 @@ check "krbd: no record left in the run dir" no_record
 stop_agent
 
 # --- nbd --------------------------------------------------------------------------------
-stamp "nbd"
-start_agent nbd
-t=$(now_ms)
-write_pod n1
-d=$(pod_dir n1)
-if wait_for 75 mounted "$d"; then
-	pass "nbd: pod n1's rbd volume is mounted ($(secs_since "$t"))"
-else
-	fail "nbd: pod n1's rbd volume is mounted" "the rest of the nbd phase is skipped"
-fi
+start_phase nbd n1
 if mounted "$d"; then
 	src=$(mi_source "$d")
 	check "nbd: the pod dir is ext4 from /dev/nbdN ($(mi_type "$d") $src)" \

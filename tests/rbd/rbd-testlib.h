@@ -2,12 +2,13 @@
  * the environment), images, the watchers of an image as the cluster sees them, another client
  * holding an image open, and counting what an attach leaves on the node (rbd-fuse processes,
  * loop devices, FUSE mounts) so a test can say "nothing left behind".  Header-only: each rbd
- * test binary includes it once. */
+ * test binary includes it once, after <cmocka.h>. */
 #pragma once
 
 #include <dirent.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,15 @@ static int rt_fuse_pids(const char *dir, int *pids, int max)
 	return n;
 }
 
+/* Sends sig to every rbd-fuse process with an argument under dir (a failed test's leftovers). */
+static void rt_fuse_kill(const char *dir, int sig)
+{
+	int pids[8], n = rt_fuse_pids(dir, pids, 8);
+
+	for (int i = 0; i < n && i < 8; i++)
+		kill(pids[i], sig);
+}
+
 /* Loop devices whose backing file lies under dir. */
 static int rt_loops_under(const char *dir)
 {
@@ -185,4 +195,15 @@ static bool rt_nothing_left(const char *run_dir, char *why, size_t len)
 	if (d)
 		closedir(d);
 	return true;
+}
+
+/* Fails the test, saying what, unless rt_nothing_left(run_dir). */
+static void rt_assert_nothing_left(const char *run_dir)
+{
+	char why[700] = "";
+	bool ok = rt_nothing_left(run_dir, why, sizeof(why));
+
+	if (!ok)
+		print_error("left behind: %s\n", why);
+	assert_true(ok);
 }

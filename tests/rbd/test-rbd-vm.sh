@@ -16,16 +16,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../vm/testlib.sh"
 
-t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
-	command -v "${VM_QEMU:-qemu-system-x86_64}"
+t_need_qemu
 for tool in ceph-mon ceph-osd ceph rbd rbd-nbd mkfs.ext4; do
 	t_need "$tool is not installed (scripts/install-deps test)" command -v "$tool"
 done
 t_need "the VM's cluster and mappings need root" test "$(id -u)" = 0
 
-agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
-case $agent in /*) ;; *) agent=$t_repo/$agent ;; esac
-t_need "the agent is not built ($agent; run make)" test -x "$agent"
+t_agent_bin
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rbd-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -41,14 +38,7 @@ rc=0
 echo "vm boot + cluster + krbd and nbd tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
 
 # The guest's results count as ours.
-while IFS= read -r line; do
-	case $line in
-	"PASS: "*) t_pass "guest: ${line#PASS: }" ;;
-	"FAIL: "*) t_fail "guest: ${line#FAIL: }" ;;
-	*) echo "  guest: $line" ;;
-	esac
-done <"$work/out"
-sed 's/^/  guest stderr: /' "$work/err" | tail -n 40
+t_guest_results "$work/out" "$work/err"
 t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
 t_check "the guest reports its results" grep -q ' passed, 0 failed$' "$work/out"
 t_done

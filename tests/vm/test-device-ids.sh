@@ -23,8 +23,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
-	command -v "${VM_QEMU:-qemu-system-x86_64}"
+t_need_qemu
 t_need "ceph-osd is not installed (scripts/deps/devices-test.txt)" command -v ceph-osd
 t_need "jq is not installed" command -v jq
 agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
@@ -81,6 +80,18 @@ vm() { # vm BOOT-NAME GUEST-SCRIPT
 	return "$rc"
 }
 
+# boot N ID DEVICE-OPTIONS ID DEVICE-OPTIONS: boots the VM with these two disks first (their
+# order is the scenario), then the common ones, to run $work/guestN.sh; checks that it ran.
+boot() {
+	local n=$1 rc=0
+	qargs=()
+	q_disk "$2" "$3"
+	q_disk "$4" "$5"
+	q_common
+	vm "boot$n" "$work/guest$n.sh" || rc=$?
+	t_check "boot $n: the VM ran the guest script" [ "$rc" = 0 ]
+}
+
 # ---- boot 1: order A, without and then with udev ----
 cat >"$work/guest1.sh" <<'GUEST'
 set -u
@@ -117,13 +128,7 @@ udevadm control --exit
 exit 0
 GUEST
 
-qargs=()
-q_disk other virtio-blk-pci,serial=VIRTSER1
-q_disk osd virtio-blk-pci,serial=OSDSER1
-q_common
-rc1=0
-vm boot1 "$work/guest1.sh" || rc1=$?
-t_check "boot 1: the VM ran the guest script" [ "$rc1" = 0 ]
+boot 1 other virtio-blk-pci,serial=VIRTSER1 osd virtio-blk-pci,serial=OSDSER1
 has() { grep -qxF -- "$1" "$work/$2"; }
 t_check "boot 1: no udev database at first (no /run/udev, no /dev/disk/by-id)" \
 	eval 'has run-udev-before=no boot1.out && has by-id-links-before=no boot1.out'
@@ -246,13 +251,7 @@ echo "renamed-byname-rc=$?"
 echo "renamed-other-rc=$?"
 exit 0
 GUEST
-qargs=()
-q_disk osd virtio-blk-pci,serial=OSDSER1
-q_disk other virtio-blk-pci,serial=VIRTSER1
-q_common
-rc2=0
-vm boot2 "$work/guest2.sh" || rc2=$?
-t_check "boot 2: the VM ran the guest script" [ "$rc2" = 0 ]
+boot 2 osd virtio-blk-pci,serial=OSDSER1 other virtio-blk-pci,serial=VIRTSER1
 sed 's/^/  devices in boot 2: /' "$share/boot2.txt" 2>/dev/null || true
 if [ -s "$share/renamed-keep.json" ]; then
 	t_check "scenario rename: the OSD's disk moved from vdb to vda, the list names it by id: KEEP" eval \

@@ -8,20 +8,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
-	command -v "${VM_QEMU:-qemu-system-x86_64}"
-t_need "ganesha.nfsd is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)" test -x /usr/bin/ganesha.nfsd
-t_need "mount.nfs is not installed (apt-get install nfs-common)" test -x /sbin/mount.nfs
-t_need "the NFS server needs root" test "$(id -u)" = 0
+t_need_qemu
+t_need_nfs_server
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nfs-mount.XXXXXX")
 srv=$work/nfs
 share=$work/share
 mkdir -p "$share"
 cleanup() {
-	if [ -d "$srv/.server" ]; then
-		"$t_repo/scripts/nfs-server" stop "$srv" || echo "warning: stopping the NFS server failed" >&2
-	fi
+	t_nfs_server_stop "$srv"
 	rm -rf "$work"
 }
 trap cleanup EXIT

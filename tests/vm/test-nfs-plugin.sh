@@ -12,16 +12,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
-	command -v "${VM_QEMU:-qemu-system-x86_64}"
-t_need "ganesha.nfsd is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)" test -x /usr/bin/ganesha.nfsd
-t_need "mount.nfs is not installed (apt-get install nfs-common)" test -x /sbin/mount.nfs
-t_need "the NFS server needs root" test "$(id -u)" = 0
+t_need_qemu
+t_need_nfs_server
 t_need "the CSI client needs python3-grpcio and python3-grpc-tools" /usr/bin/python3 -c 'import grpc, grpc_tools' 
 
-agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
-case $agent in /*) ;; *) agent=$t_repo/$agent ;; esac
-t_need "the agent is not built ($agent; run make)" test -x "$agent"
+t_agent_bin
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nfs-plugin.XXXXXX")
 srv=$work/nfs
@@ -36,9 +31,7 @@ cleanup() {
 	[ -z "$coord_pid" ] || kill "$coord_pid" 2>/dev/null || true
 	pid=$(server_pid)
 	[ -z "$pid" ] || kill -CONT "$pid" 2>/dev/null || true
-	if [ -d "$srv/.server" ]; then
-		"$t_repo/scripts/nfs-server" stop "$srv" || echo "warning: stopping the NFS server failed" >&2
-	fi
+	t_nfs_server_stop "$srv"
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -93,14 +86,7 @@ coord_pid=
 sed 's/^/  host: /' "$work/coordinator.log"
 
 # The guest's own results count as ours.
-while IFS= read -r line; do
-	case $line in
-	"PASS: "*) t_pass "guest: ${line#PASS: }" ;;
-	"FAIL: "*) t_fail "guest: ${line#FAIL: }" ;;
-	*) echo "  guest: $line" ;;
-	esac
-done <"$work/out"
-sed 's/^/  guest stderr: /' "$work/err" | tail -n 40
+t_guest_results "$work/out" "$work/err"
 t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
 
 t_check "the host sees the bytes the pod wrote" grep -qx written-by-pod "$srv/export/from-pod"

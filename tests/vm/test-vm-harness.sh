@@ -11,8 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
-	command -v "${VM_QEMU:-qemu-system-x86_64}"
+t_need_qemu
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vm-harness.XXXXXX")
 trap 'rm -rf "$work"' EXIT

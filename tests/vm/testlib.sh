@@ -7,6 +7,12 @@
 #   t_need REASON CMD...              skip (exit 77, REASON as the last line) unless CMD
 #                                     succeeds; under CI=true a missing requirement fails
 #   t_done                            print the closing line; exit 1 if anything failed
+#   t_need_qemu / t_need_nfs_server   the t_need lines of the VM tests and the NFS server
+#   t_nfs_server_stop DIR             stops the scripts/nfs-server started in DIR, if any
+#   t_agent_bin                       sets $agent: the agent under test ($VOLAGENT_BIN, else the
+#                                     build's), absolute; skips when it is not built
+#   t_guest_results OUT ERR           count a guest's PASS:/FAIL: lines (in file OUT) as ours
+#                                     and show its other lines and the tail of its stderr (ERR)
 
 t_passed=0
 t_failed=0
@@ -46,4 +52,39 @@ t_done() {
 	echo "$t_passed passed, $t_failed failed"
 	[ "$t_failed" = 0 ] || exit 1
 	exit 0
+}
+
+t_need_qemu() {
+	t_need "${VM_QEMU:-qemu-system-x86_64} is not installed (apt-get install qemu-system-x86)" \
+		command -v "${VM_QEMU:-qemu-system-x86_64}"
+}
+
+t_need_nfs_server() {
+	t_need "ganesha.nfsd is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)" test -x /usr/bin/ganesha.nfsd
+	t_need "mount.nfs is not installed (apt-get install nfs-common)" test -x /sbin/mount.nfs
+	t_need "the NFS server needs root" test "$(id -u)" = 0
+}
+
+t_agent_bin() {
+	agent=${VOLAGENT_BIN:-$t_repo/${BUILD:-build}/volagent}
+	case $agent in /*) ;; *) agent=$t_repo/$agent ;; esac
+	t_need "the agent is not built ($agent; run make)" test -x "$agent"
+}
+
+t_guest_results() {
+	local line
+	while IFS= read -r line; do
+		case $line in
+		"PASS: "*) t_pass "guest: ${line#PASS: }" ;;
+		"FAIL: "*) t_fail "guest: ${line#FAIL: }" ;;
+		*) echo "  guest: $line" ;;
+		esac
+	done <"$1"
+	sed 's/^/  guest stderr: /' "$2" | tail -n 40
+}
+
+t_nfs_server_stop() {
+	if [ -d "$1/.server" ]; then
+		"$t_repo/scripts/nfs-server" stop "$1" || echo "warning: stopping the NFS server failed" >&2
+	fi
 }
