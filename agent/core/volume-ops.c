@@ -55,8 +55,8 @@ static struct mount_target opened_target_mount(const struct volume_op *op,
 /* Walks to the target's parent without following symlinks (creating it when asked) and,
  * when create is set, makes the target directory itself.  *ret_created says whether the
  * target directory was made now (so a failed op can remove it again). */
-static int open_target(const struct volume_op *op, bool create, struct opened_target *ret,
-		       bool *ret_created, struct error_info *err)
+static int open_target_once(const struct volume_op *op, bool create, struct opened_target *ret,
+			    bool *ret_created, struct error_info *err)
 {
 	size_t n = strlen(op->target_root);
 	char *slash;
@@ -91,6 +91,24 @@ static int open_target(const struct volume_op *op, bool create, struct opened_ta
 		}
 	}
 	return 0;
+}
+
+/* open_target_once(), walked again when the parent it opened was removed before the target
+ * could be made in it: another op's clean-up removes empty parents (a pod's plugin dir) and
+ * may do so between this walk and the mkdir. */
+static int open_target(const struct volume_op *op, bool create, struct opened_target *ret,
+		       bool *ret_created, struct error_info *err)
+{
+	int r;
+
+	for (int attempt = 0;; attempt++) {
+		r = open_target_once(op, create, ret, ret_created, err);
+		if (r != -ENOENT || !create || attempt == 2)
+			return r;
+		opened_target_done(ret);
+		*ret = (struct opened_target){ .parent_fd = -1 };
+		*err = (struct error_info){ 0 };
+	}
 }
 
 /* Removes the target dir if it is an empty directory that is not mounted, and its empty
