@@ -66,7 +66,8 @@ static void serve(struct admin_server *s, int fd)
 		return;
 	}
 	if (!req || reconciler_request(s->r, req, 5000, &res) < 0 || !res.status_json) {
-		static const char busy[] = "{\"error\": \"the reconciler did not answer in 5 s\"}\n";
+		static const char busy[] =
+			"{\"error\": \"the reconciler did not answer in 5 s\"}\n";
 		write_all(fd, busy, strlen(busy));
 		return;
 	}

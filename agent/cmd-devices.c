@@ -9,14 +9,15 @@
 
 static void devices_usage(FILE *f)
 {
-	fprintf(f, "Usage: volagent devices [--json] [--all] [DEVICE...]\n"
-		   "\n"
-		   "Lists the block devices of this node with their stable ids (see docs/devices.md).\n"
-		   "\n"
-		   "  --json     print JSON shaped like `lsblk --json`\n"
-		   "  --all      also list empty devices (size 0) and RAM disks\n"
-		   "  DEVICE     only these devices (sda, /dev/sda, /dev/mapper/NAME, or a by-id\n"
-		   "             name: /dev/disk/by-id/virtio-SER1 or virtio-SER1, no link needed)\n");
+	fprintf(f,
+		"Usage: volagent devices [--json] [--all] [DEVICE...]\n"
+		"\n"
+		"Lists the block devices of this node with their stable ids (see docs/devices.md).\n"
+		"\n"
+		"  --json     print JSON shaped like `lsblk --json`\n"
+		"  --all      also list empty devices (size 0) and RAM disks\n"
+		"  DEVICE     only these devices (sda, /dev/sda, /dev/mapper/NAME, or a by-id\n"
+		"             name: /dev/disk/by-id/virtio-SER1 or virtio-SER1, no link needed)\n");
 }
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct devinv *, devinv_free);
@@ -57,12 +58,10 @@ static int select_named(struct devinv *inv, char **names, int n_names)
 
 int cmd_devices(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "all", no_argument, NULL, 'a' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+	static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+					      { "all", no_argument, NULL, 'a' },
+					      { "help", no_argument, NULL, 'h' },
+					      {} };
 	_cleanup_(devinv_freep) struct devinv *inv = NULL;
 	struct error_info err = { 0 };
 	bool json = false;

@@ -104,15 +104,13 @@ static int do_check(const struct devinv *inv, const struct osd_selection *sel,
 
 int cmd_osd_check(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "saved", required_argument, NULL, 's' },
-		{ "devices", required_argument, NULL, 'd' },
-		{ "device-filter", required_argument, NULL, 'f' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "record", no_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+	static const struct option opts[] = { { "saved", required_argument, NULL, 's' },
+					      { "devices", required_argument, NULL, 'd' },
+					      { "device-filter", required_argument, NULL, 'f' },
+					      { "json", no_argument, NULL, 'j' },
+					      { "record", no_argument, NULL, 'r' },
+					      { "help", no_argument, NULL, 'h' },
+					      {} };
 	_cleanup_(devinv_freep) struct devinv *inv = NULL;
 	_cleanup_(osd_record_freep) struct osd_record *rec = NULL;
 	_cleanup_(osd_selection_freep) struct osd_selection *sel = NULL;

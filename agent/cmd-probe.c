@@ -15,13 +15,14 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: volagent probe [--csi-endpoint unix:///path/csi.sock] [--timeout SECONDS]\n"
-		   "                      [--config FILE] [--kubelet-root-dir DIR] [--driver-name NAME]\n\n"
-		   "Asks a running agent's CSI Identity service whether it is ready.\n"
-		   "The endpoint is found as `volagent run` finds it: --csi-endpoint (or --endpoint),\n"
-		   "else the config file's csi-endpoint, else $CSI_ENDPOINT, else\n"
-		   "unix://<kubelet-root-dir>/plugins/<driver-name>/csi.sock (default %s).\n",
-		   "unix:///var/lib/kubelet/plugins/csi.volagent.io/csi.sock");
+	fprintf(f,
+		"Usage: volagent probe [--csi-endpoint unix:///path/csi.sock] [--timeout SECONDS]\n"
+		"                      [--config FILE] [--kubelet-root-dir DIR] [--driver-name NAME]\n\n"
+		"Asks a running agent's CSI Identity service whether it is ready.\n"
+		"The endpoint is found as `volagent run` finds it: --csi-endpoint (or --endpoint),\n"
+		"else the config file's csi-endpoint, else $CSI_ENDPOINT, else\n"
+		"unix://<kubelet-root-dir>/plugins/<driver-name>/csi.sock (default %s).\n",
+		"unix:///var/lib/kubelet/plugins/csi.volagent.io/csi.sock");
 }
 
 /* The endpoint `volagent run` with these settings (the flags of run, NULL-terminated pairs)
@@ -43,7 +44,7 @@ static int run_endpoint(const char *const *flags, char **ret, struct error_info 
 
 		*ret = cfg.csi_endpoint[0] ? strdup(cfg.csi_endpoint)
 		       : env		   ? strdup(env)
-					   : csi_default_endpoint(cfg.kubelet_root_dir, cfg.driver_name);
+			     : csi_default_endpoint(cfg.kubelet_root_dir, cfg.driver_name);
 		if (!*ret)
 			r = -ENOMEM;
 	}
@@ -86,8 +87,10 @@ int cmd_probe(int argc, char **argv)
 		case 't':
 			timeout_s = atoi(optarg);
 			if (timeout_s <= 0) {
-				fprintf(stderr, "volagent probe: --timeout: \"%s\" is not a number of "
-						"seconds\n", optarg);
+				fprintf(stderr,
+					"volagent probe: --timeout: \"%s\" is not a number of "
+					"seconds\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -114,7 +117,8 @@ int cmd_probe(int argc, char **argv)
 	}
 	if (!endpoint) {
 		if (run_endpoint((const char *const[]){ "--config", config, "--kubelet-root-dir",
-							 kubelet_root, "--driver-name", driver, NULL },
+							kubelet_root, "--driver-name", driver,
+							NULL },
 				 &found, &err) < 0) {
 			fprintf(stderr, "volagent probe: %s\n", err_msg(&err));
 			return 2;
@@ -130,7 +134,9 @@ int cmd_probe(int argc, char **argv)
 			     message, sizeof(message), &resp, &len);
 	if (r < 0 || code != GCORE_OK) {
 		fprintf(stderr, "volagent probe: %s: %s\n", endpoint,
-			r < 0 ? "the call failed" : message[0] ? message : gcore_status_name(code));
+			r < 0	     ? "the call failed"
+			: message[0] ? message
+				     : gcore_status_name(code));
 		return 1;
 	}
 	pr = csi__v1__probe_response__unpack(NULL, len, resp);

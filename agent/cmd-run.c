@@ -105,18 +105,19 @@ static int start_csi(const struct agent_config *cfg, struct csi_node_config *nod
 			return -ENOMEM;
 		endpoint = csi_endpoint_from_env_or(def);
 	}
-	s = csi_server_new(&(struct csi_server_config){
-				   .endpoint = endpoint,
-				   .driver_name = cfg->driver_name,
-				   .node_id = cfg->node_id,
-				   .kubelet_root = cfg->kubelet_root_dir,
-				   .registration = cfg->csi_registration,
-				   .socket_group = cfg->csi_socket_group[0] ? cfg->csi_socket_group : NULL,
-				   .max_volumes_per_node = cfg->max_volumes_per_node,
-				   .workers = (int)cfg->csi_workers,
-				   .grace_ms = (int)cfg->csi_grace_ms,
-			   },
-			   &csi_node_ops, node, err);
+	s = csi_server_new(
+		&(struct csi_server_config){
+			.endpoint = endpoint,
+			.driver_name = cfg->driver_name,
+			.node_id = cfg->node_id,
+			.kubelet_root = cfg->kubelet_root_dir,
+			.registration = cfg->csi_registration,
+			.socket_group = cfg->csi_socket_group[0] ? cfg->csi_socket_group : NULL,
+			.max_volumes_per_node = cfg->max_volumes_per_node,
+			.workers = (int)cfg->csi_workers,
+			.grace_ms = (int)cfg->csi_grace_ms,
+		},
+		&csi_node_ops, node, err);
 	if (!s)
 		return err->code ? err->code : -ENOMEM;
 	r = csi_server_start(s, err);
@@ -130,8 +131,8 @@ static int start_csi(const struct agent_config *cfg, struct csi_node_config *nod
 
 /* The admin socket (volagent status) and the metrics endpoint, unless turned "off". */
 static int start_local_services(const struct agent_config *cfg, struct reconciler *rec,
-				struct admin_server **ret_admin, struct metrics_server **ret_metrics,
-				struct error_info *err)
+				struct admin_server **ret_admin,
+				struct metrics_server **ret_metrics, struct error_info *err)
 {
 	_cleanup_free_ char *admin = NULL, *metrics = NULL;
 	const char *group = cfg->admin_socket_group[0] ? cfg->admin_socket_group : NULL;
@@ -270,25 +271,26 @@ int cmd_run(int argc, char **argv)
 			log_warning("device inventory unavailable, continuing without it", "error",
 				    err_msg(&dm_err));
 		else
-			dm_source = (struct reconciler_event_source){
-				.fd = devmon_get_fd(dm), .dispatch = devmon_on_event, .userdata = dm
-			};
+			dm_source = (struct reconciler_event_source){ .fd = devmon_get_fd(dm),
+								      .dispatch = devmon_on_event,
+								      .userdata = dm };
 	}
-	r = reconciler_new(&(struct reconciler_config){
-				   .root_dir = cfg.root_dir,
-				   .state_dir = cfg.state_dir,
-				   .pods_dir = cfg.pods_dir,
-				   .workers = cfg.workers,
-				   .backoff_initial_ms = 500,
-				   .backoff_max_ms = cfg.backoff_max_ms,
-				   .resync_ms = cfg.resync_ms,
-				   .refresh_min_interval_ms = 100,
-				   .sources = dm ? &dm_source : NULL,
-				   .n_sources = dm ? 1 : 0,
-				   .health_interval_ms = cfg.health_interval_ms,
-				   .kubelet_root = cfg.kubelet_root_dir,
-			   },
-			   &rec, &err);
+	r = reconciler_new(
+		&(struct reconciler_config){
+			.root_dir = cfg.root_dir,
+			.state_dir = cfg.state_dir,
+			.pods_dir = cfg.pods_dir,
+			.workers = cfg.workers,
+			.backoff_initial_ms = 500,
+			.backoff_max_ms = cfg.backoff_max_ms,
+			.resync_ms = cfg.resync_ms,
+			.refresh_min_interval_ms = 100,
+			.sources = dm ? &dm_source : NULL,
+			.n_sources = dm ? 1 : 0,
+			.health_interval_ms = cfg.health_interval_ms,
+			.kubelet_root = cfg.kubelet_root_dir,
+		},
+		&rec, &err);
 	if (r == 0) {
 		node.reconciler = rec;
 		node.stats_timeout_ms = (int)cfg.stats_timeout_ms;

@@ -38,8 +38,10 @@ static int admin_socket_path(const char *config, const char *state_dir, char **r
 	}
 	r = config_parse(argc, (char **)argv, &cfg, err);
 	if (r == 0 && streq(cfg.admin_socket, "off"))
-		r = err_set(err, -EINVAL, "the agent serves no admin socket (admin-socket is "
-					  "\"off\" in %s)", cfg.config_path);
+		r = err_set(err, -EINVAL,
+			    "the agent serves no admin socket (admin-socket is "
+			    "\"off\" in %s)",
+			    cfg.config_path);
 	if (r == 0) {
 		*ret = cfg.admin_socket[0] ? strdup(cfg.admin_socket)
 					   : strdup_printf("%s/admin.sock", cfg.state_dir);
@@ -94,7 +96,8 @@ static const char *str(json_t *o, const char *key)
 
 static void print_human(json_t *root)
 {
-	json_t *counts = json_object_get(root, "counts"), *journal = json_object_get(root, "journal");
+	json_t *counts = json_object_get(root, "counts"),
+	       *journal = json_object_get(root, "journal");
 	json_t *vol, *pod, *dev;
 	size_t i, k;
 
@@ -116,12 +119,15 @@ static void print_human(json_t *root)
 	if (json_is_string(json_object_get(journal, "startup")))
 		printf("journal at startup: %s\n", str(journal, "startup"));
 	printf("\n%-32s %-6s %-24s %-28s %s\n", "VOLUME", "PLUGIN", "POD", "STATE", "TARGET");
-	json_array_foreach(json_object_get(root, "volumes"), i, vol) {
+	json_array_foreach(json_object_get(root, "volumes"), i, vol)
+	{
 		if (!json_array_size(json_object_get(vol, "pods")))
 			printf("%-32s %-6s %-24s %-28s %s\n", str(vol, "name"), str(vol, "plugin"),
-			       "-", json_is_true(json_object_get(vol, "staged")) ? "staged" : "no pods",
+			       "-",
+			       json_is_true(json_object_get(vol, "staged")) ? "staged" : "no pods",
 			       "-");
-		json_array_foreach(json_object_get(vol, "pods"), k, pod) {
+		json_array_foreach(json_object_get(vol, "pods"), k, pod)
+		{
 			json_t *bo = json_object_get(pod, "backoff");
 			json_t *fl = json_object_get(pod, "in_flight");
 			printf("%-32s %-6s %-24s %-28s %s\n", str(vol, "name"), str(vol, "plugin"),
@@ -131,8 +137,10 @@ static void print_human(json_t *root)
 				       str(fl, "started_at"));
 			if (json_is_object(bo))
 				printf("    failing (%lld times, retry in %lld ms): %s at %s\n",
-				       (long long)json_integer_value(json_object_get(bo, "failures")),
-				       (long long)json_integer_value(json_object_get(bo, "retry_in_ms")),
+				       (long long)json_integer_value(
+					       json_object_get(bo, "failures")),
+				       (long long)json_integer_value(
+					       json_object_get(bo, "retry_in_ms")),
 				       str(bo, "last_error"), str(bo, "last_error_at"));
 		}
 		/* The agent's one rendering of the spec, sensitive options masked. */
@@ -142,13 +150,14 @@ static void print_human(json_t *root)
 	if (json_array_size(json_object_get(root, "devices")))
 		printf("\n%-32s %-6s %-16s %-9s %s\n", "DEVICE VOLUME", "PLUGIN", "DEVICE", "STATE",
 		       "MOUNTED AT");
-	json_array_foreach(json_object_get(root, "devices"), i, dev) {
+	json_array_foreach(json_object_get(root, "devices"), i, dev)
+	{
 		json_t *bo = json_object_get(dev, "backoff");
 		printf("%-32s %-6s %-16s %-9s %s\n", str(dev, "volume"), str(dev, "plugin"),
 		       str(dev, "device"),
-		       json_is_true(json_object_get(dev, "broken"))	 ? "broken"
+		       json_is_true(json_object_get(dev, "broken"))    ? "broken"
 		       : json_is_true(json_object_get(dev, "mounted")) ? "mounted"
-									 : "pending",
+								       : "pending",
 		       str(dev, "mount_path"));
 		if (json_is_object(bo))
 			printf("    failing (%lld times): %s at %s\n",
@@ -225,8 +234,10 @@ int cmd_status(int argc, char **argv)
 	text = fetch(path, &e);
 	if (!text) {
 		if (e == EACCES || e == EPERM)
-			fprintf(stderr, "volagent status: %s: permission denied (root, or a member of "
-					"the agent's --admin-socket-group)\n", path);
+			fprintf(stderr,
+				"volagent status: %s: permission denied (root, or a member of "
+				"the agent's --admin-socket-group)\n",
+				path);
 		else if (e == ENOENT || e == ECONNREFUSED)
 			fprintf(stderr, "volagent status: no agent answers on %s\n", path);
 		else

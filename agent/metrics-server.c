@@ -16,7 +16,7 @@
 
 struct metrics_server {
 	struct MHD_Daemon *daemon;
-	char *socket_path;	/* unlinked at the end; NULL for TCP */
+	char *socket_path; /* unlinked at the end; NULL for TCP */
 };
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -90,7 +90,8 @@ int metrics_server_start(const char *address, const char *group, struct metrics_
 	if (!s)
 		return -ENOMEM;
 	if (startswith(address, "unix:") || address[0] == '/') {
-		const char *path = startswith(address, "unix:") ? address + strlen("unix:") : address;
+		const char *path = startswith(address, "unix:") ? address + strlen("unix:")
+								: address;
 		int fd;
 
 		while (startswith(path, "//"))

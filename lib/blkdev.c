@@ -36,7 +36,8 @@ int blkdev_probe(const char *dev, struct blkdev_probe *ret, struct error_info *e
 	rc = blkid_do_safeprobe(pr);
 	if (rc == -2)
 		return err_set(err, -EUCLEAN,
-			       "%s carries several conflicting signatures; refusing to touch it", dev);
+			       "%s carries several conflicting signatures; refusing to touch it",
+			       dev);
 	if (rc < 0)
 		return err_set(err, -EIO, "probe %s: libblkid could not read it", dev);
 	p.blank = rc == 1;
@@ -100,8 +101,8 @@ int blkdev_format_if_blank(const char *dev, const char *fstype, struct error_inf
 	if (rc < 0)
 		return rc;
 	if (!p.blank)
-		return err_set(err, -EEXIST, "%s already carries a %s signature; not formatting", dev,
-			       p.type[0] ? p.type : p.pttype);
+		return err_set(err, -EEXIST, "%s already carries a %s signature; not formatting",
+			       dev, p.type[0] ? p.type : p.pttype);
 	return run_mkfs(dev, fstype, err);
 }
 
@@ -116,13 +117,14 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 	if (p.blank) {
 		const char *t = fstype ? fstype : "ext4";
 		if (read_only)
-			return err_set(err, -EROFS,
-				       "%s has no filesystem and the volume is read-only; refusing to "
-				       "format it",
-				       dev);
+			return err_set(
+				err, -EROFS,
+				"%s has no filesystem and the volume is read-only; refusing to "
+				"format it",
+				dev);
 		if (!blkdev_can_format(t))
-			return err_set(err, -EINVAL, "fsType %s: cannot create it (ext4, xfs, btrfs)",
-				       t);
+			return err_set(err, -EINVAL,
+				       "fsType %s: cannot create it (ext4, xfs, btrfs)", t);
 		rc = run_mkfs(dev, t, err);
 		if (rc < 0)
 			return rc;
@@ -135,10 +137,11 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 			       "(name a partition instead)",
 			       dev, p.pttype);
 	if (!streq(p.usage, "filesystem"))
-		return err_set(err, -EMEDIUMTYPE,
-			       "%s carries a %s signature (%s), not a filesystem; refusing to format "
-			       "or mount it",
-			       dev, p.type, p.usage[0] ? p.usage : "unknown use");
+		return err_set(
+			err, -EMEDIUMTYPE,
+			"%s carries a %s signature (%s), not a filesystem; refusing to format "
+			"or mount it",
+			dev, p.type, p.usage[0] ? p.usage : "unknown use");
 	if (fstype && !streq(fstype, p.type))
 		return err_set(err, -EMEDIUMTYPE,
 			       "%s holds a %s filesystem but fsType is %s; refusing to mount or "

@@ -13,10 +13,10 @@
 #define BLKDEV_MKFS_TIMEOUT_MS (10 * 60 * 1000)
 
 struct blkdev_probe {
-	bool blank;		/* no signature at all */
-	char type[32];		/* superblock TYPE: "ext4", "xfs", "ceph_bluestore", ... */
-	char usage[32];		/* USAGE: "filesystem", "raid", "crypto", "other" */
-	char pttype[32];	/* partition table: "gpt", "dos" */
+	bool blank;	 /* no signature at all */
+	char type[32];	 /* superblock TYPE: "ext4", "xfs", "ceph_bluestore", ... */
+	char usage[32];	 /* USAGE: "filesystem", "raid", "crypto", "other" */
+	char pttype[32]; /* partition table: "gpt", "dos" */
 	char uuid[64];
 };
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 struct error_info {
-	int code;	/* negative errno, 0 when unset */
+	int code; /* negative errno, 0 when unset */
 	char msg[512];
 };
 

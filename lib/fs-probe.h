@@ -17,12 +17,12 @@
 #define FS_PROBE_MAX_STUCK PROCESS_MAX_STUCK
 
 struct fs_probe_result {
-	int error;		/* 0, or the -errno of statfs */
-	bool mount_root;	/* path is the root of a mount */
+	int error;	 /* 0, or the -errno of statfs */
+	bool mount_root; /* path is the root of a mount */
 	uint64_t bytes_total, bytes_available, bytes_used;
 	uint64_t inodes_total, inodes_available, inodes_used;
-	long fs_type;		/* statfs f_type */
-	dev_t dev;		/* st_dev of path */
+	long fs_type; /* statfs f_type */
+	dev_t dev;    /* st_dev of path */
 };
 
 /* Returns 0 with ret filled (ret->error may still say statfs failed: -ENOTCONN, -ESTALE,

@@ -110,11 +110,14 @@ int helper_scope_move(pid_t pid, const char *kind, const char *description, char
 	snprintf(unit, sizeof(unit), "volagent-%s-%d.scope", kind, (int)pid);
 	r = bus_open(&bus);
 	if (r < 0)
-		return err_set(err, r, "cannot reach systemd over D-Bus to move %s (pid %d) out of "
-				       "volagent's cgroup: %s", kind, (int)pid, strerror(-r));
+		return err_set(err, r,
+			       "cannot reach systemd over D-Bus to move %s (pid %d) out of "
+			       "volagent's cgroup: %s",
+			       kind, (int)pid, strerror(-r));
 	r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1",
 					   "/org/freedesktop/systemd1",
-					   "org.freedesktop.systemd1.Manager", "StartTransientUnit");
+					   "org.freedesktop.systemd1.Manager",
+					   "StartTransientUnit");
 	if (r >= 0)
 		r = sd_bus_message_append(m, "ss", unit, "fail");
 	if (r >= 0)
@@ -153,8 +156,9 @@ int helper_scope_move(pid_t pid, const char *kind, const char *description, char
 			return err_set(err, r, "%s (pid %d) exited before it was moved to %s", kind,
 				       (int)pid, unit);
 		if (mono_ms() >= deadline)
-			return err_set(err, -ETIMEDOUT, "%s (pid %d) was not moved to %s within %ds",
-				       kind, (int)pid, unit, MOVE_TIMEOUT_MS / 1000);
+			return err_set(err, -ETIMEDOUT,
+				       "%s (pid %d) was not moved to %s within %ds", kind, (int)pid,
+				       unit, MOVE_TIMEOUT_MS / 1000);
 		usleep(10 * 1000);
 	}
 	log_debug("helper", "helper moved to its own scope", "unit", unit, "pid", LOG_INT(pid));

@@ -26,11 +26,8 @@ static bool to_journal;
 #define MAX_PAIRS 32
 
 static const char *const level_names[] = {
-	[LOG_LVL_DEBUG] = "debug",
-	[LOG_LVL_INFO] = "info",
-	[LOG_LVL_WARNING] = "warning",
-	[LOG_LVL_ERROR] = "error",
-	[LOG_LVL_CRIT] = "crit",
+	[LOG_LVL_DEBUG] = "debug", [LOG_LVL_INFO] = "info", [LOG_LVL_WARNING] = "warning",
+	[LOG_LVL_ERROR] = "error", [LOG_LVL_CRIT] = "crit",
 };
 
 int log_set_level_name(const char *name)
@@ -137,9 +134,24 @@ static void put_value(char *line, size_t size, size_t *len, const char *s)
 /* MESSAGE=, PRIORITY= and the others journald gives a meaning to are not ours to set from
  * a pair: a pair with such a name becomes VOLAGENT_<NAME>. */
 static const char *const reserved_fields[] = {
-	"MESSAGE", "MESSAGE_ID", "PRIORITY", "CODE_FILE", "CODE_LINE", "CODE_FUNC", "ERRNO",
-	"SYSLOG_FACILITY", "SYSLOG_IDENTIFIER", "SYSLOG_PID", "SYSLOG_TIMESTAMP", "SYSLOG_RAW",
-	"DOCUMENTATION", "TID", "UNIT", "USER_UNIT", "INVOCATION_ID", "SUBSYS",
+	"MESSAGE",
+	"MESSAGE_ID",
+	"PRIORITY",
+	"CODE_FILE",
+	"CODE_LINE",
+	"CODE_FUNC",
+	"ERRNO",
+	"SYSLOG_FACILITY",
+	"SYSLOG_IDENTIFIER",
+	"SYSLOG_PID",
+	"SYSLOG_TIMESTAMP",
+	"SYSLOG_RAW",
+	"DOCUMENTATION",
+	"TID",
+	"UNIT",
+	"USER_UNIT",
+	"INVOCATION_ID",
+	"SUBSYS",
 };
 
 /* The journal field for a pair's key: upper case, [A-Z0-9_], not starting with '_' or a
@@ -218,8 +230,8 @@ static void write_stderr(enum log_level level, const char *subsys, const char *m
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	len = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
-	len += (size_t)snprintf(line + len, sizeof(line) - len, ".%03ldZ level=%s msg=",
-				ts.tv_nsec / 1000000, level_names[level]);
+	len += (size_t)snprintf(line + len, sizeof(line) - len,
+				".%03ldZ level=%s msg=", ts.tv_nsec / 1000000, level_names[level]);
 	put_value(line, sizeof(line) - 2, &len, msg);
 	if (subsys) {
 		len += (size_t)snprintf(line + len, sizeof(line) - len, " subsys=");

@@ -13,7 +13,13 @@
 
 #include <stdbool.h>
 
-enum log_level { LOG_LVL_DEBUG, LOG_LVL_INFO, LOG_LVL_WARNING, LOG_LVL_ERROR, LOG_LVL_CRIT };
+enum log_level {
+	LOG_LVL_DEBUG,
+	LOG_LVL_INFO,
+	LOG_LVL_WARNING,
+	LOG_LVL_ERROR,
+	LOG_LVL_CRIT
+};
 
 /* Returns 0, or -EINVAL when name is not a level (debug, info, warning, error). */
 int log_set_level_name(const char *name);
@@ -26,10 +32,10 @@ bool log_debug_enabled(const char *subsys);
 /* The key/value list ends at the first NULL key; the macros add that NULL. */
 void log_event(enum log_level level, const char *subsys, const char *msg, ...);
 
-#define log_debug(subsys, msg, ...)                                                                \
-	do {                                                                                       \
-		if (log_debug_enabled(subsys))                                                     \
-			log_event(LOG_LVL_DEBUG, subsys, msg, ##__VA_ARGS__, (char *)NULL);        \
+#define log_debug(subsys, msg, ...)                                                         \
+	do {                                                                                \
+		if (log_debug_enabled(subsys))                                              \
+			log_event(LOG_LVL_DEBUG, subsys, msg, ##__VA_ARGS__, (char *)NULL); \
 	} while (0)
 #define log_info(msg, ...) log_event(LOG_LVL_INFO, NULL, msg, ##__VA_ARGS__, (char *)NULL)
 #define log_warning(msg, ...) log_event(LOG_LVL_WARNING, NULL, msg, ##__VA_ARGS__, (char *)NULL)
@@ -37,4 +43,4 @@ void log_event(enum log_level level, const char *subsys, const char *msg, ...);
 #define log_crit(msg, ...) log_event(LOG_LVL_CRIT, NULL, msg, ##__VA_ARGS__, (char *)NULL)
 
 const char *log_fmt_int(char *buf, long long v);
-#define LOG_INT(n) log_fmt_int((char[24]){0}, (long long)(n))
+#define LOG_INT(n) log_fmt_int((char[24]){ 0 }, (long long)(n))

@@ -12,11 +12,11 @@
 
 static int configure(int lfd, int ffd, const char *file, bool read_only, bool direct_io)
 {
-	struct loop_config cfg = {0};
+	struct loop_config cfg = { 0 };
 
 	cfg.fd = (unsigned)ffd;
-	cfg.info.lo_flags =
-	    (read_only ? LO_FLAGS_READ_ONLY : 0) | (direct_io ? LO_FLAGS_DIRECT_IO : 0);
+	cfg.info.lo_flags = (read_only ? LO_FLAGS_READ_ONLY : 0) |
+			    (direct_io ? LO_FLAGS_DIRECT_IO : 0);
 	snprintf((char *)cfg.info.lo_file_name, LO_NAME_SIZE, "%s", file);
 	return ioctl(lfd, LOOP_CONFIGURE, &cfg) < 0 ? -errno : 0;
 }

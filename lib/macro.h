@@ -52,25 +52,25 @@ static inline void closep(int *fd)
 #define _cleanup_close_ _cleanup_(closep)
 
 /* Declare a cleanup helper for a type whose free function returns NULL or void. */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                    \
-	static inline void func##p(type *p)                                                        \
-	{                                                                                          \
-		if (*p)                                                                            \
-			func(*p);                                                                  \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+	static inline void func##p(type *p)     \
+	{                                       \
+		if (*p)                         \
+			func(*p);               \
 	}
 
 /* Hand ownership on: returns the value and clears the variable. */
-#define TAKE_PTR(p)                                                                                \
-	({                                                                                         \
-		__typeof__(p) _p = (p);                                                            \
-		(p) = NULL;                                                                        \
-		_p;                                                                                \
+#define TAKE_PTR(p)                     \
+	({                              \
+		__typeof__(p) _p = (p); \
+		(p) = NULL;             \
+		_p;                     \
 	})
-#define TAKE_FD(fd)                                                                                \
-	({                                                                                         \
-		int _fd = (fd);                                                                    \
-		(fd) = -1;                                                                         \
-		_fd;                                                                               \
+#define TAKE_FD(fd)             \
+	({                      \
+		int _fd = (fd); \
+		(fd) = -1;      \
+		_fd;            \
 	})
 
 /* Allocation failures are fatal only where a caller cannot recover; elsewhere use -ENOMEM. */

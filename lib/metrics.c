@@ -134,8 +134,8 @@ void metrics_reconcile_pass(double seconds)
 	pthread_mutex_unlock(&lock);
 }
 
-void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff,
-			       size_t devices, double oldest_pending_age_seconds)
+void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff, size_t devices,
+			       double oldest_pending_age_seconds)
 {
 	pthread_mutex_lock(&lock);
 	g_desired = desired;
@@ -189,7 +189,8 @@ char *metrics_render(void)
 	header(f, "volagent_operations_started_total", "counter",
 	       "Plugin operations started, by plugin and operation.");
 	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f, "volagent_operations_started_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
+		fprintf(f,
+			"volagent_operations_started_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
 			ops[i].plugin, ops[i].operation, ops[i].started);
 	header(f, "volagent_operations_succeeded_total", "counter",
 	       "Plugin operations that succeeded.");
@@ -199,7 +200,8 @@ char *metrics_render(void)
 			ops[i].plugin, ops[i].operation, ops[i].succeeded);
 	header(f, "volagent_operations_failed_total", "counter", "Plugin operations that failed.");
 	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f, "volagent_operations_failed_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
+		fprintf(f,
+			"volagent_operations_failed_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
 			ops[i].plugin, ops[i].operation, ops[i].failed);
 	header(f, "volagent_operation_duration_seconds", "histogram",
 	       "How long plugin operations took.");
@@ -212,8 +214,8 @@ char *metrics_render(void)
 	}
 	header(f, "volagent_csi_calls_total", "counter", "CSI calls answered, by method and code.");
 	for (size_t i = 0; i < n_csi; i++)
-		fprintf(f, "volagent_csi_calls_total{method=\"%s\",code=\"%s\"} %llu\n", csi[i].method,
-			csi[i].code, csi[i].calls);
+		fprintf(f, "volagent_csi_calls_total{method=\"%s\",code=\"%s\"} %llu\n",
+			csi[i].method, csi[i].code, csi[i].calls);
 	sample(f, "volagent_device_inventory_changes_total", "counter",
 	       "Rescans of the block device inventory after udev events.", inventory_changes);
 	sample(f, "volagent_device_renames_total", "counter",
@@ -222,10 +224,10 @@ char *metrics_render(void)
 	header(f, "volagent_reconcile_pass_duration_seconds", "histogram",
 	       "How long a reconcile pass took (deciding, not the operations).");
 	render_histogram(f, "volagent_reconcile_pass_duration_seconds", "", &pass_duration);
-	sample(f, "volagent_volumes_desired", "gauge",
-	       "Pod volumes the desired state holds.", g_desired);
-	sample(f, "volagent_volumes_mounted", "gauge",
-	       "Desired pod volumes mounted as desired.", g_mounted);
+	sample(f, "volagent_volumes_desired", "gauge", "Pod volumes the desired state holds.",
+	       g_desired);
+	sample(f, "volagent_volumes_mounted", "gauge", "Desired pod volumes mounted as desired.",
+	       g_mounted);
 	sample(f, "volagent_volumes_in_backoff", "gauge",
 	       "Operations waiting to be retried after failing.", g_backoff);
 	sample(f, "volagent_devices_attached", "gauge", "Devices staged on this node.", g_devices);

@@ -27,8 +27,8 @@ void metrics_csi_call(const char *method, const char *code);
 void metrics_device_inventory_changed(void);
 void metrics_device_renamed(void);
 void metrics_reconcile_pass(double seconds);
-void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff,
-			       size_t devices, double oldest_pending_age_seconds);
+void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff, size_t devices,
+			       double oldest_pending_age_seconds);
 
 /* The text exposition of every metric; caller frees. */
 char *metrics_render(void);

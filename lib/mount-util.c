@@ -58,7 +58,8 @@ static int open_target(int dir_fd, const char *name, struct error_info *err)
 
 	if (fd < 0)
 		return err_set(err, -errno, "mount target %s: %s%s", name, strerror(errno),
-			       errno == ENOTDIR || errno == ELOOP ? " (a symlink is never followed)" : "");
+			       errno == ENOTDIR || errno == ELOOP ? " (a symlink is never followed)"
+								  : "");
 	return fd;
 }
 
@@ -89,14 +90,16 @@ static int remount_ro(int dir_fd, const char *name, struct error_info *err)
 static int bind_ro_atomic(int source_fd, int target_fd, struct error_info *err)
 {
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
-	_cleanup_close_ int tree = open_tree(source_fd, "",
-					     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	_cleanup_close_ int tree =
+		open_tree(source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 
 	if (tree < 0)
-		return errno == ENOSYS ? -ENOSYS : err_set(err, -errno, "bind: %s", strerror(errno));
-	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return errno == ENOSYS ? -ENOSYS
-				       : err_set(err, -errno, "read-only bind: %s", strerror(errno));
+				       : err_set(err, -errno, "bind: %s", strerror(errno));
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return errno == ENOSYS
+			       ? -ENOSYS
+			       : err_set(err, -errno, "read-only bind: %s", strerror(errno));
 	if (move_mount(tree, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
 	    0)
 		return err_set(err, -errno, "read-only bind: %s", strerror(errno));

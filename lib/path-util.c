@@ -33,7 +33,8 @@ int path_validate_absolute(const char *path, const char *field, struct error_inf
 	if (!path || !*path)
 		return err_set(err, -EINVAL, "%s: must not be empty", field);
 	if (path[0] != '/')
-		return err_set(err, -EINVAL, "%s: must be an absolute path, got \"%s\"", field, path);
+		return err_set(err, -EINVAL, "%s: must be an absolute path, got \"%s\"", field,
+			       path);
 	if (strlen(path) >= PATH_MAX)
 		return err_set(err, -ENAMETOOLONG, "%s: longer than %d bytes", field, PATH_MAX);
 	for (p = path; *p; p++)
@@ -46,11 +47,12 @@ int path_validate_absolute(const char *path, const char *field, struct error_inf
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 
 		if (len == 0)
-			return err_set(err, -EINVAL, "%s: \"%s\" has an empty component or a trailing '/'",
-				       field, path);
-		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
-			return err_set(err, -EINVAL, "%s: \"%s\" must not contain \".\" or \"..\"", field,
+			return err_set(err, -EINVAL,
+				       "%s: \"%s\" has an empty component or a trailing '/'", field,
 				       path);
+		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return err_set(err, -EINVAL, "%s: \"%s\" must not contain \".\" or \"..\"",
+				       field, path);
 		if (!slash)
 			return 0;
 		p = slash + 1;
@@ -85,23 +87,25 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 		int next;
 
 		if (streq(c, ".") || streq(c, ".."))
-			return err_set(err, -EINVAL, "%s%s%s: \"..\" is not allowed", root, sep, rel);
+			return err_set(err, -EINVAL, "%s%s%s: \"..\" is not allowed", root, sep,
+				       rel);
 		next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST)
-				return err_set(err, -errno, "mkdir %s in %s%s%s: %s", c, root, sep, rel,
-					       strerror(errno));
+				return err_set(err, -errno, "mkdir %s in %s%s%s: %s", c, root, sep,
+					       rel, strerror(errno));
 			next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (next < 0) {
 			int e = errno;
 			struct stat st;
 
-			if ((e == ENOTDIR || e == ELOOP) && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISLNK(st.st_mode))
-				return err_set(err, -ELOOP,
-					       "%s%s%s: component \"%s\" is a symlink, refusing to follow it",
-					       root, sep, rel, c);
+			if ((e == ENOTDIR || e == ELOOP) &&
+			    fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+				return err_set(
+					err, -ELOOP,
+					"%s%s%s: component \"%s\" is a symlink, refusing to follow it",
+					root, sep, rel, c);
 			return err_set(err, -e, "%s%s%s: component \"%s\": %s", root, sep, rel, c,
 				       strerror(e));
 		}
@@ -122,7 +126,8 @@ int path_rmdir_up_to(const char *path, const char *stop)
 		char *slash;
 
 		if (rmdir(p) < 0) {
-			if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY || errno == ENOENT)
+			if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY ||
+			    errno == ENOENT)
 				return 0;
 			return -errno;
 		}

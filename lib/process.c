@@ -232,9 +232,8 @@ int process_start(struct process *p, const char *const argv[], const struct proc
 	return parent_setup(p, &cp);
 }
 
-int process_start_fn(struct process *p, process_fn fn, void *arg, void *result,
-		     size_t result_size, const struct process_options *opts,
-		     struct error_info *err)
+int process_start_fn(struct process *p, process_fn fn, void *arg, void *result, size_t result_size,
+		     const struct process_options *opts, struct error_info *err)
 {
 	pid_t parent = getpid();
 	struct child_pipes cp;

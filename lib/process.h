@@ -23,8 +23,8 @@
 #include "error.h"
 
 #define PROCESS_MAX_STUCK 64
-#define PROCESS_KILL_GRACE_MS 2000	/* SIGTERM to SIGKILL, unless the options say */
-#define PROCESS_OUTPUT_MAX 4096		/* output kept, unless the options say */
+#define PROCESS_KILL_GRACE_MS 2000 /* SIGTERM to SIGKILL, unless the options say */
+#define PROCESS_OUTPUT_MAX 4096	   /* output kept, unless the options say */
 
 /* The function run in a child: returns 0 or -errno, may fill err and, when the caller gave
  * one, the result buffer (the child's copy: it is sent back to the parent).  It may use
@@ -33,35 +33,35 @@
 typedef int (*process_fn)(void *arg, void *result, struct error_info *err);
 
 struct process_options {
-	uint64_t timeout_ms;		/* 0: no deadline */
-	uint64_t kill_grace_ms;		/* SIGTERM to SIGKILL; 0: PROCESS_KILL_GRACE_MS */
-	bool kill_at_once;		/* SIGKILL without a SIGTERM first */
-	const char *stdin_data;		/* written to its stdin; NULL: stdin is /dev/null */
+	uint64_t timeout_ms;	/* 0: no deadline */
+	uint64_t kill_grace_ms; /* SIGTERM to SIGKILL; 0: PROCESS_KILL_GRACE_MS */
+	bool kill_at_once;	/* SIGKILL without a SIGTERM first */
+	const char *stdin_data; /* written to its stdin; NULL: stdin is /dev/null */
 	size_t stdin_len;
-	size_t output_max;		/* bytes of output kept; 0: PROCESS_OUTPUT_MAX */
-	char *const *envp;		/* programs only; NULL: the agent's environment */
+	size_t output_max; /* bytes of output kept; 0: PROCESS_OUTPUT_MAX */
+	char *const *envp; /* programs only; NULL: the agent's environment */
 };
 
 struct process {
 	pid_t pid;
 	struct process_options opts;
-	int pidfd;			/* readable once the child exited; -1 when unsupported */
-	int output_fd;			/* its stdout + stderr */
-	int status_fd;			/* exec errno, or a function's error_info + result */
+	int pidfd;     /* readable once the child exited; -1 when unsupported */
+	int output_fd; /* its stdout + stderr */
+	int status_fd; /* exec errno, or a function's error_info + result */
 	int stdin_fd;
 	size_t stdin_off;
 	bool exited;
 	bool done;
-	int wait_status;		/* as waitpid gives it, once exited */
-	int exec_errno;			/* programs: why exec failed, 0 when it did not */
+	int wait_status; /* as waitpid gives it, once exited */
+	int exec_errno;	 /* programs: why exec failed, 0 when it did not */
 	bool is_fn;
-	bool has_result;		/* functions: the child sent its outcome */
-	struct error_info result;	/* functions: fn's return in result.code */
-	void *result_data;		/* functions: where the result buffer goes, or NULL */
+	bool has_result;	  /* functions: the child sent its outcome */
+	struct error_info result; /* functions: fn's return in result.code */
+	void *result_data;	  /* functions: where the result buffer goes, or NULL */
 	size_t result_size;
 	size_t status_got;
 	char *status_buf;
-	char *output;			/* NUL-terminated, output_max bytes at most */
+	char *output; /* NUL-terminated, output_max bytes at most */
 	size_t output_len;
 	bool output_truncated;
 };
@@ -74,9 +74,8 @@ int process_start(struct process *p, const char *const argv[], const struct proc
 
 /* Starts fn(arg, result) in a forked child.  result (may be NULL) of result_size bytes
  * receives the child's copy when it finishes; it must stay valid until the process is done. */
-int process_start_fn(struct process *p, process_fn fn, void *arg, void *result,
-		     size_t result_size, const struct process_options *opts,
-		     struct error_info *err);
+int process_start_fn(struct process *p, process_fn fn, void *arg, void *result, size_t result_size,
+		     const struct process_options *opts, struct error_info *err);
 
 /* Waits up to timeout_ms (0: do not wait) for the child to exit, collecting its output.
  * Returns 1 when it has exited and is reaped (p->done), 0 when it is still running. */

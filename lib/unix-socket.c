@@ -47,8 +47,8 @@ int unix_socket_listen(const char *path, const char *group, struct error_info *e
 		return err_set(err, -ENOENT, "socket group \"%s\": no such group", group);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
-			return err_set(err, -EEXIST, "%s exists and is not a socket; not touching it",
-				       path);
+			return err_set(err, -EEXIST,
+				       "%s exists and is not a socket; not touching it", path);
 		unlink(path); /* stale: the instance lock says no other agent runs */
 	}
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);

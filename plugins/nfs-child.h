@@ -34,11 +34,11 @@ typedef int (*nfs_child_fn)(void *arg, struct error_info *err);
 
 struct nfs_child {
 	struct process proc;
-	nfs_child_fn fn;		/* what the child runs, on arg */
+	nfs_child_fn fn; /* what the child runs, on arg */
 	void *arg;
 	bool done;
-	struct error_info result;	/* valid once done */
-	char output[1024];		/* what it printed, truncated */
+	struct error_info result; /* valid once done */
+	char output[1024];	  /* what it printed, truncated */
 	size_t output_len;
 };
 

@@ -55,21 +55,21 @@
 
 /* One NFS volume as the spec describes it, ready to mount. */
 struct nfs_volume {
-	char server[SERVER_MAX + 1];		/* bare: "10.0.2.2", "fd00::1", "nfs.example" */
-	char path[EXPORT_MAX + 1];		/* the export, normalized: "/export" */
-	char source[SERVER_MAX + EXPORT_MAX + 4];	/* "10.0.2.2:/export", "[fd00::1]:/x" */
-	char **options;				/* spec options, CSI mountOptions, then "ro" */
-	const char *sensitive;			/* the spec's sensitiveMountOptions, or NULL */
-	unsigned port;				/* for the reachability check */
+	char server[SERVER_MAX + 1];		  /* bare: "10.0.2.2", "fd00::1", "nfs.example" */
+	char path[EXPORT_MAX + 1];		  /* the export, normalized: "/export" */
+	char source[SERVER_MAX + EXPORT_MAX + 4]; /* "10.0.2.2:/export", "[fd00::1]:/x" */
+	char **options;				  /* spec options, CSI mountOptions, then "ro" */
+	const char *sensitive;			  /* the spec's sensitiveMountOptions, or NULL */
+	unsigned port;				  /* for the reachability check */
 };
 
 /* The plugin's options (its table is at the end of this file): set before the agent starts,
  * read-only afterwards. */
 static struct {
-	bool direct;			/* --nfs-mode direct: one NFS mount per pod */
-	uint64_t op_timeout_ms;		/* a mount, unmount or statfs gives up after this */
-	uint64_t connect_timeout_ms;	/* the reachability check's TCP connect */
-	uint64_t unmount_escalate_ms;	/* then MNT_FORCE, then MNT_DETACH */
+	bool direct;		      /* --nfs-mode direct: one NFS mount per pod */
+	uint64_t op_timeout_ms;	      /* a mount, unmount or statfs gives up after this */
+	uint64_t connect_timeout_ms;  /* the reachability check's TCP connect */
+	uint64_t unmount_escalate_ms; /* then MNT_FORCE, then MNT_DETACH */
 } settings = {
 	.direct = false,
 	.op_timeout_ms = 30000,
@@ -106,30 +106,31 @@ static int parse_server(const char *s, char *ret, struct error_info *err)
 	n = strlen(s);
 	if (s[0] == '[') {
 		if (n < 3 || s[n - 1] != ']' || n - 2 > SERVER_MAX)
-			return err_set(err, -EINVAL, "server: \"%s\" is not a bracketed IPv6 address",
-				       s);
+			return err_set(err, -EINVAL,
+				       "server: \"%s\" is not a bracketed IPv6 address", s);
 		memcpy(ret, s + 1, n - 2);
 		ret[n - 2] = '\0';
 		if (!is_ipv6_literal(ret))
-			return err_set(err, -EINVAL, "server: \"%s\" is not a bracketed IPv6 address",
-				       s);
+			return err_set(err, -EINVAL,
+				       "server: \"%s\" is not a bracketed IPv6 address", s);
 		return 0;
 	}
 	if (n > SERVER_MAX)
 		return err_set(err, -EINVAL, "server: longer than %d characters", SERVER_MAX);
 	if (strchr(s, ':')) {
 		if (!is_ipv6_literal(s))
-			return err_set(err, -EINVAL, "server: \"%s\" is not a host name or an IP address",
-				       s);
+			return err_set(err, -EINVAL,
+				       "server: \"%s\" is not a host name or an IP address", s);
 	} else {
 		if (s[0] == '-' || s[0] == '.')
-			return err_set(err, -EINVAL, "server: \"%s\" is not a host name or an IP address",
-				       s);
+			return err_set(err, -EINVAL,
+				       "server: \"%s\" is not a host name or an IP address", s);
 		for (const char *c = s; *c; c++)
 			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
 			      (*c >= '0' && *c <= '9') || *c == '.' || *c == '-'))
 				return err_set(err, -EINVAL,
-					       "server: \"%s\" is not a host name or an IP address", s);
+					       "server: \"%s\" is not a host name or an IP address",
+					       s);
 	}
 	memcpy(ret, s, n + 1);
 	return 0;
@@ -156,8 +157,8 @@ static int parse_export(const char *field, const char *s, char *ret, struct erro
 		if (!n)
 			break;
 		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-			return err_set(err, -EINVAL, "%s: \"%s\" has a '.' or '..' component", field,
-				       s);
+			return err_set(err, -EINVAL, "%s: \"%s\" has a '.' or '..' component",
+				       field, s);
 		ret[len++] = '/';
 		memcpy(ret + len, p, n);
 		len += n;
@@ -176,8 +177,8 @@ static int check_option(const char *opt, const char *sensitive, struct error_inf
 
 	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
 		if (streq(opt, refused[i]))
-			return err_set(err, -EINVAL, "mountOptions: \"%s\" is not an NFS mount option",
-				       opt);
+			return err_set(err, -EINVAL,
+				       "mountOptions: \"%s\" is not an NFS mount option", opt);
 	for (const char *c = opt; *c; c++)
 		if ((unsigned char)*c <= 0x20 || *c == 0x7f) {
 			char masked[64];
@@ -256,8 +257,8 @@ static int nfs_volume_load(const struct volume_spec *spec, bool read_only, struc
 		if (r < 0)
 			return r;
 	}
-	if ((read_only || spec->read_only) && !(mount_options_get(v->options, "ro") &&
-						!mount_options_get(v->options, "rw")))
+	if ((read_only || spec->read_only) &&
+	    !(mount_options_get(v->options, "ro") && !mount_options_get(v->options, "rw")))
 		if (mount_options_append(&v->options, "ro") < 0)
 			return -ENOMEM;
 	if (!v->options && mount_options_split("", &v->options) < 0)
@@ -439,8 +440,10 @@ static int mountinfo_lookup(const char *path, struct mount_entry *ret)
 	if (fs) {
 		const char *vfs = mnt_fs_get_vfs_options(fs);
 		if (ret) {
-			snprintf(ret->source, sizeof(ret->source), "%s", mnt_fs_get_source(fs) ?: "");
-			snprintf(ret->fstype, sizeof(ret->fstype), "%s", mnt_fs_get_fstype(fs) ?: "");
+			snprintf(ret->source, sizeof(ret->source), "%s",
+				 mnt_fs_get_source(fs) ?: "");
+			snprintf(ret->fstype, sizeof(ret->fstype), "%s",
+				 mnt_fs_get_fstype(fs) ?: "");
 			snprintf(ret->root, sizeof(ret->root), "%s", mnt_fs_get_root(fs) ?: "/");
 			ret->devno = mnt_fs_get_devno(fs);
 			ret->ro = vfs && mnt_optstr_get_option(vfs, "ro", NULL, NULL) == 0;
@@ -524,14 +527,15 @@ static int mount_job_run(void *arg, struct error_info *err)
 		return err_set(err, -ENOMEM, "cannot set up the mount context");
 	rc = mnt_context_mount(cxt);
 	/* A helper's failure is not always in rc: its exit status says. */
-	if (rc == 0 && (!mnt_context_helper_executed(cxt) || mnt_context_get_helper_status(cxt) == 0))
+	if (rc == 0 &&
+	    (!mnt_context_helper_executed(cxt) || mnt_context_get_helper_status(cxt) == 0))
 		return 0;
 	if (mnt_context_helper_executed(cxt))
 		return err_set(err, -EIO, "mount.nfs exited with status %d",
 			       mnt_context_get_helper_status(cxt));
 	mnt_context_get_excode(cxt, rc, buf, sizeof(buf));
 	rc = mnt_context_get_syscall_errno(cxt) > 0 ? -mnt_context_get_syscall_errno(cxt)
-						     : (rc < 0 ? rc : -EIO);
+						    : (rc < 0 ? rc : -EIO);
 	return err_set(err, rc, "%s", buf[0] ? buf : strerror(-rc));
 }
 
@@ -595,8 +599,8 @@ static int check_reachable(const struct nfs_volume *v, struct error_info *err)
 			       r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		_cleanup_close_ int fd = socket(ai->ai_family,
-						SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		_cleanup_close_ int fd =
+			socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		uint64_t spent;
 		socklen_t len = sizeof(int);
@@ -679,8 +683,7 @@ static int mount_error(const struct nfs_volume *v, const struct nfs_child *c, in
 		return err_set(err, -ETIMEDOUT,
 			       "mount %s on %s timed out after %llums: the server accepts "
 			       "connections but does not answer (options %s)",
-			       v->source, target,
-			       (unsigned long long)settings.op_timeout_ms, opts);
+			       v->source, target, (unsigned long long)settings.op_timeout_ms, opts);
 	helper_text(c, text, sizeof(text));
 	if (!text[0])
 		snprintf(text, sizeof(text), "%s", err_msg(&c->result));
@@ -703,8 +706,8 @@ static int mount_error(const struct nfs_volume *v, const struct nfs_child *c, in
 		code = -ETIMEDOUT;
 	else if (code >= 0)
 		code = -EIO;
-	return err_set(err, code, "mount %s on %s (options %s) failed: %s", v->source, target,
-		       opts, text);
+	return err_set(err, code, "mount %s on %s (options %s) failed: %s", v->source, target, opts,
+		       text);
 }
 
 /* Unmounts path (canonical), escalating when it hangs: umount2(0); after
@@ -770,8 +773,8 @@ static int unmount_escalating(const char *path, struct error_info *err)
 }
 
 /* Mounts v at t (canonical path canon), unless it is there already. */
-static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t,
-			const char *canon, struct error_info *err)
+static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t, const char *canon,
+			struct error_info *err)
 {
 	_cleanup_free_ char *opts = mount_options_join(v->options);
 	struct mount_job job = { .source = v->source, .dir_fd = t->parent_fd, .name = t->name };
@@ -876,13 +879,13 @@ static int nfs_set_up_at(const struct volume_mounter *m, const struct mount_targ
 					.read_only = m->read_only };
 		struct nfs_child c;
 
-		r = nfs_child_run(&c, bind_job_run, &job, settings.op_timeout_ms,
-				  err);
+		r = nfs_child_run(&c, bind_job_run, &job, settings.op_timeout_ms, err);
 		if (r == -ETIMEDOUT) {
 			struct error_info ignored = { 0 };
 			if (mountinfo_lookup(canon, NULL) == 1)
 				(void)unmount_escalating(canon, &ignored);
-			err_set(err, r, "bind %s on %s timed out after %llums (is the NFS server "
+			err_set(err, r,
+				"bind %s on %s timed out after %llums (is the NFS server "
 				"dead?)",
 				m->device_mount_path, target->path,
 				(unsigned long long)settings.op_timeout_ms);
@@ -908,9 +911,8 @@ static int nfs_tear_down_at(const char *volume_name, const char *pod_uid, const 
 	return r == -EINVAL ? 0 : r;
 }
 
-static int nfs_mount_device(const struct volume_spec *spec, const char *device_path,
-			    bool read_only, const struct mount_target *target,
-			    struct error_info *err)
+static int nfs_mount_device(const struct volume_spec *spec, const char *device_path, bool read_only,
+			    const struct mount_target *target, struct error_info *err)
 {
 	struct nfs_volume v;
 	char canon[PATH_MAX];

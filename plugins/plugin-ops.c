@@ -23,7 +23,7 @@ static double seconds_now(void)
 struct op_call {
 	const char *plugin;
 	const char *operation;
-	const char *what;	/* the path or volume it is about, for the debug line */
+	const char *what; /* the path or volume it is about, for the debug line */
 	double start;
 };
 
@@ -49,10 +49,10 @@ static int op_end(const struct op_call *c, int r, const struct error_info *err)
 }
 
 /* Runs call as one counted operation of plugin p on what. */
-#define OP_CALL(p, operation, what, err, call)                                                     \
-	({                                                                                         \
-		struct op_call _c = op_begin((p), (operation), (what));                            \
-		op_end(&_c, (call), (err));                                                        \
+#define OP_CALL(p, operation, what, err, call)                          \
+	({                                                              \
+		struct op_call _c = op_begin((p), (operation), (what)); \
+		op_end(&_c, (call), (err));                             \
 	})
 
 int plugin_validate(const struct volume_plugin *p, const struct volume_spec *spec,
@@ -73,8 +73,8 @@ int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *
 		       m->plugin->ops->set_up_at(m, target, err));
 }
 
-int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name,
-			const char *pod_uid, const char *target, struct error_info *err)
+int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, const char *pod_uid,
+			const char *target, struct error_info *err)
 {
 	/* No plugin (a mount of one this agent no longer knows): a plain unmount. */
 	return OP_CALL(p, "tear_down", target, err,
@@ -82,8 +82,7 @@ int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name,
 			 : mnt_util_umount(target, 0, err));
 }
 
-int plugin_check_set_up(const struct volume_mounter *m, const char *target,
-			struct error_info *err)
+int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct error_info *err)
 {
 	return OP_CALL(m->plugin, "check_set_up", target, err,
 		       m->plugin->ops->check_set_up(m, target, err));
@@ -133,8 +132,7 @@ int plugin_mount_device(const struct volume_plugin *p, const struct volume_spec 
 		       p->device->mount_device(spec, device_path, read_only, target, err));
 }
 
-int plugin_unmount_device(const struct volume_plugin *p, const char *path,
-			  struct error_info *err)
+int plugin_unmount_device(const struct volume_plugin *p, const char *path, struct error_info *err)
 {
 	/* No plugin, or none with device ops: a plain unmount of what is there. */
 	return OP_CALL(p, "unmount_device", path, err,
@@ -157,8 +155,7 @@ int plugin_attach(const struct volume_plugin *p, const struct volume_spec *spec,
 {
 	if (!plugin_has_attach(p))
 		return err_set(err, -EOPNOTSUPP, "%s volumes have nothing to attach", p->name);
-	return OP_CALL(p, "attach", spec->type, err,
-		       p->attach->attach(spec, read_only, ret, err));
+	return OP_CALL(p, "attach", spec->type, err, p->attach->attach(spec, read_only, ret, err));
 }
 
 int plugin_detach(const struct volume_plugin *p, const struct volume_spec *spec,
@@ -184,8 +181,7 @@ int plugin_map_device(const struct volume_plugin *p, const struct volume_spec *s
 		       p->block->map_device(spec, device_path, target, err));
 }
 
-int plugin_unmap_device(const struct volume_plugin *p, const char *target,
-			struct error_info *err)
+int plugin_unmap_device(const struct volume_plugin *p, const char *target, struct error_info *err)
 {
 	if (!plugin_has_block(p))
 		return err_set(err, -EOPNOTSUPP, "%s has no raw block volumes", p->name);

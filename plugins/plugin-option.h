@@ -16,14 +16,14 @@ struct volume_plugin;
 
 enum plugin_option_type {
 	PLUGIN_OPTION_STRING,	/* any string the set function accepts */
-	PLUGIN_OPTION_DURATION,	/* "500ms", "30s", "2m", "1h"; more than zero */
+	PLUGIN_OPTION_DURATION, /* "500ms", "30s", "2m", "1h"; more than zero */
 };
 
 struct plugin_option {
-	const char *name;	/* the flag without "--" and the config key: "nfs-mode" */
+	const char *name; /* the flag without "--" and the config key: "nfs-mode" */
 	enum plugin_option_type type;
-	const char *def;	/* the default, written as a flag value */
-	const char *help;	/* one line for --help and the README */
+	const char *def;  /* the default, written as a flag value */
+	const char *help; /* one line for --help and the README */
 	/* Checks and stores a value: the string as given, and for a duration its length in
 	 * milliseconds (already checked).  Returns 0, or -EINVAL with err saying why without
 	 * naming the option (the caller prefixes the flag or key), e.g. "\"x\" is not shared or

@@ -38,32 +38,32 @@
 
 struct pod_ref {
 	const char *uid;
-	const char *name;	/* may be NULL */
-	const char *namespace;	/* may be NULL */
+	const char *name;      /* may be NULL */
+	const char *namespace; /* may be NULL */
 };
 
 /* A directory to mount on, opened safely by the core: parent_fd is an O_PATH descriptor of the
  * target's parent (reached without following symlinks), name the last component.  Mount with
  * mnt_util_bind_at(src, parent_fd, name, ...) so the checked directory is the one used. */
 struct mount_target {
-	const char *path;	/* for messages and for umount */
+	const char *path; /* for messages and for umount */
 	int parent_fd;
 	const char *name;
 };
 
 /* What attach made, kept in the journal so that detach, and a restarted agent, know it. */
 struct device_attachment {
-	char *device_path;		/* the block device to probe, format and mount */
-	struct volume_attr *meta;	/* plugin records, e.g. loop=/dev/loop5, fuse_dir=... */
+	char *device_path;	  /* the block device to probe, format and mount */
+	struct volume_attr *meta; /* plugin records, e.g. loop=/dev/loop5, fuse_dir=... */
 	size_t n_meta;
 };
 
 struct volume_mounter {
 	const struct volume_plugin *plugin;
-	struct volume_spec *spec;	/* a reference, dropped by plugin_free_mounter */
+	struct volume_spec *spec; /* a reference, dropped by plugin_free_mounter */
 	char *pod_uid;
-	bool read_only;			/* pod-level readOnly, or the spec's own */
-	char *device_mount_path;	/* for device volumes: where the device is mounted */
+	bool read_only;		 /* pod-level readOnly, or the spec's own */
+	char *device_mount_path; /* for device volumes: where the device is mounted */
 };
 
 /* --- the ops, one const table per capability ---
@@ -209,11 +209,11 @@ struct volume_plugin {
 	 * the directory kubernetes.io~<name> under a pod's volumes. */
 	const char *name;
 
-	const struct volume_ops *ops;			/* required */
-	const struct device_mount_ops *device;		/* NULL: pods mount the volume directly */
-	const struct attach_ops *attach;		/* NULL: nothing to attach */
-	const struct block_ops *block;			/* NULL: no raw block volumes */
-	const struct expand_ops *expand;		/* NULL: cannot be expanded on the node */
+	const struct volume_ops *ops;	       /* required */
+	const struct device_mount_ops *device; /* NULL: pods mount the volume directly */
+	const struct attach_ops *attach;       /* NULL: nothing to attach */
+	const struct block_ops *block;	       /* NULL: no raw block volumes */
+	const struct expand_ops *expand;       /* NULL: cannot be expanded on the node */
 
 	/* The plugin's settings (flags and config keys of `volagent run`), terminated by an
 	 * entry with a NULL name; NULL when it has none.  See plugin-option.h. */
@@ -241,10 +241,9 @@ int plugin_validate(const struct volume_plugin *p, const struct volume_spec *spe
 char *plugin_get_volume_name(const struct volume_plugin *p, const struct volume_spec *spec);
 int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
 		     struct error_info *err);
-int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name,
-			const char *pod_uid, const char *target, struct error_info *err);
-int plugin_check_set_up(const struct volume_mounter *m, const char *target,
-			struct error_info *err);
+int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, const char *pod_uid,
+			const char *target, struct error_info *err);
+int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct error_info *err);
 int plugin_construct_spec(const struct volume_plugin *p, const char *volume_name,
 			  const char *mount_path, struct volume_spec **ret_spec,
 			  struct error_info *err);
@@ -257,13 +256,11 @@ int plugin_detach(const struct volume_plugin *p, const struct volume_spec *spec,
 int plugin_mount_device(const struct volume_plugin *p, const struct volume_spec *spec,
 			const char *device_path, bool read_only, const struct mount_target *target,
 			struct error_info *err);
-int plugin_unmount_device(const struct volume_plugin *p, const char *path,
-			  struct error_info *err);
+int plugin_unmount_device(const struct volume_plugin *p, const char *path, struct error_info *err);
 int plugin_map_device(const struct volume_plugin *p, const struct volume_spec *spec,
 		      const char *device_path, const struct mount_target *target,
 		      struct error_info *err);
-int plugin_unmap_device(const struct volume_plugin *p, const char *target,
-			struct error_info *err);
+int plugin_unmap_device(const struct volume_plugin *p, const char *target, struct error_info *err);
 int plugin_expand(const struct volume_plugin *p, const struct volume_spec *spec,
 		  const char *device_path, const char *mount_path, unsigned long long new_size,
 		  unsigned long long *ret_capacity, struct error_info *err);

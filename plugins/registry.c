@@ -77,8 +77,9 @@ int plugin_find_for_spec(const struct volume_spec *spec, const struct volume_plu
 		if (!plugins[i]->ops->can_support(spec))
 			continue;
 		if (found)
-			return err_set(err, -EINVAL, "type \"%s\": plugins %s and %s both accept it",
-				       spec->type, found->name, plugins[i]->name);
+			return err_set(err, -EINVAL,
+				       "type \"%s\": plugins %s and %s both accept it", spec->type,
+				       found->name, plugins[i]->name);
 		found = plugins[i];
 	}
 	if (!found)

@@ -163,10 +163,10 @@ static json_t *journal_json(const struct volume_spec *s)
 	/* A sensitive option is never written: the entry says so, and is not restored (kubelet
 	 * calls again with the real one). */
 	for (char **m = s->mount_options; *m; m++)
-		if (json_array_append_new(opts, json_string(mount_option_is_sensitive(
-							*m, sensitive_names(s))
-							? VOLUME_SPEC_MASKED_OPTION
-							: *m)) < 0)
+		if (json_array_append_new(
+			    opts, json_string(mount_option_is_sensitive(*m, sensitive_names(s))
+						      ? VOLUME_SPEC_MASKED_OPTION
+						      : *m)) < 0)
 			goto out_free;
 	if (value) {
 		/* Its value was masked above: the entry cannot be restored either. */

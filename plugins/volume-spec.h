@@ -23,10 +23,10 @@ struct volume_attr {
 
 struct volume_spec {
 	unsigned refs;
-	char *type;			/* the plugin: "local", "nfs", "rbd" */
-	struct volume_attr *attrs;	/* the source's fields, e.g. path=/mnt/disks/ssd1 */
+	char *type;		   /* the plugin: "local", "nfs", "rbd" */
+	struct volume_attr *attrs; /* the source's fields, e.g. path=/mnt/disks/ssd1 */
 	size_t n_attrs;
-	char **mount_options;		/* NULL-terminated; never NULL after volume_spec_new */
+	char **mount_options; /* NULL-terminated; never NULL after volume_spec_new */
 	bool read_only;
 	/* Credentials that came with the request (CSI `secrets`), e.g. a CephX key.  Never
 	 * logged, never written to a file by the core, wiped when the spec is freed; not part of

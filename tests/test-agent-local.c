@@ -91,11 +91,14 @@ static void test_add_and_remove_directory_volumes(void **state)
 	char dd[512], ld[512], poddir[600];
 	char *s;
 
-	assert_int_equal(fixture_write_podf(f, "a.json",
-		 "{\"pod\": {\"uid\": \"pod-a\", \"name\": \"web-0\", \"namespace\": \"default\"},"
-		 " \"volumes\": [{\"name\": \"data\", \"local\": {\"path\": \"%s\"}},"
-		 " {\"name\": \"logs\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
-		 data, logs), 0);
+	assert_int_equal(
+		fixture_write_podf(
+			f, "a.json",
+			"{\"pod\": {\"uid\": \"pod-a\", \"name\": \"web-0\", \"namespace\": \"default\"},"
+			" \"volumes\": [{\"name\": \"data\", \"local\": {\"path\": \"%s\"}},"
+			" {\"name\": \"logs\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
+			data, logs),
+		0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "pod-a", "data", dd);
 	fixture_pod_dir(f, "pod-a", "logs", ld);
@@ -137,10 +140,11 @@ static void test_edit_applies_the_difference(void **state)
 	int id_b;
 
 	assert_int_equal(fixture_write_podf(f, "p.json",
-		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
-		 "{\"name\": \"a\", \"local\": {\"path\": \"%s\"}},"
-		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}}]}",
-		 a, b), 0);
+					    "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
+					    "{\"name\": \"a\", \"local\": {\"path\": \"%s\"}},"
+					    "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}}]}",
+					    a, b),
+			 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "p", "a", da);
 	fixture_pod_dir(f, "p", "b", db);
@@ -166,11 +170,14 @@ static void test_edit_applies_the_difference(void **state)
 	assert_true(fixture_wait_mount_count(f, 2, WAIT_MS));
 
 	/* Switching b to read-only replaces its mount with a read-only one. */
-	assert_int_equal(fixture_write_podf(f, "p.json",
-		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
-		 "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true},"
-		 "{\"name\": \"c\", \"local\": {\"path\": \"%s\"}}]}",
-		 b, c), 0);
+	assert_int_equal(
+		fixture_write_podf(
+			f, "p.json",
+			"{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
+			"{\"name\": \"b\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true},"
+			"{\"name\": \"c\", \"local\": {\"path\": \"%s\"}}]}",
+			b, c),
+		0);
 	assert_true(fixture_wait_pod_state(f, db, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(db));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
@@ -231,7 +238,7 @@ static void test_block_device_formatted_once_and_shared(void **state)
 static void test_xfs_and_existing_filesystems(void **state)
 {
 	struct agent_fixture *f = *state;
-	const char *blank = fixture_add_loop(f, 512LL << 20);	/* xfs needs 300 MB */
+	const char *blank = fixture_add_loop(f, 512LL << 20); /* xfs needs 300 MB */
 	const char *ext4 = fixture_add_loop(f, 64 << 20);
 	const char *gpt = fixture_add_loop(f, 64 << 20);
 	const char *ro_blank = fixture_add_loop(f, 64 << 20);
@@ -246,13 +253,16 @@ static void test_xfs_and_existing_filesystems(void **state)
 	sfdisk_argv[2] = cmd;
 	assert_int_equal(test_run(sfdisk_argv), 0);
 
-	assert_int_equal(fixture_write_podf(f, "x.json",
-		 "{\"pod\": {\"uid\": \"x\"}, \"volumes\": ["
-		 "{\"name\": \"fresh\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
-		 "{\"name\": \"wrongtype\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
-		 "{\"name\": \"table\", \"local\": {\"path\": \"%s\"}},"
-		 "{\"name\": \"roblank\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
-		 blank, ext4, gpt, ro_blank), 0);
+	assert_int_equal(
+		fixture_write_podf(
+			f, "x.json",
+			"{\"pod\": {\"uid\": \"x\"}, \"volumes\": ["
+			"{\"name\": \"fresh\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
+			"{\"name\": \"wrongtype\", \"local\": {\"path\": \"%s\", \"fsType\": \"xfs\"}},"
+			"{\"name\": \"table\", \"local\": {\"path\": \"%s\"}},"
+			"{\"name\": \"roblank\", \"local\": {\"path\": \"%s\"}, \"readOnly\": true}]}",
+			blank, ext4, gpt, ro_blank),
+		0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "x", "fresh", d);
 	assert_true(fixture_wait_mounted(d, 30000));
@@ -291,10 +301,12 @@ static void test_existing_filesystem_keeps_data(void **state)
 		 mnt, mnt);
 	argv[2] = cmd;
 	assert_int_equal(test_run(argv), 0);
-	assert_int_equal(fixture_write_podf(f, "k.json",
-		 "{\"pod\": {\"uid\": \"k\"}, \"volumes\": [{\"name\": \"disk\", "
-		 "\"local\": {\"path\": \"%s\", \"fsType\": \"ext4\"}}]}",
-		 dev), 0);
+	assert_int_equal(
+		fixture_write_podf(f, "k.json",
+				   "{\"pod\": {\"uid\": \"k\"}, \"volumes\": [{\"name\": \"disk\", "
+				   "\"local\": {\"path\": \"%s\", \"fsType\": \"ext4\"}}]}",
+				   dev),
+		0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "k", "disk", d);
 	assert_true(fixture_wait_mounted(d, WAIT_MS));
@@ -314,10 +326,11 @@ static void test_move_between_pods_unmounts_first(void **state)
 	char *s;
 
 	assert_int_equal(fixture_write_podf(f, "app.json",
-		 "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": ["
-		 "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
-		 "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
-		 dir, dev), 0);
+					    "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": ["
+					    "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
+					    "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
+					    dir, dev),
+			 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "pod-a", "dir", da);
 	fixture_pod_dir(f, "pod-a", "blk", ba);
@@ -331,10 +344,11 @@ static void test_move_between_pods_unmounts_first(void **state)
 
 	/* One edit moves both volumes from pod-a to pod-b. */
 	assert_int_equal(fixture_write_podf(f, "app.json",
-		 "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": ["
-		 "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
-		 "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
-		 dir, dev), 0);
+					    "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": ["
+					    "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
+					    "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
+					    dir, dev),
+			 0);
 	assert_true(fixture_wait_mounted(db, WAIT_MS));
 	assert_true(fixture_wait_mounted(bb, WAIT_MS));
 	assert_false(test_is_mountpoint(da));
@@ -342,11 +356,16 @@ static void test_move_between_pods_unmounts_first(void **state)
 
 	/* The log is written by the one reconciler thread in the order it learned of each
 	 * result, and a mount into pod-b is only started after pod-a's unmount finished. */
-	unmounted_a = fixture_log_find(f, "msg=\"volume unmounted\"", "pod-a/volumes/kubernetes.io~local/dir");
-	mounted_b = fixture_log_find(f, "msg=\"volume mounted\"", "pod-b/volumes/kubernetes.io~local/dir");
-	dev_unmounted_a = fixture_log_find(f, "msg=\"volume unmounted\"", "pod-a/volumes/kubernetes.io~local/blk");
-	dev_mounted_b = fixture_log_find(f, "msg=\"volume mounted\"", "pod-b/volumes/kubernetes.io~local/blk");
-	assert_true(unmounted_a >= 0 && mounted_b >= 0 && dev_unmounted_a >= 0 && dev_mounted_b >= 0);
+	unmounted_a = fixture_log_find(f, "msg=\"volume unmounted\"",
+				       "pod-a/volumes/kubernetes.io~local/dir");
+	mounted_b = fixture_log_find(f, "msg=\"volume mounted\"",
+				     "pod-b/volumes/kubernetes.io~local/dir");
+	dev_unmounted_a = fixture_log_find(f, "msg=\"volume unmounted\"",
+					   "pod-a/volumes/kubernetes.io~local/blk");
+	dev_mounted_b = fixture_log_find(f, "msg=\"volume mounted\"",
+					 "pod-b/volumes/kubernetes.io~local/blk");
+	assert_true(unmounted_a >= 0 && mounted_b >= 0 && dev_unmounted_a >= 0 &&
+		    dev_mounted_b >= 0);
 	assert_true(unmounted_a < mounted_b);
 	assert_true(dev_unmounted_a < dev_mounted_b);
 	/* The device stayed mounted node-wide (still wanted), and its data moved with it. */
@@ -404,8 +423,9 @@ static void test_malformed_files_change_nothing(void **state)
 	assert_int_equal(kill(f->agent.pid, 0), 0); /* still running */
 
 	/* Fixing the file is picked up. */
-	assert_int_equal(fixture_write_pod(f, "good.json", "{\"pod\": {\"uid\": \"good\"}, "
-							   "\"volumes\": []}"),
+	assert_int_equal(fixture_write_pod(f, "good.json",
+					   "{\"pod\": {\"uid\": \"good\"}, "
+					   "\"volumes\": []}"),
 			 0);
 	assert_true(fixture_wait_unmounted(d, WAIT_MS));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
@@ -453,14 +473,18 @@ static void test_symlinks_are_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_add_and_remove_directory_volumes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_add_and_remove_directory_volumes, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_edit_applies_the_difference, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_device_formatted_once_and_shared, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_xfs_and_existing_filesystems, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_existing_filesystem_keeps_data, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_move_between_pods_unmounts_first, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_files_change_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_existing_filesystem_keeps_data, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_move_between_pods_unmounts_first, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_files_change_nothing, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_symlinks_are_refused, setup, teardown),
 	};
 

@@ -24,7 +24,7 @@
 struct listener {
 	int fd;
 	char path[108];
-	char all[65536];	/* every message, each followed by '\n' */
+	char all[65536]; /* every message, each followed by '\n' */
 };
 
 static void listen_notify(struct listener *l, const char *dir)
@@ -141,7 +141,8 @@ static void test_ready_status_watchdog_stopping(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_ready_status_watchdog_stopping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ready_status_watchdog_stopping, setup,
+						teardown),
 	};
 
 	test_enter_private_mountns();

@@ -79,7 +79,8 @@ static bool ready_with(json_t *st, const void *arg)
 	const struct expect *e = arg;
 
 	return json_is_true(json_object_get(st, "ready")) &&
-	       status_count(st, "mounted") == e->mounted && status_count(st, "devices") == e->devices;
+	       status_count(st, "mounted") == e->mounted &&
+	       status_count(st, "devices") == e->devices;
 }
 
 static bool journal_note_says(json_t *st, const void *text)
@@ -112,8 +113,8 @@ static void test_restart_adopts_without_remount(void **state)
 						WAIT_MS));
 	}
 	assert_int_equal(fixture_log_count(f, "adopted existing mount"), 3);
-	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 3);	/* first run only */
-	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1);	/* first run only */
+	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 3); /* first run only */
+	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1); /* first run only */
 	usleep(200 * 1000);
 	after = mount_ids(f);
 	assert_string_equal(before, after); /* same mounts, same IDs: nothing was remounted */
@@ -198,7 +199,11 @@ static void fill_random(char *buf, size_t n, unsigned seed)
 
 static void test_sigkill_while_mounting_many(void **state)
 {
-	enum { ROUNDS = 5, PER_ROUND = 80, DATA = 1 << 20 };
+	enum {
+		ROUNDS = 5,
+		PER_ROUND = 80,
+		DATA = 1 << 20
+	};
 	struct agent_fixture *f = *state;
 	const char *dev1 = fixture_add_loop(f, 64 << 20), *dev2 = fixture_add_loop(f, 64 << 20);
 	char *data1 = malloc(DATA), *data2 = malloc(DATA), *back;
@@ -306,7 +311,8 @@ static void test_sigkill_while_mounting_many(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_pods_deleted_while_down_are_unmounted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_journal_is_survived, setup, teardown),

@@ -38,16 +38,17 @@ static void write_pods(struct agent_fixture *f)
 
 	snprintf(src, sizeof(src), "%s/src", f->dir);
 	mkdir(src, 0755);
-	assert_int_equal(fixture_write_podf(f, "s.json",
-		 "{\"pod\": {\"uid\": \"pod-s\"}, \"volumes\": ["
-		 "{\"name\": \"good\", \"local\": {\"path\": \"%s\"}},"
-		 "{\"name\": \"bad\", \"local\": {\"path\": \"%s/missing\"}}]}",
-		 src, f->dir), 0);
+	assert_int_equal(
+		fixture_write_podf(f, "s.json",
+				   "{\"pod\": {\"uid\": \"pod-s\"}, \"volumes\": ["
+				   "{\"name\": \"good\", \"local\": {\"path\": \"%s\"}},"
+				   "{\"name\": \"bad\", \"local\": {\"path\": \"%s/missing\"}}]}",
+				   src, f->dir),
+		0);
 }
 
 /* Runs `volagent status ARGS` as uid/gid (0: as root); returns the exit code. */
-static int status_as(uid_t uid, gid_t gid, const char *const args[], char **ret_out,
-		     char **ret_err)
+static int status_as(uid_t uid, gid_t gid, const char *const args[], char **ret_out, char **ret_err)
 {
 	char out_path[] = "/tmp/va-status-out-XXXXXX", err_path[] = "/tmp/va-status-err-XXXXXX";
 	int out = mkstemp(out_path), err = mkstemp(err_path), status;
@@ -91,7 +92,8 @@ static void test_status_shows_volumes_errors_and_journal(void **state)
 	assert_true(fixture_wait_count(f, "mounted", 1, 10000));
 	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
 
-	assert_int_equal(status_as(0, 0, (const char *[]){ "--socket", sock, NULL }, &out, &err), 0);
+	assert_int_equal(status_as(0, 0, (const char *[]){ "--socket", sock, NULL }, &out, &err),
+			 0);
 	assert_non_null(strstr(out, "volagent " VOLAGENT_VERSION));
 	assert_non_null(strstr(out, "2 desired, 1 mounted, 1 failing"));
 	assert_non_null(strstr(out, "healthy"));
@@ -108,8 +110,10 @@ static void test_status_shows_volumes_errors_and_journal(void **state)
 	assert_true(json_is_true(json_object_get(root, "ready")));
 	assert_true(json_is_true(json_object_get(json_object_get(root, "journal"), "healthy")));
 	vols = json_object_get(root, "volumes");
-	json_array_foreach(vols, i, v) {
-		json_array_foreach(json_object_get(v, "pods"), k, pod) {
+	json_array_foreach(vols, i, v)
+	{
+		json_array_foreach(json_object_get(v, "pods"), k, pod)
+		{
 			const char *name = json_string_value(json_object_get(pod, "name"));
 			const char *st = json_string_value(json_object_get(pod, "state"));
 			json_t *bo = json_object_get(pod, "backoff");
@@ -120,10 +124,13 @@ static void test_status_shows_volumes_errors_and_journal(void **state)
 			} else {
 				saw_bad = true;
 				assert_string_equal(st, "not mounted");
-				assert_true(json_integer_value(json_object_get(bo, "failures")) >= 1);
-				assert_non_null(strstr(json_string_value(json_object_get(bo, "last_error")),
-						       "missing"));
-				assert_non_null(json_string_value(json_object_get(bo, "last_error_at")));
+				assert_true(json_integer_value(json_object_get(bo, "failures")) >=
+					    1);
+				assert_non_null(
+					strstr(json_string_value(json_object_get(bo, "last_error")),
+					       "missing"));
+				assert_non_null(
+					json_string_value(json_object_get(bo, "last_error_at")));
 			}
 		}
 	}
@@ -144,7 +151,8 @@ static void test_non_root_refused_unless_group_allows(void **state)
 	 * group (0660) is what decides, not the dirs above it. */
 	assert_int_equal(chmod(dir, 0755), 0);
 	snprintf(sock, sizeof(sock), "%s/admin.sock", dir);
-	assert_int_equal(fixture_start(f, (const char *const[]){ "--admin-socket", sock, NULL }), 0);
+	assert_int_equal(fixture_start(f, (const char *const[]){ "--admin-socket", sock, NULL }),
+			 0);
 	assert_true(fixture_wait_ready(f, sock, 10000));
 	assert_int_equal(status_as(65534, 65534, (const char *[]){ "--socket", sock, NULL }, &out,
 				   &err),
@@ -153,15 +161,16 @@ static void test_non_root_refused_unless_group_allows(void **state)
 	free(out);
 	free(err);
 	/* Root still may. */
-	assert_int_equal(status_as(0, 0, (const char *[]){ "--socket", sock, NULL }, &out, &err), 0);
+	assert_int_equal(status_as(0, 0, (const char *[]){ "--socket", sock, NULL }, &out, &err),
+			 0);
 	free(out);
 	free(err);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 
 	/* With --admin-socket-group the group's members may ask. */
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--admin-socket", sock,
-								  "--admin-socket-group", "65534",
-								  NULL }),
+								 "--admin-socket-group", "65534",
+								 NULL }),
 			 0);
 	assert_true(fixture_wait_ready(f, sock, 10000));
 	assert_int_equal(status_as(65534, 65534, (const char *[]){ "--socket", sock, NULL }, &out,
@@ -184,8 +193,8 @@ static void test_metrics_unix_and_loopback(void **state)
 	assert_true(fixture_wait_count(f, "mounted", 1, 10000));
 	snprintf(sock, sizeof(sock), "%s/metrics.sock", f->state);
 	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
-								  sock, "http://agent/metrics",
-								  NULL },
+								 sock, "http://agent/metrics",
+								 NULL },
 					  &out),
 			 0);
 	assert_non_null(strstr(out, "# TYPE volagent_operations_started_total counter"));
@@ -225,7 +234,7 @@ static void test_metrics_unix_and_loopback(void **state)
 	{
 		int status;
 		assert_int_equal(fixture_start(f, (const char *const[]){ "--metrics-address",
-									  "0.0.0.0:9100", NULL }),
+									 "0.0.0.0:9100", NULL }),
 				 0);
 		assert_int_equal(waitpid(f->agent.pid, &status, 0), f->agent.pid);
 		f->agent.pid = 0;

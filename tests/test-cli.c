@@ -21,8 +21,9 @@ static void expect(const char *const args[], int code, const char *text)
 	int r = test_volagent2(args, &out, &err);
 
 	if (r != code || (text && !strstr(out, text) && !strstr(err, text)))
-		fail_msg("volagent %s: exit %d (want %d), stdout \"%s\", stderr \"%s\" (want \"%s\")",
-			 args[0], r, code, out, err, text ? text : "");
+		fail_msg(
+			"volagent %s: exit %d (want %d), stdout \"%s\", stderr \"%s\" (want \"%s\")",
+			args[0], r, code, out, err, text ? text : "");
 	free(out);
 	free(err);
 }

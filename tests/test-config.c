@@ -55,27 +55,29 @@ static void test_defaults_file_and_flags(void **state)
 	assert_int_equal(test_write_file(path, "{\"root-dir\": \"/srv/va\", \"workers\": 3, "
 					       "\"backoff-max\": \"30s\"}"),
 			 0);
-	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", path, "--workers", "5",
-							     NULL }),
+	assert_int_equal(parse(&cfg, &err,
+			       (const char *[]){ "--config", path, "--workers", "5", NULL }),
 			 0);
-	assert_string_equal(cfg.root_dir, "/srv/va");			/* from the file */
-	assert_int_equal(cfg.workers, 5);				/* the flag wins */
+	assert_string_equal(cfg.root_dir, "/srv/va"); /* from the file */
+	assert_int_equal(cfg.workers, 5);	      /* the flag wins */
 	assert_int_equal(cfg.backoff_max_ms, 30000);
-	assert_string_equal(cfg.pods_dir, "/etc/volagent/pods.d");	/* the default */
+	assert_string_equal(cfg.pods_dir, "/etc/volagent/pods.d"); /* the default */
 	assert_string_equal(cfg.state_dir, "/var/lib/volagent/state");
 	assert_int_equal(cfg.resync_ms, 60000);
 	assert_false(cfg.csi);
 	config_done(&cfg);
 	/* A bool flag alone is true and does not swallow the next flag. */
-	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--csi", "--device-inventory=false",
-							     "--workers", "2", NULL }),
+	assert_int_equal(parse(&cfg, &err,
+			       (const char *[]){ "--csi", "--device-inventory=false", "--workers",
+						 "2", NULL }),
 			 0);
 	assert_true(cfg.csi);
 	assert_false(cfg.device_inventory);
 	assert_int_equal(cfg.workers, 2);
 	config_done(&cfg);
-	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--device-inventory", "false", "--csi",
-							     "true", NULL }),
+	assert_int_equal(parse(&cfg, &err,
+			       (const char *[]){ "--device-inventory", "false", "--csi", "true",
+						 NULL }),
 			 0);
 	assert_true(cfg.csi);
 	assert_false(cfg.device_inventory);
@@ -110,7 +112,8 @@ static void test_errors_name_the_culprit(void **state)
 	expect_error((const char *[]){ "--backoff-max", "soon", NULL }, "--backoff-max");
 	expect_error((const char *[]){ "--log-level", "loud", NULL }, "--log-level: \"loud\"");
 	expect_error((const char *[]){ "extra", NULL }, "unexpected argument 'extra'");
-	expect_error((const char *[]){ "--nfs-mode", "sometimes", NULL }, "nfs-mode: \"sometimes\"");
+	expect_error((const char *[]){ "--nfs-mode", "sometimes", NULL },
+		     "nfs-mode: \"sometimes\"");
 	expect_error((const char *[]){ "--rbd-attach-methods", "krbd,iscsi", NULL }, "\"iscsi\"");
 	expect_error((const char *[]){ "--rbd-attach-methods=", NULL },
 		     "--rbd-attach-methods: must name at least one method");
@@ -123,10 +126,12 @@ static void test_errors_name_the_culprit(void **state)
 	expect_error((const char *[]){ "--config", bad, NULL }, "line 1");
 	snprintf(unknown, sizeof(unknown), "%s/unknown.json", dir);
 	test_write_file(unknown, "{\"root_dir\": \"/x\"}");
-	expect_error((const char *[]){ "--config", unknown, NULL }, "key \"root_dir\": unknown key");
+	expect_error((const char *[]){ "--config", unknown, NULL },
+		     "key \"root_dir\": unknown key");
 	snprintf(badtype, sizeof(badtype), "%s/badtype.json", dir);
 	test_write_file(badtype, "{\"pods-dir\": 7}");
-	expect_error((const char *[]){ "--config", badtype, NULL }, "key \"pods-dir\": must be a string");
+	expect_error((const char *[]){ "--config", badtype, NULL },
+		     "key \"pods-dir\": must be a string");
 	test_rm_rf(dir);
 	free(dir);
 	log_set_level(LOG_LVL_INFO);
@@ -194,13 +199,13 @@ static void test_csi_endpoint_turns_csi_on(void **state)
 	assert_int_equal(parse(&cfg, &err, (const char *[]){ NULL }), 0);
 	assert_false(cfg.csi);
 	config_done(&cfg);
-	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--csi-endpoint", "unix:///x/csi.sock",
-							     NULL }),
+	assert_int_equal(parse(&cfg, &err,
+			       (const char *[]){ "--csi-endpoint", "unix:///x/csi.sock", NULL }),
 			 0);
 	assert_true(cfg.csi);
 	config_done(&cfg);
-	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--csi=true", "--csi-endpoint", "/x/s",
-							     NULL }),
+	assert_int_equal(parse(&cfg, &err,
+			       (const char *[]){ "--csi=true", "--csi-endpoint", "/x/s", NULL }),
 			 0);
 	assert_true(cfg.csi);
 	config_done(&cfg);

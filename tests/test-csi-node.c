@@ -75,9 +75,10 @@ static void start(struct csi_env *e)
 {
 	long off = fixture_log_size(e->f); /* a restart's log continues the previous run's */
 
-	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
-								     e->kubelet, "--device-inventory",
-								     "false", NULL }),
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", NULL }),
 			 0);
 	assert_true(test_wait_until(socket_exists, e->sock, 10000));
 	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
@@ -87,8 +88,17 @@ static void start(struct csi_env *e)
 static char *csi(struct csi_env *e, const char *calls)
 {
 	char input[700], *out = NULL;
-	const char *argv[] = { "/usr/bin/python3", "tests/csi/csi_client.py", "--socket", e->sock,
-			       "--stub-dir", e->stubs, "--timeout", "30", "--input", input, NULL };
+	const char *argv[] = { "/usr/bin/python3",
+			       "tests/csi/csi_client.py",
+			       "--socket",
+			       e->sock,
+			       "--stub-dir",
+			       e->stubs,
+			       "--timeout",
+			       "30",
+			       "--input",
+			       input,
+			       NULL };
 
 	snprintf(input, sizeof(input), "%s/calls.txt", e->f->dir);
 	assert_int_equal(test_write_file(input, calls), 0);
@@ -113,11 +123,11 @@ static const char *line(const char *out, int n)
 	return buf;
 }
 
-#define assert_line(out, n, text)                                                                  \
-	do {                                                                                       \
-		const char *_l = line(out, n);                                                     \
-		if (!strstr(_l, text))                                                             \
-			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text);             \
+#define assert_line(out, n, text)                                                      \
+	do {                                                                           \
+		const char *_l = line(out, n);                                         \
+		if (!strstr(_l, text))                                                 \
+			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
 	} while (0)
 
 /* Kubelet's publish target for pod uid and pv, its parent made as kubelet does. */
@@ -184,21 +194,22 @@ static void test_directory_volume_lifecycle(void **state)
 	id = test_mount_id(t1);
 
 	/* Repeats are OK and change nothing; a different readonly at t1 is ALREADY_EXISTS. */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_MULTI ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_MULTI
-		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
-		 "Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
-		 "Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n",
-		 stg, t1, src, stg, t1, src, t1, t1, t1, t2, stg, stg, t1);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
+		"\"target_path\": \"%s\", \"volume_capability\": " CAP_MULTI ", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
+		"\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_MULTI
+		", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
+		"Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
+		"Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n",
+		stg, t1, src, stg, t1, src, t1, t1, t1, t2, stg, stg, t1);
 	out = csi(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "ERR ALREADY_EXISTS");
@@ -282,8 +293,8 @@ static void test_block_volume_stage_publish_expand(void **state)
 	assert_line(out, 0, "ERR FAILED_PRECONDITION"); /* publish before stage */
 	assert_line(out, 0, "not staged");
 	assert_line(out, 1, "OK {}");
-	assert_line(out, 2, "OK {}");			/* the same stage again */
-	assert_line(out, 3, "ERR ALREADY_EXISTS");	/* the same volume as xfs */
+	assert_line(out, 2, "OK {}");		   /* the same stage again */
+	assert_line(out, 3, "ERR ALREADY_EXISTS"); /* the same volume as xfs */
 	assert_line(out, 4, "OK {}");
 	free(out);
 	assert_true(test_is_mountpoint(stg));
@@ -330,7 +341,8 @@ static void test_block_volume_stage_publish_expand(void **state)
 	} else {
 		/* ext4 online resize needs CAP_SYS_RESOURCE, which some sandboxes (this CI's)
 		 * withhold: the error must say so.  xfs growth is exercised for real below. */
-		assert_line(out, 0, "ERR FAILED_PRECONDITION ext4 online resize needs CAP_SYS_RESOURCE");
+		assert_line(out, 0,
+			    "ERR FAILED_PRECONDITION ext4 online resize needs CAP_SYS_RESOURCE");
 	}
 	assert_line(out, 1, "ERR OUT_OF_RANGE");
 	s = strstr(strstr(out, "\n") + 1, "\n");
@@ -347,11 +359,12 @@ static void test_block_volume_stage_publish_expand(void **state)
 	free(s);
 
 	/* Unstage while published is refused; then the order kubelet uses. */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
-		 stg, t1, stg);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
+		stg, t1, stg);
 	out = csi(e, calls);
 	assert_line(out, 0, "ERR FAILED_PRECONDITION");
 	assert_line(out, 1, "OK {}");
@@ -453,7 +466,10 @@ static void test_invalid_requests(void **state)
 
 static void test_many_volumes_at_once(void **state)
 {
-	enum { N = 24, CLIENTS = 4 };
+	enum {
+		N = 24,
+		CLIENTS = 4
+	};
 	struct csi_env *e = *state;
 	char src[600], tgt[700];
 	pid_t pids[CLIENTS];
@@ -473,13 +489,14 @@ static void test_many_volumes_at_once(void **state)
 		if (pids[c] == 0) {
 			char calls[16384] = "", file[700], one[1024];
 			for (int i = c; i < N; i += CLIENTS) {
-				snprintf(one, sizeof(one),
-					 "Node/NodePublishVolume {\"volume_id\": \"v%d\", "
-					 "\"target_path\": \"%s/pods/many/volumes/kubernetes.io~csi/"
-					 "pv%d/mount\", \"staging_target_path\": \"%s/st%d\", "
-					 "\"volume_capability\": " CAP_RW ", "
-					 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-					 i, e->kubelet, i, e->kubelet, i, src);
+				snprintf(
+					one, sizeof(one),
+					"Node/NodePublishVolume {\"volume_id\": \"v%d\", "
+					"\"target_path\": \"%s/pods/many/volumes/kubernetes.io~csi/"
+					"pv%d/mount\", \"staging_target_path\": \"%s/st%d\", "
+					"\"volume_capability\": " CAP_RW ", "
+					"\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
+					i, e->kubelet, i, e->kubelet, i, src);
 				strcat(calls, one);
 			}
 			snprintf(file, sizeof(file), "%s/calls-%d.txt", e->f->dir, c);
@@ -586,11 +603,12 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 	start(e);
 	assert_true(fixture_wait_log(e->f, "journal is from an earlier boot", 5000));
 	assert_int_equal(test_mount_id(t1), id1); /* nothing touched on its own */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
-		 t1, t2, stg);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
+		t1, t2, stg);
 	out = csi(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
@@ -652,17 +670,24 @@ static void test_second_instance_and_registration(void **state)
 {
 	struct csi_env *e = *state;
 	char state2[700], reg[800], calls[1024], *out = NULL, *err = NULL;
-	const char *argv_reg[] = { "/usr/bin/python3", "tests/csi/csi_client.py", "--socket", reg,
-				   "--stub-dir", e->stubs, "--input", NULL, NULL };
+	const char *argv_reg[] = { "/usr/bin/python3",
+				   "tests/csi/csi_client.py",
+				   "--socket",
+				   reg,
+				   "--stub-dir",
+				   e->stubs,
+				   "--input",
+				   NULL,
+				   NULL };
 	char input[700];
 
 	start(e);
 	snprintf(state2, sizeof(state2), "%s/state2", e->f->dir);
 	{
-		const char *args[] = { "run",	      "--config",	    e->f->config,
-				       "--root-dir",  e->f->root,	    "--state-dir",
-				       state2,	      "--pods-dir",	    e->f->pods,
-				       "--csi",	      "--kubelet-root-dir", e->kubelet,
+		const char *args[] = { "run",	     "--config",	   e->f->config,
+				       "--root-dir", e->f->root,	   "--state-dir",
+				       state2,	     "--pods-dir",	   e->f->pods,
+				       "--csi",	     "--kubelet-root-dir", e->kubelet,
 				       NULL };
 		int r = test_volagent2(args, &out, &err);
 		assert_int_equal(r, 1);
@@ -721,40 +746,51 @@ static void test_conformance_error_codes(void **state)
 	calls[0] = '\0';
 	/* NodeStageVolume */
 	CALL("Node/NodeStageVolume {\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW
-	     ", " CTX "}\n", stg, src);
+	     ", " CTX "}\n",
+	     stg, src);
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"volume_capability\": " CAP_RW ", " CTX
-	     "}\n", src);
+	     "}\n",
+	     src);
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", " CTX
-	     "}\n", stg, src);
+	     "}\n",
+	     stg, src);
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
 	     "\"volume_capability\": {\"block\": {}, \"access_mode\": {\"mode\": "
-	     "\"SINGLE_NODE_WRITER\"}}, " CTX "}\n", stg, src);
+	     "\"SINGLE_NODE_WRITER\"}}, " CTX "}\n",
+	     stg, src);
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
-	     "\"volume_capability\": " CAP_RW ", " CTX "}\n", stg, src);
+	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     stg, src);
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
-	     "\"volume_capability\": " CAP_MULTI ", " CTX "}\n", stg, src);
+	     "\"volume_capability\": " CAP_MULTI ", " CTX "}\n",
+	     stg, src);
 	/* NodePublishVolume */
 	CALL("Node/NodePublishVolume {\"target_path\": \"%s\", \"staging_target_path\": \"%s\", "
-	     "\"volume_capability\": " CAP_RW ", " CTX "}\n", t1, stg, src);
+	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     t1, stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
-	     "\"volume_capability\": " CAP_RW ", " CTX "}\n", stg, src);
+	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
-	     "\"staging_target_path\": \"%s\", " CTX "}\n", t1, stg, src);
+	     "\"staging_target_path\": \"%s\", " CTX "}\n",
+	     t1, stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\"}\n", t1);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
-	     "\"volume_capability\": " CAP_RW ", " CTX "}\n", t1, src);
+	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     t1, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"gone\", \"target_path\": \"%s\", "
-	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n", t1,
-	     stg2, "/nonexistent/source");
+	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     t1, stg2, "/nonexistent/source");
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
-	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n", t1,
-	     stg, src);
+	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     t1, stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
 	     "\"staging_target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_RW
-	     ", " CTX "}\n", t1, stg, src);
+	     ", " CTX "}\n",
+	     t1, stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
-	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n", t2,
-	     stg, src);
+	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     t2, stg, src);
 	/* NodeGetVolumeStats */
 	CALL("Node/NodeGetVolumeStats {\"volume_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeGetVolumeStats {\"volume_id\": \"c\"}\n");
@@ -769,12 +805,14 @@ static void test_conformance_error_codes(void **state)
 	CALL("Node/NodeExpandVolume {\"volume_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\"}\n");
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\", \"volume_path\": \"%s\", "
-	     "\"capacity_range\": {\"required_bytes\": \"-1\"}}\n", t1);
+	     "\"capacity_range\": {\"required_bytes\": \"-1\"}}\n",
+	     t1);
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"id\", \"volume_path\": \"some/path\"}\n");
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"id\", \"volume_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\", \"volume_path\": \"%s\"}\n", t2);
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\", \"volume_path\": \"%s\", "
-	     "\"capacity_range\": {\"required_bytes\": \"1073741824\"}}\n", t1);
+	     "\"capacity_range\": {\"required_bytes\": \"1073741824\"}}\n",
+	     t1);
 	/* NodeUnpublishVolume, NodeUnstageVolume */
 	CALL("Node/NodeUnpublishVolume {\"target_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeUnpublishVolume {\"volume_id\": \"c\"}\n");
@@ -783,7 +821,8 @@ static void test_conformance_error_codes(void **state)
 	CALL("Node/NodeUnstageVolume {\"staging_target_path\": \"%s\"}\n", stg);
 	CALL("Node/NodeUnstageVolume {\"volume_id\": \"c\"}\n");
 	CALL("Node/NodeUnstageVolume {\"volume_id\": \"never-seen\", \"staging_target_path\": "
-	     "\"%s\"}\n", stg);
+	     "\"%s\"}\n",
+	     stg);
 	/* Identity and methods not served */
 	CALL("Identity/Probe {}\n");
 	CALL("RAW /csi.v1.Controller/CreateVolume\n");
@@ -851,17 +890,17 @@ static void test_endpoint_alone_serves_csi(void **state)
 	int r;
 
 	snprintf(endpoint, sizeof(endpoint), "unix://%s/alone.sock", fixture_short_dir(e->f));
-	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--csi-endpoint", endpoint,
-								     "--kubelet-root-dir", e->kubelet,
-								     "--csi-registration", "false",
-								     "--device-inventory", "false",
-								     NULL }),
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){
+					       "--csi-endpoint", endpoint, "--kubelet-root-dir",
+					       e->kubelet, "--csi-registration", "false",
+					       "--device-inventory", "false", NULL }),
 			 0);
 	assert_true(fixture_wait_log(e->f, "CSI server listening", 10000));
 	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", 10000));
-	assert_int_equal(test_volagent((const char *[]){ "probe", "--csi-endpoint", endpoint, NULL },
-				       &out),
-			 0);
+	assert_int_equal(
+		test_volagent((const char *[]){ "probe", "--csi-endpoint", endpoint, NULL }, &out),
+		0);
 	assert_string_equal(out, "ready\n");
 	free(out);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
@@ -869,11 +908,11 @@ static void test_endpoint_alone_serves_csi(void **state)
 	/* The environment variable alone, as a DaemonSet sets it; probe reads it too. */
 	off = fixture_log_size(e->f);
 	setenv("CSI_ENDPOINT", endpoint, 1);
-	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--kubelet-root-dir", e->kubelet,
-								     "--csi-registration", "false",
-								     "--device-inventory", "false",
-								     NULL }),
-			 0);
+	assert_int_equal(
+		fixture_start(e->f, (const char *const[]){ "--kubelet-root-dir", e->kubelet,
+							   "--csi-registration", "false",
+							   "--device-inventory", "false", NULL }),
+		0);
 	assert_true(fixture_wait_log_after(e->f, off, "CSI server listening", 10000));
 	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
 	out = NULL;
@@ -956,9 +995,11 @@ static void test_call_running_past_grace_logged_once(void **state)
 	target(e, "pod-h", "pv-h", t1);
 	staging(e, "h", stg);
 	setenv("VOLAGENT_DEBUG", "csi", 1); /* for "CSI call started" */
-	assert_int_equal(fixture_start(e->f, (const char *const[]){
-				 "--csi", "--kubelet-root-dir", e->kubelet, "--device-inventory",
-				 "false", "--csi-grace", "100ms", "--stats-timeout", "1h", NULL }),
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", "--csi-grace", "100ms",
+							      "--stats-timeout", "1h", NULL }),
 			 0);
 	unsetenv("VOLAGENT_DEBUG");
 	assert_true(test_wait_until(socket_exists, e->sock, 10000));

@@ -60,8 +60,8 @@ struct test_backend {
 	long long last_remaining_ms; /* of the request's deadline */
 };
 
-static struct test_backend tb = {.lock = PTHREAD_MUTEX_INITIALIZER,
-				 .cond = PTHREAD_COND_INITIALIZER};
+static struct test_backend tb = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				  .cond = PTHREAD_COND_INITIALIZER };
 
 static void tb_reset(void)
 {
@@ -185,8 +185,9 @@ static int tb_unpublish(void *u, const struct csi_unpublish_request *req, struct
 static int tb_stats(void *u, const struct csi_stats_request *req, struct csi_reply *reply)
 {
 	reply->bytes =
-	    (struct csi_usage){.valid = true, .total = 1000, .used = 400, .available = 600};
-	reply->inodes = (struct csi_usage){.valid = true, .total = 100, .used = 1, .available = 99};
+		(struct csi_usage){ .valid = true, .total = 1000, .used = 400, .available = 600 };
+	reply->inodes =
+		(struct csi_usage){ .valid = true, .total = 100, .used = 1, .available = 99 };
 	reply->has_condition = true;
 	snprintf(reply->condition_message, sizeof(reply->condition_message), "healthy");
 	if (startswith(req->volume_id, "block"))
@@ -204,12 +205,12 @@ static int tb_expand(void *u, const struct csi_expand_request *req, struct csi_r
 }
 
 static const struct csi_node_ops full_ops = {
-    .stage = tb_stage,
-    .unstage = tb_unstage,
-    .publish = tb_publish,
-    .unpublish = tb_unpublish,
-    .get_volume_stats = tb_stats,
-    .expand = tb_expand,
+	.stage = tb_stage,
+	.unstage = tb_unstage,
+	.publish = tb_publish,
+	.unpublish = tb_unpublish,
+	.get_volume_stats = tb_stats,
+	.expand = tb_expand,
 };
 
 /* --- fixture ---------------------------------------------------------------------------- */
@@ -229,21 +230,21 @@ struct fx {
 static struct csi_server_config fx_config(struct fx *f)
 {
 	return (struct csi_server_config){
-	    .endpoint = f->endpoint,
-	    .driver_name = DRIVER,
-	    .node_id = NODE,
-	    .kubelet_root = f->root,
-	    .registration = true,
-	    .max_volumes_per_node = 16,
-	    .workers = 2,
-	    .grace_ms = 5000,
+		.endpoint = f->endpoint,
+		.driver_name = DRIVER,
+		.node_id = NODE,
+		.kubelet_root = f->root,
+		.registration = true,
+		.max_volumes_per_node = 16,
+		.workers = 2,
+		.grace_ms = 5000,
 	};
 }
 
 static int fx_start(struct fx *f, const struct csi_node_ops *ops)
 {
 	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 
 	f->s = csi_server_new(&cfg, ops, NULL, &err);
 	if (!f->s) {
@@ -358,17 +359,17 @@ static const char *line_n(const char *out, int n, char *buf, size_t size)
 	return buf;
 }
 
-#define assert_contains(hay, needle)                                                               \
-	do {                                                                                       \
-		const char *_h = (hay), *_n = (needle);                                            \
-		if (!strstr(_h, _n))                                                               \
-			fail_msg("expected \"%s\" in: %s", _n, _h);                                \
+#define assert_contains(hay, needle)                                \
+	do {                                                        \
+		const char *_h = (hay), *_n = (needle);             \
+		if (!strstr(_h, _n))                                \
+			fail_msg("expected \"%s\" in: %s", _n, _h); \
 	} while (0)
-#define assert_not_contains(hay, needle)                                                           \
-	do {                                                                                       \
-		const char *_h = (hay), *_n = (needle);                                            \
-		if (strstr(_h, _n))                                                                \
-			fail_msg("did not expect \"%s\" in: %s", _n, _h);                          \
+#define assert_not_contains(hay, needle)                                  \
+	do {                                                              \
+		const char *_h = (hay), *_n = (needle);                   \
+		if (strstr(_h, _n))                                       \
+			fail_msg("did not expect \"%s\" in: %s", _n, _h); \
 	} while (0)
 
 /* Starts client i (0 or 1) in the background; bg_wait() collects its answers. */
@@ -462,11 +463,11 @@ static int wait_entered(int n)
 
 /* --- tests ------------------------------------------------------------------------------ */
 
-#define CAP_MOUNT                                                                                  \
-	"\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\", \"mount_flags\": "             \
+#define CAP_MOUNT                                                                      \
+	"\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\", \"mount_flags\": " \
 	"[\"noatime\", \"nodev\"]}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-#define CAP_BLOCK                                                                                  \
-	"\"volume_capability\": {\"block\": {}, \"access_mode\": {\"mode\": "                      \
+#define CAP_BLOCK                                                             \
+	"\"volume_capability\": {\"block\": {}, \"access_mode\": {\"mode\": " \
 	"\"MULTI_NODE_MULTI_WRITER\"}}"
 
 static void test_identity(void **state)
@@ -548,12 +549,12 @@ static void test_missing_fields(void **state)
 	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
 		 f->root);
 	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-#define CASE(want_, ...)                                                                           \
-	do {                                                                                       \
-		snprintf(calls[n], sizeof(calls[n]), __VA_ARGS__);                                 \
-		cases[n].call = calls[n];                                                          \
-		cases[n].want = want_;                                                             \
-		n++;                                                                               \
+#define CASE(want_, ...)                                           \
+	do {                                                       \
+		snprintf(calls[n], sizeof(calls[n]), __VA_ARGS__); \
+		cases[n].call = calls[n];                          \
+		cases[n].want = want_;                             \
+		n++;                                               \
 	} while (0)
 	CASE("ERR INVALID_ARGUMENT volume_id: required",
 	     "Node/NodeStageVolume {\"staging_target_path\": \"%s\", " CAP_MOUNT "}", stg);
@@ -795,8 +796,7 @@ static void test_ebusy_same_code_both_paths(void **state)
 	assert_int_equal(fx_start(f, &full_ops), 0);
 	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
 	CASE("ERR FAILED_PRECONDITION Device or resource busy",
-	     "Node/NodeUnpublishVolume {\"volume_id\": \"ebusy-1\", \"target_path\": \"%s\"}",
-	     tgt);
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"ebusy-1\", \"target_path\": \"%s\"}", tgt);
 	run_cases(f, cases, n);
 	assert_int_equal(csi_code_from_errno(-EBUSY), CSI_FAILED_PRECONDITION);
 }
@@ -855,8 +855,8 @@ static void test_free_after_timed_out_shutdown(void **state)
 static void test_unimplemented(void **state)
 {
 	static const struct csi_node_ops publish_only = {
-	    .publish = tb_publish,
-	    .unpublish = tb_unpublish,
+		.publish = tb_publish,
+		.unpublish = tb_unpublish,
 	};
 	struct fx *f = *state;
 	char calls[8][2048], tgt[600];
@@ -887,7 +887,7 @@ static void test_second_instance_refused(void **state)
 {
 	struct fx *f = *state;
 	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	struct csi_server *second;
 	struct stat before, after;
 	_cleanup_free_ char *out = NULL;
@@ -912,7 +912,7 @@ static void test_socket_mode(void **state)
 {
 	struct fx *f = *state;
 	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	char reg[700];
 	struct stat st;
 
@@ -986,16 +986,14 @@ static void test_secrets_canary(void **state)
 		 f->root);
 	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
 #define SECRETS "\"secrets\": {\"password\": \"" CANARY "\", \"user\": \"u\"}"
-	CASE(
-	    "OK {}",
-	    "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
-	    ", " CAP_MOUNT "}",
-	    stg);
-	CASE(
-	    "ERR INVALID_ARGUMENT volume_capability: required",
-	    "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
-	    "}",
-	    stg);
+	CASE("OK {}",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
+	     ", " CAP_MOUNT "}",
+	     stg);
+	CASE("ERR INVALID_ARGUMENT volume_capability: required",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
+	     "}",
+	     stg);
 	CASE("ERR INTERNAL error message withheld",
 	     "Node/NodeStageVolume {\"volume_id\": \"fail-secret\", \"staging_target_path\": "
 	     "\"%s\", " SECRETS ", " CAP_MOUNT "}",
@@ -1067,9 +1065,9 @@ static void test_graceful_shutdown(void **state)
 {
 	struct fx *f = *state;
 	char bgcall[2048], tgt[600];
-	struct shutdown_arg a = {0};
+	struct shutdown_arg a = { 0 };
 	_cleanup_free_ char *bgout = NULL, *out = NULL;
-	struct timespec pause = {0, 300 * 1000 * 1000};
+	struct timespec pause = { 0, 300 * 1000 * 1000 };
 	pthread_t t;
 	struct stat st;
 
@@ -1104,7 +1102,7 @@ static void test_graceful_shutdown(void **state)
  * queued behind it never reaches the backend. */
 static void *release_later(void *p)
 {
-	struct timespec d = {1, 0};
+	struct timespec d = { 1, 0 };
 
 	nanosleep(&d, NULL);
 	tb_release();
@@ -1115,10 +1113,10 @@ static void test_shutdown_after_grace(void **state)
 {
 	struct fx *f = *state;
 	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	char bgcall[2048], tgt[600];
 	_cleanup_free_ char *bgout = NULL, *bgout2 = NULL;
-	struct timespec pause = {0, 300 * 1000 * 1000};
+	struct timespec pause = { 0, 300 * 1000 * 1000 };
 	pthread_t t;
 
 	cfg.workers = 1;
@@ -1194,8 +1192,8 @@ static void test_no_leaks(void **state)
 
 static void test_endpoint_and_config(void **state)
 {
-	struct csi_server_config cfg = {.driver_name = "bad/name"};
-	struct error_info err = {0};
+	struct csi_server_config cfg = { .driver_name = "bad/name" };
+	struct error_info err = { 0 };
 	char *p = NULL, *def;
 
 	assert_int_equal(csi_endpoint_parse("unix:///run/x/csi.sock", &p, &err), 0);
@@ -1236,7 +1234,7 @@ static void test_endpoint_and_config(void **state)
 
 static int group_setup(void **state)
 {
-	const char *argv[] = {PYTHON, "-c", "import grpc, grpc_tools", NULL};
+	const char *argv[] = { PYTHON, "-c", "import grpc, grpc_tools", NULL };
 	sigset_t set;
 
 	if (test_run(argv) != 0) {
@@ -1265,23 +1263,24 @@ static int group_teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_endpoint_and_config),
-	    cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_node_info_and_capabilities, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_missing_fields, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_dispatch_decodes, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_aborted_while_in_flight, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_unimplemented, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_ebusy_same_code_both_paths, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_second_instance_refused, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_socket_mode, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_secrets_canary, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_shutdown_after_grace, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_free_after_timed_out_shutdown, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_no_leaks, setup, teardown),
+		cmocka_unit_test(test_endpoint_and_config),
+		cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_info_and_capabilities, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_fields, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dispatch_decodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_aborted_while_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unimplemented, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ebusy_same_code_both_paths, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_instance_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_socket_mode, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secrets_canary, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shutdown_after_grace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_after_timed_out_shutdown, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_no_leaks, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

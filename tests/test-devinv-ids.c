@@ -41,7 +41,8 @@ static void test_escape_link(void **state)
 
 static void test_escape_replace(void **state)
 {
-	_cleanup_free_ char *model = devid_escape_replace("QEMU NVMe Ctrl                          ");
+	_cleanup_free_ char *model =
+		devid_escape_replace("QEMU NVMe Ctrl                          ");
 	_cleanup_free_ char *two = devid_escape_replace(" A  B/c");
 
 	assert_string_equal(model, "QEMU_NVMe_Ctrl");
@@ -100,17 +101,17 @@ static const uint8_t pg83_serial[] = { 0x00, 0x83, 0x00, 0x0c, 0x02, 0x00, 0x00,
 				       0x53, 0x43, 0x53, 0x49, 0x53, 0x45, 0x52, 0x32 };
 /* An NAA 5 and an NAA 6 (16 bytes, with vendor extension): NAA 6 wins. */
 static const uint8_t pg83_naa6[] = {
-	0x00, 0x83, 0x00, 0x20, 0x01, 0x03, 0x00, 0x08, 0x50, 0x00, 0xc5, 0x00, 0x11,
-	0x11, 0x11, 0x11, 0x01, 0x03, 0x00, 0x10, 0x60, 0x01, 0x40, 0x50, 0x00, 0x11,
-	0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb,
+	0x00, 0x83, 0x00, 0x20, 0x01, 0x03, 0x00, 0x08, 0x50, 0x00, 0xc5, 0x00,
+	0x11, 0x11, 0x11, 0x11, 0x01, 0x03, 0x00, 0x10, 0x60, 0x01, 0x40, 0x50,
+	0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb,
 };
 /* An NAA designator of the target port (association 1) is not the disk's; the EUI-64 is. */
 static const uint8_t pg83_port[] = { 0x00, 0x83, 0x00, 0x18, 0x01, 0x13, 0x00, 0x08, 0x50, 0x00,
 				     0xc5, 0x00, 0x22, 0x22, 0x22, 0x22, 0x01, 0x02, 0x00, 0x08,
 				     0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77 };
 /* The NAA designator claims more bytes than the page has. */
-static const uint8_t pg83_truncated[] = { 0x00, 0x83, 0x00, 0x18, 0x01, 0x03, 0x00, 0x08,
-					  0x50, 0x00, 0xc5 };
+static const uint8_t pg83_truncated[] = { 0x00, 0x83, 0x00, 0x18, 0x01, 0x03,
+					  0x00, 0x08, 0x50, 0x00, 0xc5 };
 static const uint8_t pg80[] = { 0x00, 0x80, 0x00, 0x08, 'S', 'C', 'S', 'I', 'S', 'E', 'R', '3' };
 
 static void test_scsi_vpd(void **state)
@@ -127,9 +128,11 @@ static void test_scsi_vpd(void **state)
 		  "20011223344556677", NULL },
 		{ "page 0x80 only", NULL, 0, pg80, sizeof(pg80), "QEMU    ", "QEMU HARDDISK   ", 0,
 		  "scsi", "SQEMU_QEMU_HARDDISK_SCSISER3", NULL },
-		{ "truncated, then 0x80", pg83_truncated, sizeof(pg83_truncated), pg80, sizeof(pg80),
-		  "QEMU", "QEMU HARDDISK", 0, "scsi", "SQEMU_QEMU_HARDDISK_SCSISER3", NULL },
-		{ "nothing", pg83_truncated, sizeof(pg83_truncated), NULL, 0, "QEMU", "M", -ENOENT, NULL, NULL, NULL },
+		{ "truncated, then 0x80", pg83_truncated, sizeof(pg83_truncated), pg80,
+		  sizeof(pg80), "QEMU", "QEMU HARDDISK", 0, "scsi", "SQEMU_QEMU_HARDDISK_SCSISER3",
+		  NULL },
+		{ "nothing", pg83_truncated, sizeof(pg83_truncated), NULL, 0, "QEMU", "M", -ENOENT,
+		  NULL, NULL, NULL },
 		{ "no pages", NULL, 0, NULL, 0, NULL, NULL, -ENOENT, NULL, NULL, NULL },
 	};
 
@@ -156,8 +159,8 @@ static void test_ata_vpd(void **state)
 	p += 72;
 	p[0] = 0x01, p[1] = 0x03, p[3] = 8;
 	memcpy(p + 4, "\x50\x00\xc5\x00\xa1\xb2\xc3\xe5", 8);
-	assert_int_equal(devid_scsi_from_vpd(pg, sizeof(pg), NULL, 0, "ATA     ", "Volagent Test Di",
-					     &bus, &serial, &wwn),
+	assert_int_equal(devid_scsi_from_vpd(pg, sizeof(pg), NULL, 0, "ATA     ",
+					     "Volagent Test Di", &bus, &serial, &wwn),
 			 0);
 	assert_string_equal(bus, "ata");
 	assert_string_equal(serial, "Volagent_Test_Disk_ATASER1");

@@ -143,8 +143,8 @@ static inline __attribute__((unused)) void img_random_uuid(char ret[37])
 
 static inline __attribute__((unused)) int img_ext4_uuid(struct img *im, const char *uuid)
 {
-	return test_run((const char *const[]){ "mkfs.ext4", "-q", "-F", "-U", uuid, "-L",
-					       "va-ext4", im->file, NULL });
+	return test_run((const char *const[]){ "mkfs.ext4", "-q", "-F", "-U", uuid, "-L", "va-ext4",
+					       im->file, NULL });
 }
 
 static inline __attribute__((unused)) int img_ext4(struct img *im)

@@ -81,8 +81,9 @@ static void build_label(struct label_buf *l, const char *uuid, const char *desc,
 
 static void test_label_parse(void **state)
 {
-	const char *meta[] = { "bfm_size", "1073741824", "ceph_fsid", OSD_FSID, "whoami", "12",
-			       NULL };
+	const char *meta[] = {
+		"bfm_size", "1073741824", "ceph_fsid", OSD_FSID, "whoami", "12", NULL
+	};
 	struct label_buf l;
 	struct bluestore_label bl;
 
@@ -148,12 +149,12 @@ static void test_label_malformed(void **state)
 /* ---- real images ---- */
 
 /* Says which step of a setup failed, since cmocka only reports "GROUP SETUP". */
-#define SETUP_STEP(what, expr)                                                                     \
-	do {                                                                                       \
-		if ((expr) != 0) {                                                                 \
-			fprintf(stderr, "setup: %s failed\n", what);                              \
-			return -1;                                                                 \
-		}                                                                                  \
+#define SETUP_STEP(what, expr)                                       \
+	do {                                                         \
+		if ((expr) != 0) {                                   \
+			fprintf(stderr, "setup: %s failed\n", what); \
+			return -1;                                   \
+		}                                                    \
 	} while (0)
 
 static int group_setup(void **state)
@@ -175,7 +176,8 @@ static int group_setup(void **state)
 		snprintf(fx.bluestore_skip, sizeof(fx.bluestore_skip),
 			 "ceph-osd is not installed (Debian package ceph-osd)");
 	} else if (img_make(&fx.bluestore, fx.dir, "bluestore.img", BLUESTORE_IMG_SIZE) < 0 ||
-		   img_attach(&fx.bluestore, false) < 0 || img_bluestore(&fx.bluestore, fx.dir) != 0) {
+		   img_attach(&fx.bluestore, false) < 0 ||
+		   img_bluestore(&fx.bluestore, fx.dir) != 0) {
 		snprintf(fx.bluestore_skip, sizeof(fx.bluestore_skip),
 			 "ceph-osd --mkfs failed on %s", fx.bluestore.dev);
 	} else {
@@ -236,9 +238,10 @@ static const char *jstr(json_t *o, const char *key)
  * the host has the same id (another run of this test may). */
 static json_t *project(json_t *d)
 {
-	static const char *const drop[] = { "name",	"path",	   "maj:min",	  "back-file",
-					    "links",	"udev",	   "rota",	  "holders",
-					    "mountpoints", "duplicate-id" };
+	static const char *const drop[] = {
+		"name", "path", "maj:min", "back-file",	  "links",
+		"udev", "rota", "holders", "mountpoints", "duplicate-id"
+	};
 	json_t *p = json_deep_copy(d), *children, *c;
 	size_t i;
 
@@ -442,7 +445,8 @@ static void test_id_follows_rename(void **state)
 	snprintf(old_ext4, sizeof(old_ext4), "%s", img_name(&fx.ext4));
 	snprintf(old_xfs, sizeof(old_xfs), "%s", img_name(&fx.xfs));
 	if (!img_swap(&fx.ext4, &fx.xfs, false, fx.dir))
-		fprintf(stderr, "note: names did not swap exactly (other tests use loop devices)\n");
+		fprintf(stderr,
+			"note: names did not swap exactly (other tests use loop devices)\n");
 	assert_true(fx.ext4.dev[0] && fx.xfs.dev[0]);
 	root = devices_json(NULL);
 	d = find_backed(root, fx.ext4.file);

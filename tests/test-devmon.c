@@ -57,9 +57,9 @@ static bool log_has(const char *text)
 struct want {
 	struct devmon *dm;
 	const struct img *im;
-	const char *name;	/* the kernel name it must have, or NULL */
-	const char *field;	/* a field that must be true, or NULL */
-	const char *link;	/* a link that must be listed, or NULL */
+	const char *name;  /* the kernel name it must have, or NULL */
+	const char *field; /* a field that must be true, or NULL */
+	const char *link;  /* a link that must be listed, or NULL */
 };
 
 /* The device of im in devices.json, or NULL. */
@@ -100,8 +100,7 @@ static bool file_shows(void *arg)
 	if (ok && w->link) {
 		ok = false;
 		links = json_object_get(d, "links");
-		json_array_foreach(links, i, l)
-			ok = ok || streq(json_string_value(l), w->link);
+		json_array_foreach(links, i, l) ok = ok || streq(json_string_value(l), w->link);
 	}
 	json_decref(root);
 	return ok;
@@ -342,8 +341,9 @@ static void test_udevd_events(void **state)
 	/* The attach event reaches the monitor only after udev processed it, with its links. */
 	assert_int_equal(img_attach(&ext4, false), 0);
 	by_uuid = strdup_printf("/dev/disk/by-uuid/%s", uuid);
-	w = (struct want){ .dm = dm, .im = &ext4, .name = img_name(&ext4), .field = "udev",
-			   .link = by_uuid };
+	w = (struct want){
+		.dm = dm, .im = &ext4, .name = img_name(&ext4), .field = "udev", .link = by_uuid
+	};
 	if (!test_wait_until(file_shows, &w, WAIT_MS)) {
 		char *log = test_read_file(udev_log);
 		devmon_free(dm);

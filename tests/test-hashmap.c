@@ -36,9 +36,11 @@ static void test_basic(void **state)
 
 static void test_many_and_remove_while_iterating(void **state)
 {
-	enum { N = 20000 };
+	enum {
+		N = 20000
+	};
 	struct hashmap *h = hashmap_new();
-	char (*keys)[16] = calloc(N, 16);
+	char(*keys)[16] = calloc(N, 16);
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	const char *key;
 	size_t seen = 0;

@@ -45,7 +45,8 @@ static void test_outside_systemd_nothing_moved(void **state)
 		_exit(0);
 	}
 	read_cgroup(child, before, sizeof(before));
-	assert_int_equal(helper_scope_move(child, "test", "a test helper", unit, sizeof(unit), &err),
+	assert_int_equal(helper_scope_move(child, "test", "a test helper", unit, sizeof(unit),
+					   &err),
 			 0);
 	read_cgroup(child, after, sizeof(after));
 	assert_string_equal(before, after);

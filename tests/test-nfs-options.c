@@ -102,7 +102,8 @@ static void test_mask_text(void **state)
 
 	strcpy(text, "mount.nfs: bad option password=hunter2 (hunter2), user=bob, vers=4.1");
 	mount_options_mask_text(text, sizeof(text), v, "user");
-	assert_string_equal(text, "mount.nfs: bad option password=**** (****), user=****, vers=4.1");
+	assert_string_equal(text,
+			    "mount.nfs: bad option password=**** (****), user=****, vers=4.1");
 
 	/* A message that fills its buffer stays terminated and leaks nothing. */
 	memset(text, 'x', sizeof(text));
@@ -159,9 +160,10 @@ static void test_spec_status_json(void **state)
 	_cleanup_volume_spec_ struct volume_spec *s = sensitive_spec();
 	char *j = dump(volume_spec_to_json(s, VOLUME_SPEC_JSON_STATUS));
 
-	assert_string_equal(j, "{\"mountOptions\":[\"vers=4.1\",\"password=****\",\"sec=****\","
-			       "\"ticket=****\",\"****\"],\"path\":\"/export\",\"readOnly\":true,"
-			       "\"sensitiveMountOptions\":\"ticket,magic\",\"server\":\"10.0.0.1\"}");
+	assert_string_equal(j,
+			    "{\"mountOptions\":[\"vers=4.1\",\"password=****\",\"sec=****\","
+			    "\"ticket=****\",\"****\"],\"path\":\"/export\",\"readOnly\":true,"
+			    "\"sensitiveMountOptions\":\"ticket,magic\",\"server\":\"10.0.0.1\"}");
 	free(j);
 	j = dump(volume_spec_to_json(NULL, VOLUME_SPEC_JSON_STATUS));
 	assert_string_equal(j, "null");
@@ -177,9 +179,10 @@ static void test_spec_journal_json(void **state)
 
 	assert_string_equal(j, "{\"attrs\":{\"path\":\"/export\",\"sensitiveMountOptions\":"
 			       "\"ticket,magic\",\"server\":\"10.0.0.1\"},\"mount_options\":["
-			       "\"vers=4.1\",\"" VOLUME_SPEC_MASKED_OPTION "\",\""
-			       VOLUME_SPEC_MASKED_OPTION "\",\"" VOLUME_SPEC_MASKED_OPTION "\",\""
-			       VOLUME_SPEC_MASKED_OPTION "\"],\"read_only\":true,\"type\":\"nfs\"}");
+			       "\"vers=4.1\",\"" VOLUME_SPEC_MASKED_OPTION
+			       "\",\"" VOLUME_SPEC_MASKED_OPTION "\",\"" VOLUME_SPEC_MASKED_OPTION
+			       "\",\"" VOLUME_SPEC_MASKED_OPTION
+			       "\"],\"read_only\":true,\"type\":\"nfs\"}");
 	free(j);
 	assert_int_equal(volume_spec_set(plain, "path", "/dev/sdb"), 0);
 	assert_int_equal(volume_spec_add_mount_option(plain, "noatime"), 0);
@@ -234,8 +237,9 @@ static void test_spec_format_and_mask_text(void **state)
 	char *t = volume_spec_format(s);
 	char text[256];
 
-	assert_string_equal(t, "nfs server=10.0.0.1 path=/export sensitiveMountOptions=ticket,magic "
-			       "mountOptions=vers=4.1,password=****,sec=****,ticket=****,**** ro");
+	assert_string_equal(t,
+			    "nfs server=10.0.0.1 path=/export sensitiveMountOptions=ticket,magic "
+			    "mountOptions=vers=4.1,password=****,sec=****,ticket=****,**** ro");
 	free(t);
 	assert_true(volume_spec_has_sensitive_option(s));
 
@@ -250,9 +254,12 @@ static void test_spec_format_and_mask_text(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_split_and_join), cmocka_unit_test(test_get),
-		cmocka_unit_test(test_sensitive),      cmocka_unit_test(test_mask),
-		cmocka_unit_test(test_mask_text),      cmocka_unit_test(test_spec_status_json),
+		cmocka_unit_test(test_split_and_join),
+		cmocka_unit_test(test_get),
+		cmocka_unit_test(test_sensitive),
+		cmocka_unit_test(test_mask),
+		cmocka_unit_test(test_mask_text),
+		cmocka_unit_test(test_spec_status_json),
 		cmocka_unit_test(test_spec_journal_json),
 		cmocka_unit_test(test_spec_options_attribute),
 		cmocka_unit_test(test_spec_format_and_mask_text),

@@ -166,7 +166,8 @@ static void test_volume_names(void **state)
 	assert_string_equal(a, "nfs:10.0.2.2:/export");
 	free(a);
 	s = volume_spec_unref(s);
-	assert_int_equal(plugin_construct_spec(nfs(), "nfs:h:/x#0badf00d", "/m", &s, &err), -EINVAL);
+	assert_int_equal(plugin_construct_spec(nfs(), "nfs:h:/x#0badf00d", "/m", &s, &err),
+			 -EINVAL);
 	assert_int_equal(plugin_construct_spec(nfs(), "local:/x", "/m", &s, &err), -EINVAL);
 }
 
@@ -302,9 +303,10 @@ static void test_unreachable_is_fast_and_clear(void **state)
 	s = spec_of("server=127.0.0.1", "path=/export", opt, "opt:password=hunter2", NULL);
 	m = plugin_new_mounter(nfs(), s, "pod", false, NULL);
 	t0 = now_ms();
-	assert_int_equal(plugin_set_up_at(m, &(struct mount_target){ .path = t.path,
-								      .parent_fd = t.parent_fd,
-								      .name = "mnt" },
+	assert_int_equal(plugin_set_up_at(m,
+					  &(struct mount_target){ .path = t.path,
+								  .parent_fd = t.parent_fd,
+								  .name = "mnt" },
 					  &err),
 			 -ECONNREFUSED);
 	assert_true(now_ms() - t0 < 1000);
@@ -390,15 +392,18 @@ static void test_agent_logs_mask_secrets(void **state)
 	int port, lfd = listener(&port);
 	int closed = closed_port();
 
-	assert_int_equal(fixture_write_podf(f, "a.json",
-		 "{\"pod\": {\"uid\": \"pa\"}, \"volumes\": ["
-		 "{\"name\": \"d\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
-		 " \"sensitiveMountOptions\": [\"ticket\"]},"
-		 " \"mountOptions\": [\"port=%d\", \"password=hunter2\", \"ticket=abc123\","
-		 " \"sec=krb5p\"]},"
-		 "{\"name\": \"e\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\"},"
-		 " \"mountOptions\": [\"port=%d\", \"secret=s3cr3t\"]}]}",
-		 port, closed), 0);
+	assert_int_equal(
+		fixture_write_podf(
+			f, "a.json",
+			"{\"pod\": {\"uid\": \"pa\"}, \"volumes\": ["
+			"{\"name\": \"d\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
+			" \"sensitiveMountOptions\": [\"ticket\"]},"
+			" \"mountOptions\": [\"port=%d\", \"password=hunter2\", \"ticket=abc123\","
+			" \"sec=krb5p\"]},"
+			"{\"name\": \"e\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\"},"
+			" \"mountOptions\": [\"port=%d\", \"secret=s3cr3t\"]}]}",
+			port, closed),
+		0);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--nfs-mode", "direct",
 								 "--nfs-connect-timeout", "300ms",
 								 "--nfs-timeout", "2s",

@@ -52,12 +52,12 @@ static char *anchored(const char *name)
 	return strdup_printf("^%s$", name);
 }
 
-#define REQUIRE_OSD()                                                                              \
-	do {                                                                                       \
-		if (!fx.ready) {                                                                   \
-			fprintf(stderr, "skipped: %s\n", fx.skip_why);                             \
-			skip();                                                                    \
-		}                                                                                  \
+#define REQUIRE_OSD()                                                  \
+	do {                                                           \
+		if (!fx.ready) {                                       \
+			fprintf(stderr, "skipped: %s\n", fx.skip_why); \
+			skip();                                        \
+		}                                                      \
 	} while (0)
 
 /* ---- records, no devices needed ---- */
@@ -149,8 +149,8 @@ static void test_valid_records_parse(void **state)
 static void test_bad_arguments(void **state)
 {
 	const char *valid = RECORDS "/volagent-valid.json";
-	const char *both[] = { "osd-check", "--saved", valid, "--devices", "sda", "--device-filter",
-			       "sd", NULL };
+	const char *both[] = { "osd-check", "--saved",	       valid, "--devices",
+			       "sda",	    "--device-filter", "sd",  NULL };
 	const char *neither[] = { "osd-check", "--saved", valid, NULL };
 	const char *no_saved[] = { "osd-check", "--devices", "sda", NULL };
 	char *err = NULL;
@@ -217,7 +217,7 @@ static void test_selection_by_id(void **state)
 			 0);
 	assert_int_equal(osd_selection_resolve(sel, inv, &err), -ENOENT);
 	assert_non_null(strstr(err_msg(&err), "\"/dev/disk/by-id/virtio-volagent-no-such\": no "
-						"device of this node has that by-id name"));
+					      "device of this node has that by-id name"));
 	sel = osd_selection_free(sel);
 	/* A disk of this machine with a by-id name (a virtio disk with a serial, say) resolves. */
 	for (size_t i = 0; i < inv->n_devices; i++) {
@@ -225,7 +225,8 @@ static void test_selection_by_id(void **state)
 		const struct devinv_device *found;
 		_cleanup_free_ char *link = NULL;
 
-		if (!d->by_id || d->duplicate_id || devinv_find_by_id(inv, d->by_id[0], &found) != 1)
+		if (!d->by_id || d->duplicate_id ||
+		    devinv_find_by_id(inv, d->by_id[0], &found) != 1)
 			continue;
 		link = strdup_printf("/dev/disk/by-id/%s", d->by_id[0]);
 		assert_int_equal(osd_selection_new_list(link, &sel, &err), 0);
@@ -243,8 +244,9 @@ static void test_selection_by_id(void **state)
 static int save_records(void)
 {
 	const char *rec_args[] = { "osd-check", "--record", "--devices", img_name(&fx.osd), NULL };
-	const char *cv_args[] = { "ceph-volume", "raw", "list", fx.osd.dev, "--format", "json",
-				  NULL };
+	const char *cv_args[] = {
+		"ceph-volume", "raw", "list", fx.osd.dev, "--format", "json", NULL
+	};
 	char *out = NULL, *err = NULL;
 	int r;
 
@@ -280,12 +282,13 @@ static int group_setup(void **state)
 		return 0;
 	}
 	if (img_make(&fx.osd, fx.dir, "osd.img", BLUESTORE_IMG_SIZE) < 0 ||
-	    img_attach(&fx.osd, false) < 0 || img_bluestore_uuid(&fx.osd, fx.dir, fx.osd_uuid) != 0) {
+	    img_attach(&fx.osd, false) < 0 ||
+	    img_bluestore_uuid(&fx.osd, fx.dir, fx.osd_uuid) != 0) {
 		snprintf(fx.skip_why, sizeof(fx.skip_why), "ceph-osd --mkfs failed");
 		return -1;
 	}
-	if (img_make(&fx.other, fx.dir, "other.img", IMG_SIZE) < 0 || img_ext4_uuid(&fx.other, fx.ext4_uuid) != 0 ||
-	    img_attach(&fx.other, false) < 0)
+	if (img_make(&fx.other, fx.dir, "other.img", IMG_SIZE) < 0 ||
+	    img_ext4_uuid(&fx.other, fx.ext4_uuid) != 0 || img_attach(&fx.other, false) < 0)
 		return -1;
 	if (img_make(&fx.blank, fx.dir, "blank.img", IMG_SIZE) < 0 ||
 	    img_attach(&fx.blank, false) < 0)
@@ -423,8 +426,8 @@ static void record_device(char *buf, size_t len)
 
 	assert_non_null(root);
 	snprintf(buf, len, "%s",
-		 json_string_value(json_object_get(
-			 json_array_get(json_object_get(root, "osds"), 0), "device")));
+		 json_string_value(json_object_get(json_array_get(json_object_get(root, "osds"), 0),
+						   "device")));
 	json_decref(root);
 }
 

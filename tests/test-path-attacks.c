@@ -31,7 +31,7 @@
 
 struct env {
 	struct agent_fixture *f;
-	char outside[600];	/* where a followed symlink would lead: must never get a mount */
+	char outside[600]; /* where a followed symlink would lead: must never get a mount */
 	char kubelet[600];
 	char sock[700];
 	char stubs[600];
@@ -220,12 +220,12 @@ static void test_spec_device_symlink_outside_dev_refused(void **state)
 /* --- the race: a symlink swapped in while the agent mounts ----------------------------- */
 
 struct swapper {
-	char dirs[64][512];	/* path components to swap */
+	char dirs[64][512]; /* path components to swap */
 	int n;
 	const char *outside;
 	atomic_bool stop;
 	atomic_int swaps;
-	atomic_int escapes;	/* times a mount was seen under outside */
+	atomic_int escapes; /* times a mount was seen under outside */
 };
 
 static void *swap_main(void *arg)
@@ -286,8 +286,8 @@ static void test_spec_symlink_swapped_in_while_mounting(void **state)
 	sleep(4);
 	atomic_store(&s.stop, true);
 	pthread_join(t, NULL);
-	print_message("swapped %d times while mounting; %d escapes seen\n",
-		      atomic_load(&s.swaps), atomic_load(&s.escapes));
+	print_message("swapped %d times while mounting; %d escapes seen\n", atomic_load(&s.swaps),
+		      atomic_load(&s.escapes));
 	assert_true(atomic_load(&s.swaps) > 50);
 	assert_int_equal(atomic_load(&s.escapes), 0);
 	assert_int_equal(test_count_mounts_under(e->outside), 0);
@@ -318,9 +318,10 @@ static bool socket_exists(void *path)
 
 static void csi_start(struct env *e)
 {
-	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
-								     e->kubelet, "--device-inventory",
-								     "false", NULL }),
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", NULL }),
 			 0);
 	assert_true(test_wait_until(socket_exists, e->sock, 10000));
 	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", 10000));
@@ -330,8 +331,17 @@ static void csi_start(struct env *e)
 static char *csi(struct env *e, const char *calls)
 {
 	char input[700], *out = NULL;
-	const char *argv[] = { "/usr/bin/python3", "tests/csi/csi_client.py", "--socket", e->sock,
-			       "--stub-dir", e->stubs, "--timeout", "30", "--input", input, NULL };
+	const char *argv[] = { "/usr/bin/python3",
+			       "tests/csi/csi_client.py",
+			       "--socket",
+			       e->sock,
+			       "--stub-dir",
+			       e->stubs,
+			       "--timeout",
+			       "30",
+			       "--input",
+			       input,
+			       NULL };
 
 	snprintf(input, sizeof(input), "%s/calls-%d.txt", e->f->dir, (int)gettid());
 	assert_int_equal(test_write_file(input, calls), 0);
@@ -582,9 +592,10 @@ static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 			     boot, src, victim) > 0);
 	assert_int_equal(test_write_file(journal, text), 0);
 	free(text);
-	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
-								     e->kubelet, "--device-inventory",
-								     "false", NULL }),
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", NULL }),
 			 0);
 	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", WAIT_MS));
 	sleep(2);
@@ -592,11 +603,12 @@ static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 	if (!test_is_mountpoint(victim) || access(marker, F_OK) < 0 ||
 	    test_count_mounts_under(victim) != 1) {
 		umount2(victim, MNT_DETACH);
-		known_hole("reconciler-requests.c import_volume() restores CSI publish targets from "
-			   "the journal without checking them against the kubelet root; the "
-			   "reconciler then treats a host mount there as a foreign mount of a "
-			   "desired target and unmounts/replaces it (volume-ops.c run_tear_down does "
-			   "not check target_root)");
+		known_hole(
+			"reconciler-requests.c import_volume() restores CSI publish targets from "
+			"the journal without checking them against the kubelet root; the "
+			"reconciler then treats a host mount there as a foreign mount of a "
+			"desired target and unmounts/replaces it (volume-ops.c run_tear_down does "
+			"not check target_root)");
 	}
 	umount2(victim, MNT_DETACH);
 }
@@ -628,8 +640,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csi_symlink_swapped_in_while_publishing, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_journal_csi_target_outside_kubelet_root_ignored,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_journal_csi_target_outside_kubelet_root_ignored, setup, teardown),
 	};
 
 	test_enter_private_mountns();

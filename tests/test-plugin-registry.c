@@ -50,18 +50,19 @@ static const struct volume_ops fake_ops = {
 };
 
 /* Enough plugins, with long enough names, that building the list takes a while. */
-#define FAKE(n) { .name = "fake-plugin-with-a-long-name-" #n, .ops = &padding_ops }
-static const struct volume_plugin fakes[] = { FAKE(0), FAKE(1), FAKE(2), FAKE(3), FAKE(4),
-					      FAKE(5), FAKE(6) };
+#define FAKE(n)                                                                 \
+	{                                                                       \
+		.name = "fake-plugin-with-a-long-name-" #n, .ops = &padding_ops \
+	}
+static const struct volume_plugin fakes[] = { FAKE(0), FAKE(1), FAKE(2), FAKE(3),
+					      FAKE(4), FAKE(5), FAKE(6) };
 static const struct volume_plugin fake = { .name = "fake", .ops = &fake_ops };
-static const struct volume_plugin *const table[] = { &fakes[0], &fakes[1], &fakes[2],
-						     &fakes[3], &fakes[4], &fakes[5],
-						     &fakes[6], &fake };
-static const char expected[] =
-	"fake-plugin-with-a-long-name-0, fake-plugin-with-a-long-name-1, "
-	"fake-plugin-with-a-long-name-2, fake-plugin-with-a-long-name-3, "
-	"fake-plugin-with-a-long-name-4, fake-plugin-with-a-long-name-5, "
-	"fake-plugin-with-a-long-name-6, fake";
+static const struct volume_plugin *const table[] = { &fakes[0], &fakes[1], &fakes[2], &fakes[3],
+						     &fakes[4], &fakes[5], &fakes[6], &fake };
+static const char expected[] = "fake-plugin-with-a-long-name-0, fake-plugin-with-a-long-name-1, "
+			       "fake-plugin-with-a-long-name-2, fake-plugin-with-a-long-name-3, "
+			       "fake-plugin-with-a-long-name-4, fake-plugin-with-a-long-name-5, "
+			       "fake-plugin-with-a-long-name-6, fake";
 
 static pthread_barrier_t barrier;
 

@@ -163,10 +163,8 @@ static void test_same_source_same_id(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_files),
-		cmocka_unit_test(test_bad_files),
-		cmocka_unit_test(test_missing_file),
-		cmocka_unit_test(test_volume_names),
+		cmocka_unit_test(test_good_files),	    cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_missing_file),	    cmocka_unit_test(test_volume_names),
 		cmocka_unit_test(test_same_source_same_id),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,8 +70,9 @@ static void test_exit_codes_and_output(void **state)
 	assert_int_equal(process_run((const char *const[]){ "true", NULL }, NULL, out, sizeof(out)),
 			 0);
 	assert_string_equal(out, "");
-	assert_int_equal(process_run((const char *const[]){ "sh", "-c", "echo out; echo err >&2; "
-									  "exit 3",
+	assert_int_equal(process_run((const char *const[]){ "sh", "-c",
+							    "echo out; echo err >&2; "
+							    "exit 3",
 							    NULL },
 				     NULL, out, sizeof(out)),
 			 3);
@@ -92,7 +93,8 @@ static void test_missing_program(void **state)
 				     NULL, out, sizeof(out)),
 			 -ENOENT);
 	assert_string_equal(out, "");
-	assert_int_equal(process_start(&p, (const char *const[]){ "volagent-no-such-program", NULL },
+	assert_int_equal(process_start(&p,
+				       (const char *const[]){ "volagent-no-such-program", NULL },
 				       NULL, &err),
 			 -ENOENT);
 	assert_non_null(strstr(err_msg(&err), "volagent-no-such-program: not found"));
@@ -145,7 +147,8 @@ static void test_deadline_kills_sleep(void **state)
 /* Starts `sh -c script` in p. */
 static void start_sh(struct process *p, const struct process_options *o, const char *script)
 {
-	assert_int_equal(process_start(p, (const char *const[]){ "sh", "-c", script, NULL }, o, NULL),
+	assert_int_equal(process_start(p, (const char *const[]){ "sh", "-c", script, NULL }, o,
+				       NULL),
 			 0);
 }
 

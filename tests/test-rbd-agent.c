@@ -63,7 +63,7 @@ static int teardown(void **state)
 		char root[600];
 		snprintf(root, sizeof(root), "%s/", c->f->root);
 		for (int i = 0; i < 3; i++) {
-			const char *argv[] = {"sh", "-c", NULL, NULL};
+			const char *argv[] = { "sh", "-c", NULL, NULL };
 			char cmd[1400];
 			snprintf(cmd, sizeof(cmd),
 				 "awk -v d=%s 'index($2, d) == 1 {print $2}' /proc/self/mounts | "
@@ -74,7 +74,7 @@ static int teardown(void **state)
 		}
 	}
 	{
-		const char *argv[] = {"sh", "-c", NULL, NULL};
+		const char *argv[] = { "sh", "-c", NULL, NULL };
 		char cmd[1400];
 		snprintf(cmd, sizeof(cmd),
 			 "losetup -nl -O NAME,BACK-FILE | awk -v p=%s/ 'index($2, p) == 1 "
@@ -87,13 +87,12 @@ static int teardown(void **state)
 	usleep(300 * 1000);
 	rt_fuse_kill(c->run_dir, SIGKILL);
 	if (c->kubelet[0]) {
-		const char *argv[] = {"sh", "-c", NULL, NULL};
+		const char *argv[] = { "sh", "-c", NULL, NULL };
 		char cmd[700];
-		snprintf(
-		    cmd, sizeof(cmd),
-		    "awk -v d=%s/ 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r | "
-		    "xargs -r -n1 umount -l",
-		    c->kubelet);
+		snprintf(cmd, sizeof(cmd),
+			 "awk -v d=%s/ 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r | "
+			 "xargs -r -n1 umount -l",
+			 c->kubelet);
 		argv[2] = cmd;
 		test_run(argv);
 		test_rm_rf(c->kubelet);
@@ -107,17 +106,17 @@ static int teardown(void **state)
 
 static void start(struct ctx *c, const char *methods)
 {
-	const char *extra[] = {"--health-interval",
-			       "1s",
-			       "--rbd-timeout",
-			       "20s",
-			       "--rbd-attach-methods",
-			       methods ? methods : "krbd,nbd,fuse",
-			       "--log-level",
-			       "debug",
-			       "--backoff-max",
-			       "2s",
-			       NULL};
+	const char *extra[] = { "--health-interval",
+				"1s",
+				"--rbd-timeout",
+				"20s",
+				"--rbd-attach-methods",
+				methods ? methods : "krbd,nbd,fuse",
+				"--log-level",
+				"debug",
+				"--backoff-max",
+				"2s",
+				NULL };
 
 	assert_int_equal(fixture_start(c->f, extra), 0);
 }
@@ -375,17 +374,17 @@ static bool socket_exists(void *path)
 static char *csi(struct ctx *c, const char *sock, const char *calls)
 {
 	char input[700], stubs[700], *out = NULL;
-	const char *argv[] = {"/usr/bin/python3",
-			      "tests/csi/csi_client.py",
-			      "--socket",
-			      sock,
-			      "--stub-dir",
-			      stubs,
-			      "--timeout",
-			      "60",
-			      "--input",
-			      input,
-			      NULL};
+	const char *argv[] = { "/usr/bin/python3",
+			       "tests/csi/csi_client.py",
+			       "--socket",
+			       sock,
+			       "--stub-dir",
+			       stubs,
+			       "--timeout",
+			       "60",
+			       "--input",
+			       input,
+			       NULL };
 
 	snprintf(input, sizeof(input), "%s/calls.txt", c->f->dir);
 	snprintf(stubs, sizeof(stubs), "%s/stubs", c->f->dir);
@@ -408,12 +407,12 @@ static const char *answer(const char *out, int n, char *buf, size_t len)
 	return buf;
 }
 
-#define assert_answer(out, n, text)                                                                \
-	do {                                                                                       \
-		char _b[4096];                                                                     \
-		const char *_l = answer(out, n, _b, sizeof(_b));                                   \
-		if (!strstr(_l, text))                                                             \
-			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text);             \
+#define assert_answer(out, n, text)                                                    \
+	do {                                                                           \
+		char _b[4096];                                                         \
+		const char *_l = answer(out, n, _b, sizeof(_b));                       \
+		if (!strstr(_l, text))                                                 \
+			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
 	} while (0)
 
 static void test_csi_stage_publish(void **state)
@@ -425,7 +424,7 @@ static void test_csi_stage_publish(void **state)
 	rbd_image_t other;
 
 	if (access(python, X_OK) < 0 ||
-	    test_run((const char *const[]){python, "-c", "import grpc, grpc_tools", NULL}) != 0)
+	    test_run((const char *const[]){ python, "-c", "import grpc, grpc_tools", NULL }) != 0)
 		skip();
 	snprintf(c->kubelet, sizeof(c->kubelet), "/tmp/vrbd-XXXXXX");
 	assert_non_null(mkdtemp(c->kubelet));
@@ -437,44 +436,43 @@ static void test_csi_stage_publish(void **state)
 		 kubelet);
 	snprintf(tgt, sizeof(tgt), "%s/pods/pod-a/volumes/kubernetes.io~csi/pv1/mount", kubelet);
 	for (const char *d = stg; d; d = d == stg ? stg2 : NULL)
-		assert_int_equal(test_run((const char *const[]){"mkdir", "-p", d, NULL}), 0);
+		assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", d, NULL }), 0);
 	{
 		char parent[700];
 		snprintf(parent, sizeof(parent), "%s/pods/pod-a/volumes/kubernetes.io~csi/pv1",
 			 kubelet);
-		assert_int_equal(test_run((const char *const[]){"mkdir", "-p", parent, NULL}), 0);
+		assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
 	}
 	snprintf(img2, sizeof(img2), "%s-held", c->image);
 	assert_int_equal(rt_create_image(img2, 64), 0);
 	other = rt_hold(img2);
 	assert_non_null(other);
-	assert_int_equal(
-	    fixture_start(c->f, (const char *const[]){"--csi", "--kubelet-root-dir", kubelet,
-						      "--device-inventory", "false", "--log-level",
-						      "debug", NULL}),
-	    0);
+	assert_int_equal(fixture_start(c->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
+								    kubelet, "--device-inventory",
+								    "false", "--log-level", "debug",
+								    NULL }),
+			 0);
 	assert_true(test_wait_until(socket_exists, sock, 10000));
 	assert_true(fixture_wait_log(c->f, "startup reconstruction complete", 10000));
 
-#define CTX(img)                                                                                   \
-	"\"volume_context\": {\"type\": \"rbd\", \"monitors\": \"%s\", \"pool\": \"%s\", "         \
+#define CTX(img)                                                                           \
+	"\"volume_context\": {\"type\": \"rbd\", \"monitors\": \"%s\", \"pool\": \"%s\", " \
 	"\"image\": \"" img "\"}, \"secrets\": {\"userID\": \"admin\", \"userKey\": \"%s\"}"
-#define CAP                                                                                        \
-	"\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": "            \
+#define CAP                                                                             \
+	"\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": " \
 	"{\"mode\": \"SINGLE_NODE_WRITER\"}}"
-	snprintf(
-	    calls, sizeof(calls),
-	    "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " CAP
-	    ", " CTX("%s") "}\n"
-			   "Node/NodePublishVolume {\"volume_id\": \"v1\", "
-			   "\"staging_target_path\": \"%s\", "
-			   "\"target_path\": \"%s\", " CAP
-			   ", " CTX("%s") "}\n"
-					  "Node/NodeStageVolume {\"volume_id\": \"v2\", "
-					  "\"staging_target_path\": \"%s\", " CAP
-					  ", " CTX("%s") "}\n",
-	    stg, rt.mon, rt.pool, c->image, rt.key, stg, tgt, rt.mon, rt.pool, c->image, rt.key,
-	    stg2, rt.mon, rt.pool, img2, rt.key);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " CAP
+		 ", " CTX("%s") "}\n"
+				"Node/NodePublishVolume {\"volume_id\": \"v1\", "
+				"\"staging_target_path\": \"%s\", "
+				"\"target_path\": \"%s\", " CAP
+				", " CTX("%s") "}\n"
+					       "Node/NodeStageVolume {\"volume_id\": \"v2\", "
+					       "\"staging_target_path\": \"%s\", " CAP
+					       ", " CTX("%s") "}\n",
+		 stg, rt.mon, rt.pool, c->image, rt.key, stg, tgt, rt.mon, rt.pool, c->image,
+		 rt.key, stg2, rt.mon, rt.pool, img2, rt.key);
 	out = csi(c, sock, calls);
 	print_message("%s", out);
 	assert_answer(out, 0, "OK {}");
@@ -500,12 +498,11 @@ static void test_csi_stage_publish(void **state)
 	assert_null(strstr(j, rt.key));
 	free(j);
 
-	snprintf(
-	    calls, sizeof(calls),
-	    "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\"}\n"
-	    "Node/NodeUnstageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\"}\n"
-	    "Node/NodeUnstageVolume {\"volume_id\": \"v2\", \"staging_target_path\": \"%s\"}\n",
-	    tgt, stg, stg2);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"v2\", \"staging_target_path\": \"%s\"}\n",
+		 tgt, stg, stg2);
 	out = csi(c, sock, calls);
 	print_message("%s", out);
 	assert_answer(out, 0, "OK {}");
@@ -523,14 +520,15 @@ static void test_csi_stage_publish(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_mount_write_move, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_two_pods_share_one_attachment, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_held_elsewhere_is_refused_then_retried, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_restart_adopts, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_heal_after_kill9, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_bad_inputs_leave_nothing, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_csi_stage_publish, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mount_write_move, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_pods_share_one_attachment, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_held_elsewhere_is_refused_then_retried, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_restart_adopts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_heal_after_kill9, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_inputs_leave_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_stage_publish, setup, teardown),
 	};
 
 	rt_init();

@@ -95,9 +95,10 @@ static int mount_dev(const struct ctx *c, struct volume_spec *s, const char *dev
 {
 	int parent = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC), r;
 
-	r = plugin_mount_device(&rbd_plugin, 
-	    s, dev, ro, &(struct mount_target){.path = c->mnt, .parent_fd = parent, .name = "mnt"},
-	    err);
+	r = plugin_mount_device(&rbd_plugin, s, dev, ro,
+				&(struct mount_target){
+					.path = c->mnt, .parent_fd = parent, .name = "mnt" },
+				err);
 	close(parent);
 	return r;
 }
@@ -105,7 +106,7 @@ static int mount_dev(const struct ctx *c, struct volume_spec *s, const char *dev
 static void test_validate(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	struct volume_spec *s = spec_new(c, NULL);
 
 	assert_int_equal(plugin_validate(&rbd_plugin, s, &err), 0);
@@ -142,8 +143,8 @@ static void test_validate(void **state)
 static void test_fallback_to_fuse(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
-	struct device_attachment att = {0};
+	struct error_info err = { 0 };
+	struct device_attachment att = { 0 };
 	struct volume_spec *s = spec_new(c, NULL);
 	const char *skipped;
 
@@ -184,8 +185,8 @@ static void test_fallback_to_fuse(void **state)
 static void test_attach_format_mount_detach(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
-	struct device_attachment att = {0};
+	struct error_info err = { 0 };
+	struct device_attachment att = { 0 };
 	struct volume_spec *s = spec_new(c, NULL);
 	char path[600], *back;
 	int pids[4];
@@ -224,8 +225,8 @@ static void test_attach_format_mount_detach(void **state)
 static void test_second_writer_refused(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
-	struct device_attachment att = {0};
+	struct error_info err = { 0 };
+	struct device_attachment att = { 0 };
 	struct volume_spec *s = spec_new(c, NULL), *ro;
 	rbd_image_t other = rt_hold(c->image);
 
@@ -263,8 +264,8 @@ static void test_second_writer_refused(void **state)
 static void test_user_errors(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
-	struct device_attachment att = {0};
+	struct error_info err = { 0 };
+	struct device_attachment att = { 0 };
 	struct volume_spec *s;
 
 	set_methods(c, "krbd,nbd,fuse", 3000);
@@ -318,8 +319,8 @@ static void test_user_errors(void **state)
 static void test_key_from_secrets(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
-	struct device_attachment att = {0};
+	struct error_info err = { 0 };
+	struct device_attachment att = { 0 };
 	struct volume_spec *s = volume_spec_new("rbd");
 	char cmd[700];
 	int pids[2];
@@ -362,8 +363,8 @@ static void test_key_from_secrets(void **state)
 static void test_dead_fuse(void **state)
 {
 	struct ctx *c = *state;
-	struct error_info err = {0};
-	struct device_attachment att = {0};
+	struct error_info err = { 0 };
+	struct device_attachment att = { 0 };
 	struct volume_spec *s = spec_new(c, NULL);
 	char path[600], *back;
 	int pids[2], fd;
@@ -405,13 +406,13 @@ static void test_dead_fuse(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_validate, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_fallback_to_fuse, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_attach_format_mount_detach, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_user_errors, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_key_from_secrets, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_dead_fuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_validate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fallback_to_fuse, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_format_mount_detach, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_user_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_from_secrets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_fuse, setup, teardown),
 	};
 
 	rt_init();

@@ -36,16 +36,16 @@
 struct fake_event {
 	unsigned seq;
 	uint64_t ms;
-	char op[24];		/* "set_up", "set_up.done", "tear_down", "tear_down.done", ... */
-	char path[512];		/* the volume's source path (its spec "path") or the target */
+	char op[24];	/* "set_up", "set_up.done", "tear_down", "tear_down.done", ... */
+	char path[512]; /* the volume's source path (its spec "path") or the target */
 };
 
 static struct {
 	pthread_mutex_t lock;
 	struct fake_event events[FAKE_MAX_EVENTS];
 	unsigned n;
-	char failing[512];	/* set_up / mount_device of the volume with this path fail */
-	unsigned delay_ms;	/* every tear_down takes this long */
+	char failing[512]; /* set_up / mount_device of the volume with this path fail */
+	unsigned delay_ms; /* every tear_down takes this long */
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void fake_record(const char *op, const char *path)
@@ -290,17 +290,18 @@ static int rec_start(struct fix *f)
 	struct error_info err = { 0 };
 	int k;
 
-	k = reconciler_new(&(struct reconciler_config){
-				   .root_dir = f->root,
-				   .state_dir = f->state,
-				   .pods_dir = f->pods,
-				   .workers = 4,
-				   .backoff_initial_ms = BACKOFF_INITIAL_MS,
-				   .backoff_max_ms = 60000,
-				   .resync_ms = 600000,
-				   .refresh_min_interval_ms = 10,
-			   },
-			   &f->r, &err);
+	k = reconciler_new(
+		&(struct reconciler_config){
+			.root_dir = f->root,
+			.state_dir = f->state,
+			.pods_dir = f->pods,
+			.workers = 4,
+			.backoff_initial_ms = BACKOFF_INITIAL_MS,
+			.backoff_max_ms = 60000,
+			.resync_ms = 600000,
+			.refresh_min_interval_ms = 10,
+		},
+		&f->r, &err);
 	if (k < 0) {
 		print_error("reconciler_new: %s\n", err_msg(&err));
 		return k;
@@ -408,15 +409,15 @@ static void target_of(struct fix *f, const char *uid, const char *name, char *bu
 /* What the state says of one pod target and one volume. */
 struct probe {
 	const char *target;
-	const char *volume;		/* node-wide name, "fake:<path>" */
-	bool desired;			/* dsw has the target */
-	bool mounted;			/* asw has the target, verified to hold volume */
+	const char *volume; /* node-wide name, "fake:<path>" */
+	bool desired;	    /* dsw has the target */
+	bool mounted;	    /* asw has the target, verified to hold volume */
 	bool volume_desired;
-	bool device_known;		/* asw has the volume's device */
+	bool device_known; /* asw has the volume's device */
 	bool device_mounted;
-	unsigned failures;		/* backoff entry of "pod:<target>" */
+	unsigned failures; /* backoff entry of "pod:<target>" */
 	uint64_t delay_ms;
-	unsigned failing;		/* backoff entries in all */
+	unsigned failing; /* backoff entries in all */
 	unsigned long passes;
 	bool ready;
 };
@@ -810,17 +811,18 @@ static void test_table_unreadable_at_start_is_returned_not_logged(void **state)
 	_cleanup_free_ char *log = NULL;
 	int k;
 
-	assert_int_equal(reconciler_new(&(struct reconciler_config){
-						 .root_dir = f->root,
-						 .state_dir = f->state,
-						 .pods_dir = f->pods,
-						 .workers = 1,
-						 .backoff_initial_ms = 100,
-						 .backoff_max_ms = 1000,
-						 .resync_ms = 600000,
-						 .refresh_min_interval_ms = 10,
-					 },
-					 &f->r, &err),
+	assert_int_equal(reconciler_new(
+				 &(struct reconciler_config){
+					 .root_dir = f->root,
+					 .state_dir = f->state,
+					 .pods_dir = f->pods,
+					 .workers = 1,
+					 .backoff_initial_ms = 100,
+					 .backoff_max_ms = 1000,
+					 .resync_ms = 600000,
+					 .refresh_min_interval_ms = 10,
+				 },
+				 &f->r, &err),
 			 0);
 	log_capture_begin(&c);
 	hide_proc();
@@ -870,11 +872,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_device_released_after_last_pod, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_backoff_grows_and_resets, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_failing_volume_does_not_hold_up_another,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failing_volume_does_not_hold_up_another, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_table_unreadable_at_start_is_returned_not_logged,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_table_unreadable_at_start_is_returned_not_logged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_table_unreadable_while_running_logged_once,
 						setup, teardown),
 	};

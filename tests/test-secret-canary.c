@@ -112,8 +112,8 @@ static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volum
 	free(out);
 
 	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
-								  msock, "http://agent/metrics",
-								  NULL },
+								 msock, "http://agent/metrics",
+								 NULL },
 					  &out),
 			 0);
 	assert_no_canary("metrics", out);
@@ -168,16 +168,21 @@ static void test_pod_spec_file(void **state)
 	struct agent_fixture *f = *state;
 	int port = closed_port();
 
-	assert_int_equal(fixture_write_podf(f, "canary.json",
-		 "{\"pod\": {\"uid\": \"pod-canary\"}, \"volumes\": ["
-		 "{\"name\": \"share\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
-		 " \"sensitiveMountOptions\": [\"ticket\"]},"
-		 " \"mountOptions\": [\"port=%d\", \"vers=4.1\", \"password=" CANARY_POD_PW "\","
-		 " \"ticket=" CANARY_POD_TICKET "\"]}]}",
-		 port), 0);
+	assert_int_equal(
+		fixture_write_podf(
+			f, "canary.json",
+			"{\"pod\": {\"uid\": \"pod-canary\"}, \"volumes\": ["
+			"{\"name\": \"share\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\","
+			" \"sensitiveMountOptions\": [\"ticket\"]},"
+			" \"mountOptions\": [\"port=%d\", \"vers=4.1\", \"password=" CANARY_POD_PW
+			"\","
+			" \"ticket=" CANARY_POD_TICKET "\"]}]}",
+			port),
+		0);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--log-level", "debug",
 								 "--nfs-connect-timeout", "300ms",
-								 "--device-inventory", "false", NULL }),
+								 "--device-inventory", "false",
+								 NULL }),
 			 0);
 	assert_true(fixture_wait_log(f, "operation failed", WAIT_MS));
 	assert_true(fixture_wait_log(f, "Connection refused", WAIT_MS));
@@ -211,8 +216,8 @@ static void csi_start(struct agent_fixture *f, const char *sock, const char *cal
 		int fd = open(c->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0 || dup2(fd, 1) < 0)
 			_exit(126);
-		execl("/usr/bin/python3", "/usr/bin/python3", "tests/csi/csi_client.py", "--socket", sock,
-		      "--stub-dir", stubs, "--timeout", "60", "--input", input, (char *)NULL);
+		execl("/usr/bin/python3", "/usr/bin/python3", "tests/csi/csi_client.py", "--socket",
+		      sock, "--stub-dir", stubs, "--timeout", "60", "--input", input, (char *)NULL);
 		_exit(127);
 	}
 }
@@ -250,13 +255,13 @@ static bool journal_holds(void *arg)
 	return has;
 }
 
-#define CAP_FLAGS                                                                                  \
-	"{\"mount\": {\"mount_flags\": [\"password=" CANARY_CSI_FLAG "\"]}, "                     \
+#define CAP_FLAGS                                                             \
+	"{\"mount\": {\"mount_flags\": [\"password=" CANARY_CSI_FLAG "\"]}, " \
 	"\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
-#define CONTEXT                                                                                    \
-	"\"volume_context\": {\"type\": \"nfs\", \"server\": \"127.0.0.1\", \"path\": "          \
-	"\"/export\", \"mountOptions\": \"port=%d,secret=" CANARY_CSI_CTX "\"}, \"secrets\": "  \
+#define CONTEXT                                                                                \
+	"\"volume_context\": {\"type\": \"nfs\", \"server\": \"127.0.0.1\", \"path\": "        \
+	"\"/export\", \"mountOptions\": \"port=%d,secret=" CANARY_CSI_CTX "\"}, \"secrets\": " \
 	"{\"token\": \"" CANARY_CSI_SECRET "\"}"
 
 /* Starts the agent with --csi in the given nfs mode; the kubelet dir is in ret_kubelet. */

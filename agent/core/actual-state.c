@@ -9,13 +9,13 @@
 
 struct actual_state {
 	char *root_dir;
-	char *pods_prefix;		/* "<root>/pods/" */
-	struct hashmap *pod_mounts;	/* target -> asw_pod_mount */
-	struct hashmap *devices;	/* volume name -> asw_device */
+	char *pods_prefix;	    /* "<root>/pods/" */
+	struct hashmap *pod_mounts; /* target -> asw_pod_mount */
+	struct hashmap *devices;    /* volume name -> asw_device */
 	/* Targets unmounted since the last table refresh, with the generation then: a table
 	 * read before the unmount must not bring them back as unverified mounts. */
 	struct hashmap *unmounted;
-	struct hashmap *tracked;	/* target -> tracked_target */
+	struct hashmap *tracked; /* target -> tracked_target */
 };
 
 struct tracked_target {
@@ -233,8 +233,7 @@ const struct hashmap *asw_devices(const struct actual_state *a)
 }
 
 bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret_buf,
-			      const char **ret_uid, const char **ret_plugin,
-			      const char **ret_name)
+			      const char **ret_uid, const char **ret_plugin, const char **ret_name)
 {
 	size_t n = strlen(root_dir);
 	char *buf, *uid, *vols, *plugin, *name, *slash;
@@ -351,8 +350,7 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 		}
 		if (!asw_parse_pod_volume_dir(a->root_dir, mi->target, &buf, &uid, &plugin, &name))
 			continue;
-		asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only, mi->id,
-				  0);
+		asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only, mi->id, 0);
 		free(buf);
 		changed = true;
 	}

@@ -15,28 +15,28 @@
 #include "plugin.h"
 
 struct asw_pod_mount {
-	char *target;			/* the key */
+	char *target; /* the key */
 	char *pod_uid;
 	char *outer_name;
 	char *plugin_name;
-	char *volume_name;		/* what is mounted here; NULL while unverified */
-	bool foreign;			/* verified to hold something no spec wants here */
-	bool broken;			/* its health check failed: torn down, then set up again */
+	char *volume_name; /* what is mounted here; NULL while unverified */
+	bool foreign;	   /* verified to hold something no spec wants here */
+	bool broken;	   /* its health check failed: torn down, then set up again */
 	bool read_only;
 	int mount_id;
-	uint64_t learned_gen;		/* table generation when this was learned */
+	uint64_t learned_gen; /* table generation when this was learned */
 };
 
 struct asw_device {
-	char *volume_name;		/* the key */
+	char *volume_name; /* the key */
 	char *plugin_name;
-	struct volume_spec *spec;	/* NULL when it could not be reconstructed */
-	char *mount_path;		/* the node-wide mount */
+	struct volume_spec *spec; /* NULL when it could not be reconstructed */
+	char *mount_path;	  /* the node-wide mount */
 	struct device_attachment att;
-	bool attached;			/* attach done (or not needed) */
+	bool attached; /* attach done (or not needed) */
 	bool mounted;
 	bool read_only;
-	bool broken;			/* its health check failed: released, then staged again */
+	bool broken; /* its health check failed: released, then staged again */
 	int mount_id;
 	uint64_t learned_gen;
 };
@@ -80,5 +80,4 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t);
 /* Splits "<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>" into its parts (pointers
  * into a copy the caller frees via *ret_buf).  Returns false for any other path. */
 bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret_buf,
-			      const char **ret_uid, const char **ret_plugin,
-			      const char **ret_name);
+			      const char **ret_uid, const char **ret_plugin, const char **ret_name);

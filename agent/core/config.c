@@ -21,12 +21,12 @@ enum option_type {
 	OPT_DURATION,
 	OPT_LOG_LEVEL,
 	OPT_BOOL,
-	OPT_PLUGINS,	/* not an option: where the plugins' options are listed */
-	OPT_PLUGIN,	/* a plugin's option, set through its table entry */
+	OPT_PLUGINS, /* not an option: where the plugins' options are listed */
+	OPT_PLUGIN,  /* a plugin's option, set through its table entry */
 };
 
 struct option_def {
-	const char *name;	/* the flag without "--", and the config file key */
+	const char *name; /* the flag without "--", and the config file key */
 	enum option_type type;
 	size_t offset;
 	const char *def;
@@ -36,7 +36,7 @@ struct option_def {
 /* An option as parsing sees it: one of the agent's, or a plugin's. */
 struct option_entry {
 	struct option_def def;
-	const struct plugin_option *plugin;	/* OPT_PLUGIN */
+	const struct plugin_option *plugin; /* OPT_PLUGIN */
 };
 
 #define OFF(field) offsetof(struct agent_config, field)
@@ -49,7 +49,8 @@ static const struct option_def options[] = {
 	{ "pods-dir", OPT_PATH, OFF(pods_dir), "/etc/volagent/pods.d",
 	  "pod spec files (*.json), one pod each" },
 	{ "log-level", OPT_LOG_LEVEL, OFF(log_level), "info", "debug, info, warning or error" },
-	{ "workers", OPT_UINT, OFF(workers), "8", "worker threads for mounts and other blocking work" },
+	{ "workers", OPT_UINT, OFF(workers), "8",
+	  "worker threads for mounts and other blocking work" },
 	{ "backoff-max", OPT_DURATION, OFF(backoff_max_ms), "2m",
 	  "longest wait between retries of a failing operation (the first is 500ms)" },
 	{ "resync-interval", OPT_DURATION, OFF(resync_ms), "60s",
@@ -141,8 +142,8 @@ static int set_option(struct agent_config *cfg, const struct option_entry *e, co
 	switch (o->type) {
 	case OPT_PATH:
 		if (value[0] != '/')
-			return err_set(err, -EINVAL, "%s: must be an absolute path, got \"%s\"", where,
-				       value);
+			return err_set(err, -EINVAL, "%s: must be an absolute path, got \"%s\"",
+				       where, value);
 		/* fall through */
 	case OPT_STRING:
 		free(*(char **)field);
@@ -151,8 +152,8 @@ static int set_option(struct agent_config *cfg, const struct option_entry *e, co
 	case OPT_LOG_LEVEL:
 		if (log_set_level_name(value) < 0)
 			return err_set(err, -EINVAL,
-				       "%s: \"%s\" is not a level (debug, info, warning, error)", where,
-				       value);
+				       "%s: \"%s\" is not a level (debug, info, warning, error)",
+				       where, value);
 		free(*(char **)field);
 		*(char **)field = strdup(value);
 		return *(char **)field ? 0 : -ENOMEM;
@@ -174,14 +175,14 @@ static int set_option(struct agent_config *cfg, const struct option_entry *e, co
 		return 0;
 	case OPT_BOOL:
 		if (!streq(value, "true") && !streq(value, "false"))
-			return err_set(err, -EINVAL, "%s: \"%s\" is not true or false", where, value);
+			return err_set(err, -EINVAL, "%s: \"%s\" is not true or false", where,
+				       value);
 		*(bool *)field = streq(value, "true");
 		if (o->offset == OFF(csi))
 			cfg->csi_explicit = !streq(where, "default");
 		return 0;
 	case OPT_DURATION:
-		if (config_parse_duration(value, (uint64_t *)field) < 0 ||
-		    *(uint64_t *)field == 0)
+		if (config_parse_duration(value, (uint64_t *)field) < 0 || *(uint64_t *)field == 0)
 			return err_set(err, -EINVAL,
 				       "%s: \"%s\" is not a duration such as 500ms, 30s, 2m or 1h",
 				       where, value);
@@ -234,7 +235,8 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 			       jerr.text);
 	if (!json_is_object(root))
 		return err_set(err, -EINVAL, "config file %s: must be a JSON object", path);
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		const struct option_entry *e = find_option(key);
 		const struct option_def *o = e ? &e->def : NULL;
 		char where[512], buf[32];
@@ -252,7 +254,8 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 			value = json_is_true(v) ? "true" : "false";
 		} else {
 			return err_set(err, -EINVAL, "%s: must be a %s", where,
-				       o->type == OPT_UINT || o->type == OPT_COUNT ? "string or a number"
+				       o->type == OPT_UINT || o->type == OPT_COUNT
+					       ? "string or a number"
 				       : o->type == OPT_BOOL ? "boolean"
 							     : "string");
 		}
@@ -265,10 +268,11 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 
 void config_usage(FILE *f)
 {
-	fprintf(f, "Usage: volagent run [OPTIONS]\n\n"
-		   "Converge this node's mounts with the pod spec files in --pods-dir.\n\n"
-		   "  --config FILE          JSON file whose keys are these options without \"--\"\n"
-		   "                         (default %s, if it exists)\n",
+	fprintf(f,
+		"Usage: volagent run [OPTIONS]\n\n"
+		"Converge this node's mounts with the pod spec files in --pods-dir.\n\n"
+		"  --config FILE          JSON file whose keys are these options without \"--\"\n"
+		"                         (default %s, if it exists)\n",
 		CONFIG_DEFAULT_PATH);
 	if (collect_options() < 0)
 		return;
@@ -329,7 +333,8 @@ static int check_csi(struct agent_config *cfg, struct error_info *err)
 	if (!cfg->csi && cfg->csi_explicit)
 		return err_set(err, -EINVAL,
 			       "csi: false, but %s%s sets the CSI endpoint; remove one of the two",
-			       flag ? "--csi-endpoint " : "CSI_ENDPOINT=", flag ? cfg->csi_endpoint : env);
+			       flag ? "--csi-endpoint " : "CSI_ENDPOINT=",
+			       flag ? cfg->csi_endpoint : env);
 	cfg->csi = true;
 	return 0;
 }
@@ -376,7 +381,8 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 			continue;
 		len = strcspn(a + 2, "=");
 		for (size_t k = 0; longopts[k].name && !known; k++)
-			known = strlen(longopts[k].name) == len && !strncmp(longopts[k].name, a + 2, len);
+			known = strlen(longopts[k].name) == len &&
+				!strncmp(longopts[k].name, a + 2, len);
 		if (!known)
 			return err_set(err, -EINVAL, "unknown option '%.*s'", (int)len + 2, a);
 		if (!strchr(a, '=') && longopts_has_arg(longopts, a + 2))
@@ -418,8 +424,8 @@ int config_parse(int argc, char **argv, struct agent_config *cfg, struct error_i
 		e = find_option(longopts[idx].name);
 		o = &e->def;
 		snprintf(where, sizeof(where), "--%s", o->name);
-		r = set_option(cfg, e,
-			       o->type == OPT_BOOL ? bool_value(argc, argv) : optarg, where, err);
+		r = set_option(cfg, e, o->type == OPT_BOOL ? bool_value(argc, argv) : optarg, where,
+			       err);
 		if (r < 0)
 			return r;
 	}

@@ -27,8 +27,8 @@ struct agent_config {
 	bool device_inventory;
 	uint64_t health_interval_ms;
 	/* CSI */
-	bool csi;		/* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
-	bool csi_explicit;	/* csi was given by a flag or the config file */
+	bool csi;	   /* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
+	bool csi_explicit; /* csi was given by a flag or the config file */
 	char *csi_endpoint;
 	char *driver_name;
 	char *node_id;

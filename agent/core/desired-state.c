@@ -10,15 +10,15 @@
 
 struct dsw_pod {
 	char *uid;
-	char **targets;		/* the pod's volume dirs, keys into pod_volumes */
+	char **targets; /* the pod's volume dirs, keys into pod_volumes */
 	size_t n_targets;
 };
 
 struct desired_state {
 	char *root_dir;
-	struct hashmap *volumes;	/* name -> dsw_volume */
-	struct hashmap *pod_volumes;	/* target -> dsw_pod_volume */
-	struct hashmap *pods;		/* uid -> dsw_pod */
+	struct hashmap *volumes;     /* name -> dsw_volume */
+	struct hashmap *pod_volumes; /* target -> dsw_pod_volume */
+	struct hashmap *pods;	     /* uid -> dsw_pod */
 };
 
 char *dsw_pod_volume_dir(const char *root_dir, const char *pod_uid, const char *plugin,
@@ -134,8 +134,7 @@ struct desired_state *dsw_free(struct desired_state *d)
 }
 
 /* Whether every user of existing other than pod uid is gone once uid is replaced. */
-static bool only_used_by(const struct desired_state *d, const struct dsw_volume *v,
-			 const char *uid)
+static bool only_used_by(const struct desired_state *d, const struct dsw_volume *v, const char *uid)
 {
 	const struct dsw_pod *p = hashmap_get(d->pods, uid);
 	size_t mine = 0;
@@ -164,7 +163,8 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 	v->plugin = src->plugin;
 	v->uses_device = plugin_uses_device(src->plugin, src->spec);
 	if (v->uses_device)
-		v->device_mount_path = dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
+		v->device_mount_path =
+			dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
 	if (!v->name || (v->uses_device && !v->device_mount_path) ||
 	    hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
@@ -230,8 +230,8 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 }
 
 static struct dsw_volume *new_csi_volume(struct desired_state *d, const char *name,
-					  const char *volume_id, struct volume_spec *spec,
-					  const struct volume_plugin *plugin)
+					 const char *volume_id, struct volume_spec *spec,
+					 const struct volume_plugin *plugin)
 {
 	struct dsw_volume *v = calloc(1, sizeof(*v));
 

@@ -14,30 +14,30 @@
 #include "pod-spec.h"
 
 struct dsw_volume {
-	char *name;			/* node-wide volume name, e.g. "local:/dev/loop3" */
+	char *name; /* node-wide volume name, e.g. "local:/dev/loop3" */
 	struct volume_spec *spec;
 	const struct volume_plugin *plugin;
-	bool uses_device;		/* staged once per node before pods use it */
-	char *device_mount_path;	/* where the device is mounted, for device volumes */
-	size_t n_pod_volumes;		/* how many pod volumes use it */
-	size_t n_read_write;		/* how many of them want it writable */
+	bool uses_device;	 /* staged once per node before pods use it */
+	char *device_mount_path; /* where the device is mounted, for device volumes */
+	size_t n_pod_volumes;	 /* how many pod volumes use it */
+	size_t n_read_write;	 /* how many of them want it writable */
 	/* CSI: the volume came from NodeStage/NodePublish.  name is "csi:<volume_id>", the
 	 * device is mounted at the staging path kubelet gave, and it stays desired while staged
 	 * even with no pod volume. */
 	bool csi;
 	bool staged;
 	char *volume_id;
-	char *fingerprint;		/* what NodeStage asked, to tell a compatible repeat */
+	char *fingerprint; /* what NodeStage asked, to tell a compatible repeat */
 };
 
 struct dsw_pod_volume {
-	char *target;			/* the pod volume directory; the key */
+	char *target; /* the pod volume directory; the key */
 	char *pod_uid;
-	char *outer_name;		/* the volume's name in the pod */
-	bool read_only;			/* pod-level readOnly or the source's */
+	char *outer_name; /* the volume's name in the pod */
+	bool read_only;	  /* pod-level readOnly or the source's */
 	struct dsw_volume *volume;
-	bool csi;			/* from NodePublish: target is below the kubelet root */
-	char *fingerprint;		/* CSI: what NodePublish asked */
+	bool csi;	   /* from NodePublish: target is below the kubelet root */
+	char *fingerprint; /* CSI: what NodePublish asked */
 };
 
 struct desired_state;

@@ -85,8 +85,10 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 	const char *key;
 
 	if (!volume || !plugin || !mount_path)
-		return err_set(err, -EBADMSG, "devices[%zu]: volume, plugin and mount_path are "
-					      "required strings", i);
+		return err_set(err, -EBADMSG,
+			       "devices[%zu]: volume, plugin and mount_path are "
+			       "required strings",
+			       i);
 	if (asw_get_device(a, volume))
 		return err_set(err, -EBADMSG, "devices[%zu]: volume %s is listed twice", i, volume);
 	p = plugin_find_by_name(plugin);
@@ -102,7 +104,8 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 	meta = json_object_get(e, "meta");
 	if (meta && !json_is_object(meta))
 		return err_set(err, -EBADMSG, "devices[%zu].meta: must be an object", i);
-	json_object_foreach(meta, key, v) {
+	json_object_foreach(meta, key, v)
+	{
 		if (!json_is_string(v))
 			return err_set(err, -EBADMSG, "devices[%zu].meta.%s: must be a string", i,
 				       key);
@@ -120,8 +123,8 @@ static void move_aside(struct journal *j)
 		(void)rename(j->path, aside);
 }
 
-int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
-		 json_t **ret_csi, struct error_info *err)
+int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
+		 struct error_info *err)
 {
 	json_auto_t *root = NULL;
 	json_error_t jerr;
@@ -137,8 +140,8 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 	root = json_load_file(j->path, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
 		move_aside(j);
-		return err_set(err, -EBADMSG, "%s line %d: %s (moved aside to %s.corrupt)",
-			       j->path, jerr.line, jerr.text, j->path);
+		return err_set(err, -EBADMSG, "%s line %d: %s (moved aside to %s.corrupt)", j->path,
+			       jerr.line, jerr.text, j->path);
 	}
 	if (!json_is_object(root) ||
 	    json_integer_value(json_object_get(root, "version")) != JOURNAL_VERSION ||
@@ -150,7 +153,8 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 	}
 	boot = get_string(root, "boot_id");
 	*ret_same_boot = boot && streq(boot, journal_boot_id());
-	json_array_foreach(devices, i, e) {
+	json_array_foreach(devices, i, e)
+	{
 		if (!json_is_object(e)) {
 			r = err_set(err, -EBADMSG, "devices[%zu]: must be an object", i);
 		} else {

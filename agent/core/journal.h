@@ -29,8 +29,8 @@ struct journal *journal_free(struct journal *j);
 /* Loads the device entries into a.  Returns 0 (also when there is no journal yet), or
  * -EBADMSG when the file was corrupt (moved aside, err says why; a is left empty).  Sets
  * *ret_same_boot to whether the journal was written during this boot. */
-int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
-		 json_t **ret_csi, struct error_info *err);
+int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
+		 struct error_info *err);
 
 /* Writes a's device entries, and csi (the CSI desired entries; may be NULL) atomically. */
 int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,

@@ -17,11 +17,11 @@ struct mount_info {
 	char *target;
 	int id;
 	dev_t devno;
-	bool read_only;		/* the mount's own (VFS) read-only flag */
+	bool read_only; /* the mount's own (VFS) read-only flag */
 	char *fstype;
 	char *source;
-	char *root;		/* the path inside the filesystem that is mounted here */
-	unsigned stacked;	/* how many mounts share this target (the index keeps the top) */
+	char *root;	  /* the path inside the filesystem that is mounted here */
+	unsigned stacked; /* how many mounts share this target (the index keeps the top) */
 };
 
 struct mount_table;

@@ -9,7 +9,6 @@
 #include "path-util.h"
 #include "pod-spec.h"
 
-
 struct pod_spec *pod_spec_free(struct pod_spec *p)
 {
 	if (!p)
@@ -73,7 +72,8 @@ static int set_attr(struct volume_spec *spec, const char *field, const char *key
 		size_t i, len = 0;
 		json_t *e;
 
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			if (!json_is_string(e) || strchr(json_string_value(e), ','))
 				return err_set(err, -EINVAL,
 					       "%s.%s[%zu]: must be a string without ','", field,
@@ -83,7 +83,8 @@ static int set_attr(struct volume_spec *spec, const char *field, const char *key
 		joined = calloc(1, len + 1);
 		if (!joined)
 			return -ENOMEM;
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			if (i)
 				strcat(joined, ",");
 			strcat(joined, json_string_value(e));
@@ -97,8 +98,8 @@ static int set_attr(struct volume_spec *spec, const char *field, const char *key
 }
 
 /* Turns the source object ({"path": ..., "fsType": ...}) into a volume_spec. */
-static int parse_source(const char *type, json_t *src, const char *field,
-			struct volume_spec **ret, struct error_info *err)
+static int parse_source(const char *type, json_t *src, const char *field, struct volume_spec **ret,
+			struct error_info *err)
 {
 	_cleanup_volume_spec_ struct volume_spec *spec = NULL;
 	const char *key;
@@ -110,7 +111,8 @@ static int parse_source(const char *type, json_t *src, const char *field,
 	spec = volume_spec_new(type);
 	if (!spec)
 		return -ENOMEM;
-	json_object_foreach(src, key, v) {
+	json_object_foreach(src, key, v)
+	{
 		if (streq(key, "readOnly")) {
 			if (!json_is_boolean(v))
 				return err_set(err, -EINVAL, "%s.readOnly: must be true or false",
@@ -121,7 +123,8 @@ static int parse_source(const char *type, json_t *src, const char *field,
 		if (json_is_object(v)) { /* one level of nesting, e.g. secretRef.name */
 			const char *k2;
 			json_t *v2;
-			json_object_foreach(v, k2, v2) {
+			json_object_foreach(v, k2, v2)
+			{
 				char flat[256];
 				snprintf(flat, sizeof(flat), "%s.%s", key, k2);
 				r = set_attr(spec, field, flat, v2, err);
@@ -146,12 +149,14 @@ static int parse_mount_options(struct volume_spec *spec, json_t *opts, const cha
 
 	if (!json_is_array(opts))
 		return err_set(err, -EINVAL, "%s.mountOptions: must be a list of strings", field);
-	json_array_foreach(opts, i, o) {
+	json_array_foreach(opts, i, o)
+	{
 		const char *s = json_is_string(o) ? json_string_value(o) : NULL;
 		if (!s || !*s || strchr(s, ',') || has_control_chars(s))
-			return err_set(err, -EINVAL,
-				       "%s.mountOptions[%zu]: must be one non-empty option without ','",
-				       field, i);
+			return err_set(
+				err, -EINVAL,
+				"%s.mountOptions[%zu]: must be one non-empty option without ','",
+				field, i);
 		if (volume_spec_add_mount_option(spec, s) < 0)
 			return -ENOMEM;
 	}
@@ -170,7 +175,8 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 	snprintf(field, sizeof(field), "volumes[%zu]", index);
 	if (!json_is_object(vol))
 		return err_set(err, -EINVAL, "%s: must be an object", field);
-	json_object_foreach(vol, key, v) {
+	json_object_foreach(vol, key, v)
+	{
 		if (streq(key, "name"))
 			continue;
 		if (streq(key, "readOnly")) {
@@ -252,10 +258,14 @@ static int parse_pod_object(json_t *pod, struct pod_spec *p, struct error_info *
 
 	if (!json_is_object(pod))
 		return err_set(err, -EINVAL, "pod: must be an object");
-	json_object_foreach(pod, key, v)
-		if (!streq(key, "uid") && !streq(key, "name") && !streq(key, "namespace"))
-			return err_set(err, -EINVAL, "pod.%s: unknown field (pod has uid, name, "
-						     "namespace)", key);
+	json_object_foreach(
+		pod, key,
+		v) if (!streq(key, "uid") && !streq(key, "name") &&
+		       !streq(key,
+			      "namespace")) return err_set(err, -EINVAL,
+							   "pod.%s: unknown field (pod has uid, name, "
+							   "namespace)",
+							   key);
 	v = json_object_get(pod, "uid");
 	if (!v)
 		return err_set(err, -EINVAL, "pod.uid: required");
@@ -283,10 +293,14 @@ static int parse_root(json_t *root, const char *origin, struct pod_spec **ret,
 
 	if (!json_is_object(root))
 		return err_set(err, -EINVAL, "top level: must be an object with pod and volumes");
-	json_object_foreach(root, key, v)
-		if (!streq(key, "pod") && !streq(key, "volumes"))
-			return err_set(err, -EINVAL, "%s: unknown field (a spec file has pod and "
-						     "volumes)", key);
+	json_object_foreach(
+		root, key,
+		v) if (!streq(key, "pod") &&
+		       !streq(key,
+			      "volumes")) return err_set(err, -EINVAL,
+							 "%s: unknown field (a spec file has pod and "
+							 "volumes)",
+							 key);
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->origin = strdup(origin)))
 		return -ENOMEM;
@@ -304,7 +318,8 @@ static int parse_root(json_t *root, const char *origin, struct pod_spec **ret,
 	p->volumes = calloc(json_array_size(vols) + 1, sizeof(*p->volumes));
 	if (!p->volumes)
 		return -ENOMEM;
-	json_array_foreach(vols, i, v) {
+	json_array_foreach(vols, i, v)
+	{
 		r = parse_volume(v, i, &p->volumes[i], err);
 		p->n_volumes = i + 1; /* so that pod_spec_free frees what was parsed */
 		if (r < 0)

@@ -18,18 +18,18 @@
 #include "volume-spec.h"
 
 struct pod_volume {
-	char *name;			/* the volume's name in the pod (a DNS label) */
-	bool read_only;			/* the pod-level readOnly */
+	char *name;	/* the volume's name in the pod (a DNS label) */
+	bool read_only; /* the pod-level readOnly */
 	struct volume_spec *spec;
 	const struct volume_plugin *plugin;
-	char *volume_name;		/* the plugin's node-wide name for the source */
+	char *volume_name; /* the plugin's node-wide name for the source */
 };
 
 struct pod_spec {
 	char *uid;
 	char *name;
 	char *namespace;
-	char *origin;			/* the file it came from */
+	char *origin; /* the file it came from */
 	struct pod_volume *volumes;
 	size_t n_volumes;
 };

@@ -26,17 +26,17 @@ struct pending_request;
 /* Operations in flight on one volume. */
 struct vol_busy {
 	char *name;
-	unsigned pod_ops;	/* pod-level operations */
-	unsigned releasing;	/* of those, tear-downs */
-	bool device_op;		/* a mount_device or unmount_device */
+	unsigned pod_ops;   /* pod-level operations */
+	unsigned releasing; /* of those, tear-downs */
+	bool device_op;	    /* a mount_device or unmount_device */
 };
 
 struct reconciler {
 	char *root_dir;
 	char *state_dir;
 	char *pods_dir;
-	char *pods_root;	/* <root>/pods */
-	char *plugins_prefix;	/* <root>/plugins/kubernetes.io/ */
+	char *pods_root;      /* <root>/pods */
+	char *plugins_prefix; /* <root>/plugins/kubernetes.io/ */
 	struct reconciler_config cfg;
 
 	struct desired_state *dsw;
@@ -50,7 +50,7 @@ struct reconciler {
 	struct hashmap *inflight_pod;	/* target -> volume_op */
 	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
 	struct hashmap *busy;		/* volume name -> vol_busy */
-	struct hashmap *pass_releasing;	/* per pass, kept to save allocations: volumes */
+	struct hashmap *pass_releasing; /* per pass, kept to save allocations: volumes */
 	struct hashmap *pass_held;	/* being released, and held by some pod mount */
 
 	int epoll_fd;
@@ -58,11 +58,11 @@ struct reconciler {
 	int wake_fd;
 	pthread_t thread;
 	bool thread_started;
-	bool stop;			/* set under stats_lock */
-	bool resync_requested;		/* set under stats_lock */
+	bool stop;	       /* set under stats_lock */
+	bool resync_requested; /* set under stats_lock */
 
 	bool table_dirty;
-	bool table_unreadable;		/* the last read of the mount table failed (logged once) */
+	bool table_unreadable; /* the last read of the mount table failed (logged once) */
 	bool pass_needed;
 	unsigned long ops_started;
 	unsigned long ops_failed;
@@ -82,20 +82,19 @@ struct reconciler {
 	 * their outcome is known. */
 	pthread_mutex_t req_lock;
 	pthread_cond_t req_cond;
-	struct pending_request *incoming;	/* under req_lock */
-	struct pending_request *waiting;	/* reconciler thread only */
+	struct pending_request *incoming; /* under req_lock */
+	struct pending_request *waiting;  /* reconciler thread only */
 	/* rec_run_on_thread: the call to make, and whether it was made (under req_lock). */
 	void (*call_fn)(struct reconciler *r, void *arg);
 	void *call_arg;
 	bool call_done;
-	char *kubelet_root;			/* NULL when CSI is off */
+	char *kubelet_root; /* NULL when CSI is off */
 
-	uint64_t started_ms;			/* for the uptime in status */
-	uint64_t csi_save_due_ms;		/* CSI entries changed: save by then (0: clean) */
-	char journal_error[256];		/* the last save problem, "" when healthy */
-	char journal_note[512];			/* what startup found wrong with it, or "" */
+	uint64_t started_ms;	  /* for the uptime in status */
+	uint64_t csi_save_due_ms; /* CSI entries changed: save by then (0: clean) */
+	char journal_error[256];  /* the last save problem, "" when healthy */
+	char journal_note[512];	  /* what startup found wrong with it, or "" */
 };
-
 
 /* reconciler-ops.c */
 /* The busy record of volume, created when create is set; NULL when none (or out of memory). */
@@ -108,8 +107,8 @@ bool rec_pod_op_allowed(struct reconciler *r, const char *target, const char *vo
 bool rec_device_op_allowed(struct reconciler *r, const char *volume);
 /* A new operation on target; NULL when out of memory. */
 struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, const char *key,
-			      const char *target, const char *volume_name,
-			      const struct volume_plugin *plugin, struct volume_spec *spec);
+			     const char *target, const char *volume_name,
+			     const struct volume_plugin *plugin, struct volume_spec *spec);
 /* Marks op as in flight and appends it to the list at *tail (submitted by the caller). */
 void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op ***tail);
 /* Up to where empty dirs are removed after unmounting target (caller frees). */

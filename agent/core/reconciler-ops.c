@@ -61,8 +61,8 @@ bool rec_device_op_allowed(struct reconciler *r, const char *volume)
 /* --- building operations --- */
 
 struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, const char *key,
-			      const char *target, const char *volume_name,
-			      const struct volume_plugin *plugin, struct volume_spec *spec)
+			     const char *target, const char *volume_name,
+			     const struct volume_plugin *plugin, struct volume_spec *spec)
 {
 	struct volume_op *op = volume_op_new(kind, key);
 
@@ -182,8 +182,8 @@ static void report_result(struct reconciler *r, struct volume_op *op)
 		if (changed)
 			log_error("operation failed", "op", kind, "plugin",
 				  op->plugin ? op->plugin->name : NULL, "volume", op->volume_name,
-				  "pod", op->pod_uid, "target", op->target, "error", err_msg(&op->err),
-				  "retry_in_ms", e ? LOG_INT(e->delay_ms) : "0");
+				  "pod", op->pod_uid, "target", op->target, "error",
+				  err_msg(&op->err), "retry_in_ms", e ? LOG_INT(e->delay_ms) : "0");
 		else
 			log_debug("reconcile", "operation failed again", "op", kind, "volume",
 				  op->volume_name, "target", op->target, "failures",
@@ -241,8 +241,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 				  op->volume_name, op->read_only || op->spec->read_only,
 				  op->mount_id, gen);
 		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
-			 "pod", op->pod_uid, "target", op->target, "read_only", op->read_only ? "true" : "false", "ms",
-			 LOG_INT(op->duration_ms));
+			 "pod", op->pod_uid, "target", op->target, "read_only",
+			 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
 		break;
 	case VOLUME_OP_TEAR_DOWN:
 		if (op->result < 0)
@@ -251,8 +251,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		if (!dsw_get_pod_volume(r->dsw, op->target))
 			asw_untrack_target(r->asw, op->target);
 		log_info("volume unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
-			 "volume", op->volume_name ? op->volume_name : "unknown", "pod", op->pod_uid,
-			 "target", op->target);
+			 "volume", op->volume_name ? op->volume_name : "unknown", "pod",
+			 op->pod_uid, "target", op->target);
 		break;
 	case VOLUME_OP_VERIFY: {
 		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, op->target);
@@ -291,9 +291,9 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			d->mount_id = op->mount_id;
 			d->learned_gen = gen;
 			log_info("device mounted", "plugin", op->plugin->name, "volume",
-				 op->volume_name, "device",
-				 d->att.device_path, "target", op->target, "read_only",
-				 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
+				 op->volume_name, "device", d->att.device_path, "target",
+				 op->target, "read_only", op->read_only ? "true" : "false", "ms",
+				 LOG_INT(op->duration_ms));
 		} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
 			asw_remove_device(r->asw, op->volume_name);
 		}
@@ -304,8 +304,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			break;
 		d = asw_get_device(r->asw, op->volume_name);
 		log_info("device unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
-			 "volume", op->volume_name, "target", op->target,
-			 "reason", d && d->broken ? "broken, will be staged again" : NULL);
+			 "volume", op->volume_name, "target", op->target, "reason",
+			 d && d->broken ? "broken, will be staged again" : NULL);
 		asw_remove_device(r->asw, op->volume_name);
 		journal_mark_dirty(r->journal);
 		break;

@@ -24,7 +24,7 @@ static void queue_tear_down(struct reconciler *r, const struct asw_pod_mount *pm
 	if (!key || !ready_to_try(r, key, now_ms()))
 		return;
 	op = rec_op_new(r, VOLUME_OP_TEAR_DOWN, key, pm->target, pm->volume_name,
-		    plugin_find_by_name(pm->plugin_name), NULL);
+			plugin_find_by_name(pm->plugin_name), NULL);
 	if (!op)
 		return;
 	op->pod_uid = strdup(pm->pod_uid);
@@ -70,8 +70,7 @@ static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 	rec_op_start(r, op, tail);
 }
 
-static void queue_mount_device(struct reconciler *r, struct dsw_volume *v,
-			       struct volume_op ***tail)
+static void queue_mount_device(struct reconciler *r, struct dsw_volume *v, struct volume_op ***tail)
 {
 	_cleanup_free_ char *key = key_for("dev", v->name);
 	struct asw_device *d;
@@ -85,7 +84,7 @@ static void queue_mount_device(struct reconciler *r, struct dsw_volume *v,
 	/* The record exists before the work starts, so a crash leaves it in the journal. */
 	journal_mark_dirty(r->journal);
 	op = rec_op_new(r, VOLUME_OP_MOUNT_DEVICE, key, v->device_mount_path, v->name, v->plugin,
-		    v->spec);
+			v->spec);
 	if (!op)
 		return;
 	op->read_only = v->n_read_write == 0 && !(v->csi && v->staged && !v->spec->read_only);
@@ -106,7 +105,7 @@ static void queue_unmount_device(struct reconciler *r, const struct asw_device *
 	if (!key || !ready_to_try(r, key, now_ms()))
 		return;
 	op = rec_op_new(r, VOLUME_OP_UNMOUNT_DEVICE, key, d->mount_path, d->volume_name,
-		    plugin_find_by_name(d->plugin_name), d->spec);
+			plugin_find_by_name(d->plugin_name), d->spec);
 	if (!op)
 		return;
 	op->cleanup_stop = rec_cleanup_stop_for(r, op->target, true);
@@ -147,7 +146,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		    !rec_device_op_allowed(r, d->volume_name))
 			continue;
 		op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
-			    d->spec);
+				d->spec);
 		if (!op)
 			continue;
 		op->device = true;
@@ -160,12 +159,13 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		_cleanup_free_ char *key = key_for("health", pm->target);
 		struct volume_op *op;
 
-		if (!pv || pv->volume->uses_device || !plugin_has_check_health(pv->volume->plugin) ||
+		if (!pv || pv->volume->uses_device ||
+		    !plugin_has_check_health(pv->volume->plugin) ||
 		    !pod_mount_is_wanted(r, pm, pv) || !key ||
 		    !rec_pod_op_allowed(r, pm->target, pm->volume_name))
 			continue;
 		op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, pm->target, pm->volume_name,
-			    pv->volume->plugin, pv->volume->spec);
+				pv->volume->plugin, pv->volume->spec);
 		if (!op)
 			continue;
 		op->pod_uid = strdup(pm->pod_uid);
@@ -219,7 +219,8 @@ void rec_pass(struct reconciler *r)
 		struct dsw_volume *vol = pv->volume;
 		struct vol_busy *b;
 
-		if (asw_get_pod_mount(r->asw, pv->target) || hashmap_get(r->inflight_pod, pv->target))
+		if (asw_get_pod_mount(r->asw, pv->target) ||
+		    hashmap_get(r->inflight_pod, pv->target))
 			continue;
 		b = rec_busy_get(r, vol->name, false);
 		if (hashmap_get(releasing, vol->name) || (b && (b->releasing || b->device_op)))

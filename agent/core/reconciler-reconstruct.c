@@ -14,7 +14,6 @@
 #include "path-util.h"
 #include "reconciler-internal.h"
 
-
 /* Device mounts under <root>/plugins/kubernetes.io/<plugin>/mounts/ that the journal does not
  * describe (it was lost or corrupt): recorded from the table so they are not leaked. */
 static void adopt_untracked_device_mounts(struct reconciler *r)
@@ -83,7 +82,8 @@ static void remove_stale_pod_dirs(struct reconciler *r)
 
 			if (!startswith(pl->d_name, "kubernetes.io~"))
 				continue;
-			if (snprintf(dir, sizeof(dir), "%s/%s", vols, pl->d_name) >= (int)sizeof(dir))
+			if (snprintf(dir, sizeof(dir), "%s/%s", vols, pl->d_name) >=
+			    (int)sizeof(dir))
 				continue;
 			names = opendir(dir);
 			if (!names)
@@ -101,8 +101,8 @@ static void remove_stale_pod_dirs(struct reconciler *r)
 				    mnt_util_is_mount_root(target) == 1)
 					continue;
 				if (path_rmdir_up_to(target, r->pods_root) == 0)
-					log_debug("reconcile", "removed empty pod volume dir", "dir",
-						  target);
+					log_debug("reconcile", "removed empty pod volume dir",
+						  "dir", target);
 			}
 			closedir(names);
 		}
@@ -135,8 +135,9 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 	if (csi && same_boot && r->kubelet_root) {
 		k = requests_import_csi(r, csi, err);
 		if (k < 0) {
-			log_error("journal: CSI entries unreadable, waiting for kubelet to call again",
-				  "error", err_msg(err));
+			log_error(
+				"journal: CSI entries unreadable, waiting for kubelet to call again",
+				"error", err_msg(err));
 			err_clear(err);
 		}
 	} else if (csi && !same_boot) {
@@ -161,7 +162,8 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 	if (r->specs) {
 		k = spec_source_scan(r->specs);
 		if (k < 0)
-			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir, strerror(-k));
+			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir,
+				       strerror(-k));
 	}
 	remove_stale_pod_dirs(r);
 	log_info("reconstructed actual state", "pod_mounts",

@@ -28,10 +28,10 @@
 struct pending_request {
 	struct pending_request *next;
 	struct volume_request *req;
-	char *name;			/* "csi:<volume_id>" */
+	char *name; /* "csi:<volume_id>" */
 	struct volume_request_result result;
 	bool done;
-	unsigned refs;			/* the caller and the reconciler; under req_lock */
+	unsigned refs; /* the caller and the reconciler; under req_lock */
 };
 
 struct volume_request *volume_request_new(enum volume_request_kind kind)
@@ -159,15 +159,16 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 			return complete(r, p, -EEXIST,
 					"volume %s is already staged at %s with other settings",
 					req->volume_id,
-					v->device_mount_path ? v->device_mount_path : "(no device)");
+					v->device_mount_path ? v->device_mount_path
+							     : "(no device)");
 	} else if (v) {
 		return complete(r, p, -EEXIST,
 				"volume %s is already published without a stage; unpublish it first",
 				req->volume_id);
 	} else {
 		_cleanup_free_ char *key = key_for("dev", p->name);
-		v = dsw_csi_stage(r->dsw, p->name, req->volume_id, req->spec, req->plugin, req->path,
-				  req->fingerprint);
+		v = dsw_csi_stage(r->dsw, p->name, req->volume_id, req->spec, req->plugin,
+				  req->path, req->fingerprint);
 		if (!v)
 			return complete(r, p, -ENOMEM, "out of memory");
 		if (key)
@@ -270,7 +271,8 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 	const char *path = p->req->path;
 
 	if (v && v->n_pod_volumes > 0)
-		return complete(r, p, -EOPNOTSUPP, "volume %s is still published; unpublish it first",
+		return complete(r, p, -EOPNOTSUPP,
+				"volume %s is still published; unpublish it first",
 				p->req->volume_id);
 	if (v && v->staged) {
 		if (v->device_mount_path && !streq(v->device_mount_path, path))
@@ -307,9 +309,9 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 
 		p->result.known = true;
 		p->result.uses_device = v->uses_device;
-		p->result.at_path = p->req->path &&
-				    ((v->device_mount_path && streq(v->device_mount_path, p->req->path)) ||
-				     (pv && pv->volume == v));
+		p->result.at_path = p->req->path && ((v->device_mount_path &&
+						      streq(v->device_mount_path, p->req->path)) ||
+						     (pv && pv->volume == v));
 		snprintf(p->result.plugin, sizeof(p->result.plugin), "%s", v->plugin->name);
 	}
 	if (v && d && d->mounted && !d->broken && d->att.device_path) {
@@ -328,12 +330,9 @@ static void apply_status(struct reconciler *r, struct pending_request *p)
 
 /* How each kind of request is applied to the desired state (or answered at once). */
 static void (*const apply_kind[])(struct reconciler *r, struct pending_request *p) = {
-	[VOLUME_REQUEST_STAGE] = apply_stage,
-	[VOLUME_REQUEST_UNSTAGE] = apply_unstage,
-	[VOLUME_REQUEST_PUBLISH] = apply_publish,
-	[VOLUME_REQUEST_UNPUBLISH] = apply_unpublish,
-	[VOLUME_REQUEST_INFO] = apply_info,
-	[VOLUME_REQUEST_STATUS] = apply_status,
+	[VOLUME_REQUEST_STAGE] = apply_stage,	  [VOLUME_REQUEST_UNSTAGE] = apply_unstage,
+	[VOLUME_REQUEST_PUBLISH] = apply_publish, [VOLUME_REQUEST_UNPUBLISH] = apply_unpublish,
+	[VOLUME_REQUEST_INFO] = apply_info,	  [VOLUME_REQUEST_STATUS] = apply_status,
 };
 
 void requests_take_incoming(struct reconciler *r)
@@ -495,8 +494,8 @@ json_t *requests_export_csi(struct reconciler *r)
 			continue;
 		o = json_object();
 		json_object_set_new(o, "volume_id", json_string(vol->volume_id));
-		json_object_set_new(o, "spec", volume_spec_to_json(vol->spec,
-								    VOLUME_SPEC_JSON_JOURNAL));
+		json_object_set_new(o, "spec",
+				    volume_spec_to_json(vol->spec, VOLUME_SPEC_JSON_JOURNAL));
 		json_object_set_new(o, "staged", json_boolean(vol->staged));
 		if (vol->staged && vol->fingerprint)
 			json_object_set_new(o, "fingerprint",
@@ -536,20 +535,21 @@ static const char *jstr(json_t *o, const char *key)
 
 static struct volume_spec *spec_from_json(json_t *o)
 {
-	json_t *attrs = json_object_get(o, "attrs"), *opts = json_object_get(o, "mount_options"), *v;
+	json_t *attrs = json_object_get(o, "attrs"), *opts = json_object_get(o, "mount_options"),
+	       *v;
 	const char *type = jstr(o, "type"), *key;
 	struct volume_spec *s;
 	size_t i;
 
 	if (!type || !json_is_object(attrs) || !json_is_array(opts) || !(s = volume_spec_new(type)))
 		return NULL;
-	json_object_foreach(attrs, key, v)
-		if (!json_is_string(v) || volume_spec_set(s, key, json_string_value(v)) < 0)
-			return volume_spec_unref(s);
-	json_array_foreach(opts, i, v)
-		if (!json_is_string(v) || streq(json_string_value(v), MASKED_OPTION) ||
-		    volume_spec_add_mount_option(s, json_string_value(v)) < 0)
-			return volume_spec_unref(s);
+	json_object_foreach(attrs, key, v) if (!json_is_string(v) ||
+					       volume_spec_set(s, key, json_string_value(v)) <
+						       0) return volume_spec_unref(s);
+	json_array_foreach(opts, i, v) if (!json_is_string(v) ||
+					   streq(json_string_value(v), MASKED_OPTION) ||
+					   volume_spec_add_mount_option(s, json_string_value(v)) <
+						   0) return volume_spec_unref(s);
 	s->read_only = json_is_true(json_object_get(o, "read_only"));
 	return s;
 }
@@ -559,9 +559,8 @@ static bool has_masked_option(json_t *o)
 	json_t *opts = json_object_get(json_object_get(o, "spec"), "mount_options"), *v;
 	size_t i;
 
-	json_array_foreach(opts, i, v)
-		if (json_is_string(v) && streq(json_string_value(v), MASKED_OPTION))
-			return true;
+	json_array_foreach(opts, i, v) if (json_is_string(v) &&
+					   streq(json_string_value(v), MASKED_OPTION)) return true;
 	return false;
 }
 
@@ -573,8 +572,8 @@ static int check_journal_path(struct reconciler *r, const char *path, const char
 	if (path_validate_absolute(path, field, err) < 0)
 		return -EBADMSG;
 	if (!path_is_under(path, r->kubelet_root) || streq(path, r->kubelet_root))
-		return err_set(err, -EBADMSG, "%s: %s is not below the kubelet root %s", field, path,
-			       r->kubelet_root);
+		return err_set(err, -EBADMSG, "%s: %s is not below the kubelet root %s", field,
+			       path, r->kubelet_root);
 	return 0;
 }
 
@@ -596,7 +595,8 @@ static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_
 		if (check_journal_path(r, staging, field, err) < 0)
 			return -EBADMSG;
 	}
-	json_array_foreach(targets, k, t) {
+	json_array_foreach(targets, k, t)
+	{
 		const char *target = jstr(t, "target");
 		snprintf(field, sizeof(field), "csi[%zu].targets[%zu].target", i, k);
 		if (!target || !jstr(t, "pod_uid") || !jstr(t, "name") || !jstr(t, "fingerprint"))
@@ -638,7 +638,8 @@ static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error
 		v = dsw_csi_volume(r->dsw, name, id, spec, plugin);
 	if (!v)
 		return -ENOMEM;
-	json_array_foreach(targets, k, t) {
+	json_array_foreach(targets, k, t)
+	{
 		const char *target = jstr(t, "target"), *uid = jstr(t, "pod_uid");
 		const char *pvname = jstr(t, "name"), *fp = jstr(t, "fingerprint");
 
@@ -664,12 +665,14 @@ int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *er
 		return err_set(err, -EBADMSG, "csi: must be a list");
 	if (!r->kubelet_root)
 		return 0; /* CSI is off now: nothing of it is restored */
-	json_array_foreach(csi, i, o) {
+	json_array_foreach(csi, i, o)
+	{
 		k = check_volume(r, o, i, err);
 		if (k < 0)
 			return k; /* nothing imported */
 	}
-	json_array_foreach(csi, i, o) {
+	json_array_foreach(csi, i, o)
+	{
 		k = import_volume(r, o, i, err);
 		if (k < 0)
 			return k; /* only ENOMEM or a spec no plugin accepts now */

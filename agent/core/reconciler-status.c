@@ -42,7 +42,8 @@ static json_t *backoff_json(struct reconciler *r, const char *kind, const char *
 	o = json_object();
 	json_object_set_new(o, "failures", json_integer(e->failures));
 	json_object_set_new(o, "retry_in_ms",
-			    json_integer(e->next_try_ms > now ? (json_int_t)(e->next_try_ms - now) : 0));
+			    json_integer(e->next_try_ms > now ? (json_int_t)(e->next_try_ms - now)
+							      : 0));
 	json_object_set_new(o, "last_error", json_string(e->last_error ? e->last_error : ""));
 	json_object_set_new(o, "last_error_at", wall_time(e->last_error_ms));
 	return o;
@@ -83,8 +84,8 @@ static json_t *device_json(struct reconciler *r, const struct asw_device *d)
 
 	json_object_set_new(o, "volume", json_string(d->volume_name));
 	json_object_set_new(o, "plugin", json_string(d->plugin_name));
-	json_object_set_new(o, "device", d->att.device_path ? json_string(d->att.device_path)
-							    : json_null());
+	json_object_set_new(o, "device",
+			    d->att.device_path ? json_string(d->att.device_path) : json_null());
 	json_object_set_new(o, "mount_path", json_string(d->mount_path));
 	json_object_set_new(o, "mounted", json_boolean(d->mounted));
 	json_object_set_new(o, "attached", json_boolean(d->attached));
@@ -115,8 +116,8 @@ char *reconciler_status_json(struct reconciler *r)
 
 		json_object_set_new(o, "name", json_string(vol->name));
 		json_object_set_new(o, "plugin", json_string(vol->plugin->name));
-		json_object_set_new(o, "source", volume_spec_to_json(vol->spec,
-								      VOLUME_SPEC_JSON_STATUS));
+		json_object_set_new(o, "source",
+				    volume_spec_to_json(vol->spec, VOLUME_SPEC_JSON_STATUS));
 		json_object_set_new(o, "summary", summary ? json_string(summary) : json_null());
 		json_object_set_new(o, "from", json_string(vol->csi ? "csi" : "spec file"));
 		if (vol->csi) {
@@ -144,7 +145,8 @@ char *reconciler_status_json(struct reconciler *r)
 		json_object_set_new(p, "target", json_string(pv->target));
 		json_object_set_new(p, "read_only", json_boolean(pv->read_only));
 		json_object_set_new(p, "state", json_string(state));
-		json_object_set_new(p, "in_flight", op_json(hashmap_get(r->inflight_pod, pv->target)));
+		json_object_set_new(p, "in_flight",
+				    op_json(hashmap_get(r->inflight_pod, pv->target)));
 		json_object_set_new(p, "backoff", bo);
 		if (vo)
 			json_array_append_new(json_object_get(vo, "pods"), p);
@@ -165,12 +167,14 @@ char *reconciler_status_json(struct reconciler *r)
 		json_object_set_new(o, "target", json_string(pm->target));
 		json_object_set_new(o, "volume",
 				    pm->volume_name ? json_string(pm->volume_name) : json_null());
-		json_object_set_new(o, "in_flight", op_json(hashmap_get(r->inflight_pod, pm->target)));
+		json_object_set_new(o, "in_flight",
+				    op_json(hashmap_get(r->inflight_pod, pm->target)));
 		json_object_set_new(o, "backoff", backoff_json(r, "pod", pm->target));
 		json_array_append_new(unwanted, o);
 	}
 	json_object_set_new(journal, "path", json_string(journal_path(r->journal)));
-	json_object_set_new(journal, "saves", json_integer((json_int_t)journal_save_count(r->journal)));
+	json_object_set_new(journal, "saves",
+			    json_integer((json_int_t)journal_save_count(r->journal)));
 	json_object_set_new(journal, "unsaved_changes", json_boolean(journal_is_dirty(r->journal)));
 	json_object_set_new(journal, "healthy", json_boolean(!r->journal_error[0]));
 	json_object_set_new(journal, "error",
@@ -181,7 +185,8 @@ char *reconciler_status_json(struct reconciler *r)
 			    json_integer((json_int_t)hashmap_size(dsw_pod_volumes(r->dsw))));
 	json_object_set_new(counts, "mounted", json_integer((json_int_t)mounted));
 	json_object_set_new(counts, "failing", json_integer((json_int_t)failing));
-	json_object_set_new(counts, "devices", json_integer((json_int_t)hashmap_size(asw_devices(r->asw))));
+	json_object_set_new(counts, "devices",
+			    json_integer((json_int_t)hashmap_size(asw_devices(r->asw))));
 	json_object_set_new(counts, "in_backoff", json_integer(backoff_count(r->backoff)));
 	json_object_set_new(counts, "in_flight",
 			    json_integer((json_int_t)(hashmap_size(r->inflight_pod) +

@@ -84,8 +84,9 @@ static void refresh_table_in_loop(struct reconciler *r)
 	if (rec_refresh_table(r, &err) < 0) {
 		r->last_refresh_ms = now_ms();
 		if (!r->table_unreadable)
-			log_error("cannot read the mount table, keeping the last one read and retrying",
-				  "error", err_msg(&err));
+			log_error(
+				"cannot read the mount table, keeping the last one read and retrying",
+				"error", err_msg(&err));
 		r->table_unreadable = true;
 		return;
 	}
@@ -175,11 +176,11 @@ static void forced_resync(struct reconciler *r)
 		 "desired_pod_volumes", LOG_INT(hashmap_size(dsw_pod_volumes(r->dsw))),
 		 "refresh_us",
 		 LOG_INT((b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000),
-		 "pass_us", LOG_INT((c.tv_sec - b.tv_sec) * 1000000 + (c.tv_nsec - b.tv_nsec) / 1000));
+		 "pass_us",
+		 LOG_INT((c.tv_sec - b.tv_sec) * 1000000 + (c.tv_nsec - b.tv_nsec) / 1000));
 }
 
-void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, void *arg),
-		       void *arg)
+void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, void *arg), void *arg)
 {
 	uint64_t one = 1;
 
@@ -260,7 +261,8 @@ static void *reconciler_main(void *arg)
 			r->table_dirty = true;
 			r->last_refresh_ms = 0; /* a resync reads the table now */
 		}
-		if (r->cfg.health_interval_ms && now - r->last_health_ms >= r->cfg.health_interval_ms) {
+		if (r->cfg.health_interval_ms &&
+		    now - r->last_health_ms >= r->cfg.health_interval_ms) {
 			r->last_health_ms = now;
 			r->health_due = true;
 			r->pass_needed = true;
@@ -291,7 +293,8 @@ static void *reconciler_main(void *arg)
 	/* Let operations in flight finish so the journal records what they did. */
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
 		struct epoll_event ev;
-		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 && ev.data.fd == executor_get_fd(r->ex))
+		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 &&
+		    ev.data.fd == executor_get_fd(r->ex))
 			rec_drain_completed(r);
 		else
 			rec_drain_completed(r);
@@ -386,12 +389,10 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (r->epoll_fd < 0 || r->timer_fd < 0 || r->wake_fd < 0 ||
-	    watch_fd(r, r->timer_fd) < 0 || watch_fd(r, r->wake_fd) < 0 ||
-	    watch_fd(r, executor_get_fd(r->ex)) < 0 ||
+	if (r->epoll_fd < 0 || r->timer_fd < 0 || r->wake_fd < 0 || watch_fd(r, r->timer_fd) < 0 ||
+	    watch_fd(r, r->wake_fd) < 0 || watch_fd(r, executor_get_fd(r->ex)) < 0 ||
 	    watch_fd(r, mount_monitor_get_fd(r->monitor)) < 0 ||
-	    (r->specs && watch_fd(r, spec_source_get_fd(r->specs)) < 0) ||
-	    watch_sources(r) < 0) {
+	    (r->specs && watch_fd(r, spec_source_get_fd(r->specs)) < 0) || watch_sources(r) < 0) {
 		k = -errno;
 		reconciler_free(r);
 		return err_set(err, k, "reconciler: cannot set up its event loop: %s",

@@ -33,14 +33,14 @@ struct reconciler_event_source {
 struct reconciler_config {
 	const char *root_dir;
 	const char *state_dir;
-	const char *pods_dir;		/* NULL: no spec files */
+	const char *pods_dir; /* NULL: no spec files */
 	unsigned workers;
 	uint64_t backoff_initial_ms;
 	uint64_t backoff_max_ms;
-	uint64_t resync_ms;		/* full pass with a fresh table this often */
-	uint64_t refresh_min_interval_ms;	/* re-read the table at most this often in a burst */
-	uint64_t health_interval_ms;	/* check_health of mounted volumes this often; 0: never */
-	const char *kubelet_root;	/* CSI targets and staging paths lie below it; NULL: no CSI */
+	uint64_t resync_ms;		  /* full pass with a fresh table this often */
+	uint64_t refresh_min_interval_ms; /* re-read the table at most this often in a burst */
+	uint64_t health_interval_ms;	  /* check_health of mounted volumes this often; 0: never */
+	const char *kubelet_root; /* CSI targets and staging paths lie below it; NULL: no CSI */
 	/* Called once, on the reconciler thread, when the startup reconstruction is complete. */
 	void (*on_ready)(void *userdata);
 	void *on_ready_userdata;
@@ -56,20 +56,20 @@ enum volume_request_kind {
 	VOLUME_REQUEST_UNSTAGE,
 	VOLUME_REQUEST_PUBLISH,
 	VOLUME_REQUEST_UNPUBLISH,
-	VOLUME_REQUEST_INFO,		/* what is known of the volume; changes nothing */
-	VOLUME_REQUEST_STATUS,		/* a JSON snapshot of the whole state (volagent status) */
+	VOLUME_REQUEST_INFO,   /* what is known of the volume; changes nothing */
+	VOLUME_REQUEST_STATUS, /* a JSON snapshot of the whole state (volagent status) */
 };
 
 struct volume_request {
 	enum volume_request_kind kind;
 	char *volume_id;
-	char *path;			/* the staging path (stage, unstage) or target (publish...) */
-	char *staging_path;		/* publish: where it was staged; NULL when not */
-	struct volume_spec *spec;	/* stage, publish: a reference */
-	const struct volume_plugin *plugin;	/* stage, publish: the one that accepts spec */
-	bool read_only;			/* publish */
-	bool single_writer;		/* publish: a second target on this node is refused */
-	char *fingerprint;		/* stage, publish: tells a compatible repeat from a conflict */
+	char *path;		  /* the staging path (stage, unstage) or target (publish...) */
+	char *staging_path;	  /* publish: where it was staged; NULL when not */
+	struct volume_spec *spec; /* stage, publish: a reference */
+	const struct volume_plugin *plugin; /* stage, publish: the one that accepts spec */
+	bool read_only;			    /* publish */
+	bool single_writer;		    /* publish: a second target on this node is refused */
+	char *fingerprint; /* stage, publish: tells a compatible repeat from a conflict */
 };
 
 struct volume_request_result {
@@ -77,14 +77,14 @@ struct volume_request_result {
 	 * -EOPNOTSUPP not possible as asked (not staged, single writer elsewhere), others from
 	 * the operation that failed. */
 	int error;
-	char message[512];		/* for the caller; never holds a secret */
+	char message[512]; /* for the caller; never holds a secret */
 	/* VOLUME_REQUEST_INFO */
-	bool known;			/* the volume is desired (staged or published) */
-	bool device_mounted;		/* its device is mounted at its staging path */
-	bool uses_device;		/* it has a device of its own, mounted at its staging path */
-	bool at_path;			/* the request's path is its staging path or a target */
+	bool known;	     /* the volume is desired (staged or published) */
+	bool device_mounted; /* its device is mounted at its staging path */
+	bool uses_device;    /* it has a device of its own, mounted at its staging path */
+	bool at_path;	     /* the request's path is its staging path or a target */
 	char plugin[32];
-	char device_path[256];		/* the block device, when it has one */
+	char device_path[256]; /* the block device, when it has one */
 	/* VOLUME_REQUEST_STATUS: the snapshot, owned by the caller (free it) */
 	char *status_json;
 };

@@ -15,9 +15,9 @@
 
 struct spec_file {
 	char *name;
-	char *uid;		/* the pod this file declares in the desired state, or NULL */
-	bool rejected;		/* its current content was rejected */
-	bool conflict;		/* rejected because another file has its uid: retried */
+	char *uid;     /* the pod this file declares in the desired state, or NULL */
+	bool rejected; /* its current content was rejected */
+	bool conflict; /* rejected because another file has its uid: retried */
 };
 
 struct spec_source {
@@ -26,7 +26,7 @@ struct spec_source {
 	int wd;
 	struct desired_state *dsw;
 	struct hashmap *files;	/* name -> spec_file */
-	struct hashmap *owners;	/* uid -> spec_file */
+	struct hashmap *owners; /* uid -> spec_file */
 };
 
 bool spec_source_wants_name(const char *name)

@@ -34,7 +34,7 @@ const char *volume_op_kind_name(enum volume_op_kind kind)
 /* The open parent directory and last component of op->target, below op->target_root. */
 struct opened_target {
 	int parent_fd;
-	char *rel_parent;	/* owns the buffer name points into */
+	char *rel_parent; /* owns the buffer name points into */
 	const char *name;
 };
 
@@ -47,9 +47,11 @@ static void opened_target_done(struct opened_target *t)
 
 /* The plugin's view of an opened op->target. */
 static struct mount_target opened_target_mount(const struct volume_op *op,
-						const struct opened_target *t)
+					       const struct opened_target *t)
 {
-	return (struct mount_target){ .path = op->target, .parent_fd = t->parent_fd, .name = t->name };
+	return (struct mount_target){ .path = op->target,
+				      .parent_fd = t->parent_fd,
+				      .name = t->name };
 }
 
 /* Walks to the target's parent without following symlinks (creating it when asked) and,

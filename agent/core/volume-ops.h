@@ -25,28 +25,28 @@ struct volume_op {
 	enum volume_op_kind kind;
 
 	/* inputs */
-	char *key;			/* backoff key: "pod:<target>" or "dev:<volume>" */
-	char *volume_name;		/* NULL for a tear-down of an unverified mount */
-	const struct volume_plugin *plugin;	/* NULL: unknown plugin, plain unmount */
-	struct volume_spec *spec;	/* a reference; NULL for tear-downs */
-	char *target;			/* pod volume dir, or the device's node-wide mount */
-	char *target_root;		/* trusted dir the target is walked down from */
-	char *cleanup_stop;		/* empty parents are removed up to here, not including */
+	char *key;			    /* backoff key: "pod:<target>" or "dev:<volume>" */
+	char *volume_name;		    /* NULL for a tear-down of an unverified mount */
+	const struct volume_plugin *plugin; /* NULL: unknown plugin, plain unmount */
+	struct volume_spec *spec;	    /* a reference; NULL for tear-downs */
+	char *target;			    /* pod volume dir, or the device's node-wide mount */
+	char *target_root;		    /* trusted dir the target is walked down from */
+	char *cleanup_stop; /* empty parents are removed up to here, not including */
 	char *pod_uid;
 	bool read_only;
-	char *device_mount_path;	/* SET_UP and VERIFY of device volumes */
-	struct device_attachment att;	/* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */
-	bool startup;			/* a VERIFY of the startup reconstruction */
-	bool device;			/* CHECK_HEALTH of a device's node-wide mount */
-	uint64_t queued_ms;		/* when the reconciler started it (CLOCK_MONOTONIC) */
+	char *device_mount_path;      /* SET_UP and VERIFY of device volumes */
+	struct device_attachment att; /* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */
+	bool startup;		      /* a VERIFY of the startup reconstruction */
+	bool device;		      /* CHECK_HEALTH of a device's node-wide mount */
+	uint64_t queued_ms;	      /* when the reconciler started it (CLOCK_MONOTONIC) */
 
 	/* results */
-	int result;			/* 0 or -errno */
+	int result; /* 0 or -errno */
 	struct error_info err;
-	int mount_id;			/* of the new mount, SET_UP and MOUNT_DEVICE */
-	bool verified;			/* VERIFY: the target holds this volume */
-	bool broken;			/* CHECK_HEALTH: the mount must be healed */
-	bool detached;			/* MOUNT_DEVICE: an attachment from before a restart
+	int mount_id;  /* of the new mount, SET_UP and MOUNT_DEVICE */
+	bool verified; /* VERIFY: the target holds this volume */
+	bool broken;   /* CHECK_HEALTH: the mount must be healed */
+	bool detached; /* MOUNT_DEVICE: an attachment from before a restart
 					 * failed and was released; attach again next time */
 	uint64_t duration_ms;
 };

@@ -20,8 +20,8 @@
 
 #define EXT4_SUPER_MAGIC 0xEF53
 #define XFS_SUPER_MAGIC 0x58465342
-#define DEFAULT_WAIT_MS 110000	/* kubelet gives a Node call about 2 minutes */
-#define DEADLINE_MARGIN_MS 200	/* answer before the client gives up */
+#define DEFAULT_WAIT_MS 110000 /* kubelet gives a Node call about 2 minutes */
+#define DEADLINE_MARGIN_MS 200 /* answer before the client gives up */
 
 static bool reader_only(enum csi_access_mode m)
 {
@@ -58,13 +58,14 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 
 	if (!type || !*type) {
 		csi_reply_set(reply, CSI_INVALID_ARGUMENT,
-			  "volume_context.type: required (one of: %s)", plugin_names());
+			      "volume_context.type: required (one of: %s)", plugin_names());
 		return -EINVAL;
 	}
 	if (cap->present && cap->access_type == CSI_ACCESS_BLOCK) {
-		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
-			  "volume_capability.block: raw block volumes are not supported; ask for a "
-			  "mount volume");
+		csi_reply_set(
+			reply, CSI_FAILED_PRECONDITION,
+			"volume_capability.block: raw block volumes are not supported; ask for a "
+			"mount volume");
 		return -EOPNOTSUPP;
 	}
 	spec = volume_spec_new(type);
@@ -91,7 +92,8 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 		if (add_options(spec, cap->mount_flags[i]) < 0)
 			return -ENOMEM;
 	for (size_t i = 0; i < secrets->n; i++)
-		if (volume_spec_set_secret(spec, secrets->items[i].key, secrets->items[i].value) < 0)
+		if (volume_spec_set_secret(spec, secrets->items[i].key, secrets->items[i].value) <
+		    0)
 			return -ENOMEM;
 	spec->read_only = cap->present && reader_only(cap->access_mode);
 	if (plugin_find_for_spec(spec, ret_plugin, &err) < 0 ||
@@ -158,7 +160,7 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 	if (res->error == 0)
 		return 0;
 	csi_reply_set(reply, csi_code_from_errno(res->error), "%s",
-		  res->message[0] ? res->message : strerror(-res->error));
+		      res->message[0] ? res->message : strerror(-res->error));
 	return res->error;
 }
 
@@ -314,13 +316,13 @@ static int require_volume_at(struct csi_node_config *cfg, const char *volume_id,
 	if (r < 0)
 		return r;
 	if (!ret->known) {
-		csi_reply_set(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
-			  volume_id);
+		csi_reply_set(reply, CSI_NOT_FOUND,
+			      "volume %s is not staged or published on this node", volume_id);
 		return -ENOENT;
 	}
 	if (!ret->at_path) {
 		csi_reply_set(reply, CSI_NOT_FOUND, "volume %s is not published or staged at %s",
-			  volume_id, path);
+			      volume_id, path);
 		return -ENOENT;
 	}
 	return 0;
@@ -339,7 +341,8 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	if (r < 0)
 		return r;
 	if (lstat(in->volume_path, &st) < 0 && errno == ENOENT) {
-		csi_reply_set(reply, CSI_NOT_FOUND, "volume_path %s does not exist", in->volume_path);
+		csi_reply_set(reply, CSI_NOT_FOUND, "volume_path %s does not exist",
+			      in->volume_path);
 		return -ENOENT;
 	}
 	r = fs_probe(in->volume_path, cfg->stats_timeout_ms, &res);
@@ -369,7 +372,8 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	reply->bytes = (struct csi_usage){ true, (long long)res.bytes_available,
 					   (long long)res.bytes_total, (long long)res.bytes_used };
 	reply->inodes = (struct csi_usage){ true, (long long)res.inodes_available,
-					    (long long)res.inodes_total, (long long)res.inodes_used };
+					    (long long)res.inodes_total,
+					    (long long)res.inodes_used };
 	return 0;
 }
 
@@ -392,7 +396,8 @@ static int expand_nothing_to_grow(struct csi_node_config *cfg, const struct csi_
 static int node_expand(void *userdata, const struct csi_expand_request *in, struct csi_reply *reply)
 {
 	struct csi_node_config *cfg = userdata;
-	struct volume_request *req = new_request(VOLUME_REQUEST_INFO, in->volume_id, in->volume_path);
+	struct volume_request *req =
+		new_request(VOLUME_REQUEST_INFO, in->volume_id, in->volume_path);
 	struct volume_request_result info = { 0 };
 	const struct volume_plugin *p;
 	struct error_info err = { 0 };
@@ -406,8 +411,8 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	if (r < 0)
 		return answer(r, &info, reply);
 	if (!info.known) {
-		csi_reply_set(reply, CSI_NOT_FOUND, "volume %s is not staged or published on this node",
-			  in->volume_id);
+		csi_reply_set(reply, CSI_NOT_FOUND,
+			      "volume %s is not staged or published on this node", in->volume_id);
 		return -ENOENT;
 	}
 	r = require_volume_at(cfg, in->volume_id, in->volume_path, &in->deadline, &place, reply);
@@ -418,9 +423,10 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	if (!place.uses_device || !plugin_has_expand(p))
 		return expand_nothing_to_grow(cfg, in, &place, reply);
 	if (!info.device_mounted) {
-		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
-			  "volume %s: its device is not mounted at its staging path; stage it first",
-			  in->volume_id);
+		csi_reply_set(
+			reply, CSI_FAILED_PRECONDITION,
+			"volume %s: its device is not mounted at its staging path; stage it first",
+			in->volume_id);
 		return -EOPNOTSUPP;
 	}
 	r = plugin_expand(p, NULL, info.device_path[0] ? info.device_path : NULL, in->volume_path,

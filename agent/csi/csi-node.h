@@ -14,7 +14,7 @@
 
 struct csi_node_config {
 	struct reconciler *reconciler;
-	int stats_timeout_ms;		/* statfs of a volume gives up after this */
+	int stats_timeout_ms; /* statfs of a volume gives up after this */
 };
 
 /* The ops to hand to csi_server_new, with a struct csi_node_config as userdata. */

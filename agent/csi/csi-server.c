@@ -56,7 +56,6 @@ struct inflight {
 	bool stats;
 };
 
-
 struct csi_server;
 struct job;
 
@@ -300,7 +299,7 @@ void csi_reply_set(struct csi_reply *reply, enum csi_code code, const char *fmt,
 /* --- Identity and the cheap Node RPCs, answered inline on the queue thread --------------- */
 
 static void reply_get_plugin_info(const struct csi_server *s, const struct csi_reply *rep,
-			struct gcore_call *call)
+				  struct gcore_call *call)
 {
 	Csi__V1__GetPluginInfoResponse resp = CSI__V1__GET_PLUGIN_INFO_RESPONSE__INIT;
 
@@ -310,15 +309,15 @@ static void reply_get_plugin_info(const struct csi_server *s, const struct csi_r
 }
 
 static void reply_get_plugin_capabilities(const struct csi_server *s, const struct csi_reply *rep,
-			struct gcore_call *call)
+					  struct gcore_call *call)
 {
 	Csi__V1__GetPluginCapabilitiesResponse resp =
-	    CSI__V1__GET_PLUGIN_CAPABILITIES_RESPONSE__INIT;
+		CSI__V1__GET_PLUGIN_CAPABILITIES_RESPONSE__INIT;
 	Csi__V1__PluginCapability__Service svc = CSI__V1__PLUGIN_CAPABILITY__SERVICE__INIT;
 	Csi__V1__PluginCapability__VolumeExpansion exp =
-	    CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__INIT;
-	Csi__V1__PluginCapability caps[2] = {CSI__V1__PLUGIN_CAPABILITY__INIT,
-					     CSI__V1__PLUGIN_CAPABILITY__INIT};
+		CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__INIT;
+	Csi__V1__PluginCapability caps[2] = { CSI__V1__PLUGIN_CAPABILITY__INIT,
+					      CSI__V1__PLUGIN_CAPABILITY__INIT };
 	Csi__V1__PluginCapability *list[2];
 	size_t n = 0;
 
@@ -357,7 +356,7 @@ static bool has_stage(const struct csi_server *s)
 }
 
 static void reply_node_get_capabilities(const struct csi_server *s, const struct csi_reply *rep,
-			struct gcore_call *call)
+					struct gcore_call *call)
 {
 	Csi__V1__NodeGetCapabilitiesResponse resp = CSI__V1__NODE_GET_CAPABILITIES_RESPONSE__INIT;
 	Csi__V1__NodeServiceCapability__RPC rpc[4];
@@ -388,12 +387,12 @@ static void reply_node_get_capabilities(const struct csi_server *s, const struct
 }
 
 static void reply_node_get_info(const struct csi_server *s, const struct csi_reply *rep,
-			struct gcore_call *call)
+				struct gcore_call *call)
 {
 	Csi__V1__NodeGetInfoResponse resp = CSI__V1__NODE_GET_INFO_RESPONSE__INIT;
 	Csi__V1__Topology topo = CSI__V1__TOPOLOGY__INIT;
 	Csi__V1__Topology__SegmentsEntry seg = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT;
-	Csi__V1__Topology__SegmentsEntry *segs[1] = {&seg};
+	Csi__V1__Topology__SegmentsEntry *segs[1] = { &seg };
 
 	resp.node_id = s->node_id;
 	resp.max_volumes_per_node = s->max_volumes_per_node;
@@ -404,7 +403,6 @@ static void reply_node_get_info(const struct csi_server *s, const struct csi_rep
 	resp.accessible_topology = &topo;
 	gcore_call_reply_message(call, &resp.base);
 }
-
 
 /* --- the Node volume RPCs: the backend's view of a request, and the OK answers ----------- */
 
@@ -457,7 +455,7 @@ static void capability_view(const Csi__V1__VolumeCapability *cap, struct csi_vol
 		ret->mount_flags = (const char *const *)cap->mount->mount_flags;
 		ret->n_mount_flags = cap->mount->n_mount_flags;
 		ret->volume_mount_group =
-		    cap->mount->volume_mount_group ? cap->mount->volume_mount_group : "";
+			cap->mount->volume_mount_group ? cap->mount->volume_mount_group : "";
 	}
 }
 
@@ -579,14 +577,15 @@ static int call_expand(const struct csi_server *s, const struct job *j, struct c
 }
 
 /* The OK answers of stage, unstage, publish and unpublish have no fields. */
-#define REPLY_EMPTY(fn, type, init)                                                                \
-	static void fn(const struct csi_server *s, const struct csi_reply *rep,                    \
-		       struct gcore_call *call)                                                    \
-	{                                                                                          \
-		type resp = init;                                                                  \
-		gcore_call_reply_message(call, &resp.base);                                                   \
+#define REPLY_EMPTY(fn, type, init)                                             \
+	static void fn(const struct csi_server *s, const struct csi_reply *rep, \
+		       struct gcore_call *call)                                 \
+	{                                                                       \
+		type resp = init;                                               \
+		gcore_call_reply_message(call, &resp.base);                     \
 	}
-REPLY_EMPTY(reply_stage, Csi__V1__NodeStageVolumeResponse, CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT)
+REPLY_EMPTY(reply_stage, Csi__V1__NodeStageVolumeResponse,
+	    CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT)
 REPLY_EMPTY(reply_unstage, Csi__V1__NodeUnstageVolumeResponse,
 	    CSI__V1__NODE_UNSTAGE_VOLUME_RESPONSE__INIT)
 REPLY_EMPTY(reply_publish, Csi__V1__NodePublishVolumeResponse,
@@ -898,7 +897,7 @@ static void job_run(struct csi_server *s, struct job *j, bool draining)
 		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
 		csi_reply_set(&reply, CSI_DEADLINE_EXCEEDED,
-			  "deadline passed while the request waited for a worker");
+			      "deadline passed while the request waited for a worker");
 	else
 		job_call(s, j, &reply);
 	/* Free the slot before answering: kubelet may call again as soon as it has the answer. */
@@ -968,14 +967,15 @@ static void handle_call(struct gcore_call *call, void *userdata)
 		/* Arrived just before the shutdown began; nobody waits on a new op now. */
 		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (!inflight_take(s, j->info.volume_id, j->info.stats_slot))
-		csi_reply_set(&reply, CSI_ABORTED, "an operation on volume %s is already in progress",
-			  j->info.volume_id);
+		csi_reply_set(&reply, CSI_ABORTED,
+			      "an operation on volume %s is already in progress",
+			      j->info.volume_id);
 	else {
 		queue_push(s, j);
 		return;
 	}
-	answer(s, rpc, call, j->msg, j->info.volume_id && *j->info.volume_id ? j->info.volume_id : NULL,
-	       &reply);
+	answer(s, rpc, call, j->msg,
+	       j->info.volume_id && *j->info.volume_id ? j->info.volume_id : NULL, &reply);
 	job_free(j);
 }
 
@@ -1001,8 +1001,8 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 			cfg && cfg->driver_name ? "\"" : "");
 		return NULL;
 	}
-	root =
-	    cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root : CSI_DEFAULT_KUBELET_ROOT;
+	root = cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root
+						       : CSI_DEFAULT_KUBELET_ROOT;
 	if (!csi_path_normalized(root)) {
 		err_set(err, -EINVAL, "kubelet root %s: want an absolute, normalized path", root);
 		return NULL;
@@ -1066,7 +1066,7 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 int csi_server_start(struct csi_server *s, struct error_info *err)
 {
 	struct error_info local;
-	struct gcore_config gc = {0};
+	struct gcore_config gc = { 0 };
 	sigset_t all, old;
 	int r;
 
@@ -1121,9 +1121,9 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 	}
 	if (s->registration) {
 		struct registration_config rc = {
-		    .kubelet_root = *s->kubelet_root ? s->kubelet_root : "/",
-		    .driver_name = s->driver_name,
-		    .csi_socket_path = s->socket_path,
+			.kubelet_root = *s->kubelet_root ? s->kubelet_root : "/",
+			.driver_name = s->driver_name,
+			.csi_socket_path = s->socket_path,
 		};
 
 		s->reg = registration_new(&rc, err);
@@ -1253,7 +1253,7 @@ int csi_request_check(const struct csi_check_config *cfg, const char *method, co
 	};
 	static const struct csi_node_ops no_ops;
 	const char *root = cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root
-								     : CSI_DEFAULT_KUBELET_ROOT;
+								   : CSI_DEFAULT_KUBELET_ROOT;
 	const struct csi_rpc *rpc = rpc_find(method);
 	struct csi_server s = { 0 };
 	struct job j = { 0 };
@@ -1274,10 +1274,9 @@ int csi_request_check(const struct csi_check_config *cfg, const char *method, co
 		r = -EINVAL;
 	} else if (!rpc->validate) {
 		/* answered by the queue thread from the server's settings alone */
-	} else if (cfg->check_fs && (!check_no_symlink(&s, j.info.path_field[0], j.info.path[0],
-						      ret_reply) ||
-				     !check_no_symlink(&s, j.info.path_field[1], j.info.path[1],
-						      ret_reply))) {
+	} else if (cfg->check_fs &&
+		   (!check_no_symlink(&s, j.info.path_field[0], j.info.path[0], ret_reply) ||
+		    !check_no_symlink(&s, j.info.path_field[1], j.info.path[1], ret_reply))) {
 		r = -EINVAL;
 	} else if (!cfg->ops) {
 		/* reaches the backend */

@@ -77,8 +77,9 @@ static bool check_path(const struct csi_validate_config *cfg, struct csi_verdict
 	if (path[0] != '/')
 		return refuse(v, code, "%s: %s is not an absolute path", field, path);
 	if (!csi_path_normalized(path))
-		return refuse(v, code, "%s: %s is not normalized (empty, \".\" or \"..\" component)",
-			      field, path);
+		return refuse(v, code,
+			      "%s: %s is not normalized (empty, \".\" or \"..\" component)", field,
+			      path);
 	if (strncmp(path, root, rl) != 0 || path[rl] != '/' || path[rl + 1] == '\0')
 		return refuse(v, code, "%s: %s is not under the kubelet root %s", field, path,
 			      rl ? root : "/");
@@ -104,8 +105,8 @@ static bool check_capability(struct csi_verdict *v, const Csi__V1__VolumeCapabil
 	return true;
 }
 
-static void set_paths(struct csi_request_info *info, const char *f0, const char *p0,
-		      const char *f1, const char *p1)
+static void set_paths(struct csi_request_info *info, const char *f0, const char *p0, const char *f1,
+		      const char *p1)
 {
 	info->path_field[0] = f0;
 	info->path[0] = p0;
@@ -178,8 +179,8 @@ bool csi_validate_unpublish(const struct csi_validate_config *cfg, const Protobu
 
 	*info = (struct csi_request_info){ .volume_id = r->volume_id };
 	set_paths(info, "target_path", r->target_path, NULL, NULL);
-	return require(v, "volume_id", r->volume_id) &&
-	       require(v, "target_path", r->target_path) && check_volume_id(v, r->volume_id) &&
+	return require(v, "volume_id", r->volume_id) && require(v, "target_path", r->target_path) &&
+	       check_volume_id(v, r->volume_id) &&
 	       check_path(cfg, v, CSI_INVALID_ARGUMENT, "target_path", r->target_path);
 }
 
@@ -202,8 +203,8 @@ bool csi_validate_stats(const struct csi_validate_config *cfg, const ProtobufCMe
 	*info = (struct csi_request_info){ .volume_id = r->volume_id, .stats_slot = true };
 	set_paths(info, "volume_path", r->volume_path, "staging_target_path",
 		  r->staging_target_path);
-	return require(v, "volume_id", r->volume_id) &&
-	       require(v, "volume_path", r->volume_path) && check_volume_id(v, r->volume_id) &&
+	return require(v, "volume_id", r->volume_id) && require(v, "volume_path", r->volume_path) &&
+	       check_volume_id(v, r->volume_id) &&
 	       check_path(cfg, v, CSI_INVALID_ARGUMENT, "staging_target_path",
 			  r->staging_target_path) &&
 	       check_lookup_path(cfg, v, r->volume_path);
@@ -231,7 +232,8 @@ bool csi_validate_expand(const struct csi_validate_config *cfg, const ProtobufCM
 			return refuse(v, CSI_INVALID_ARGUMENT,
 				      "capacity_range.required_bytes: negative");
 		if (lim < 0)
-			return refuse(v, CSI_INVALID_ARGUMENT, "capacity_range.limit_bytes: negative");
+			return refuse(v, CSI_INVALID_ARGUMENT,
+				      "capacity_range.limit_bytes: negative");
 		if (lim && req > lim)
 			return refuse(v, CSI_INVALID_ARGUMENT,
 				      "capacity_range.limit_bytes: below required_bytes");

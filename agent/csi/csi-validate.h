@@ -41,9 +41,8 @@ struct csi_verdict {
 /* One per Node volume RPC; msg is the decoded request of that RPC.  Returns true when the
  * request passes (ret_info filled), false with ret_verdict set.  ret_info is filled as far as
  * the message allows also on failure (the volume id for the log line). */
-typedef bool (*csi_validate_fn)(const struct csi_validate_config *cfg,
-				const ProtobufCMessage *msg, struct csi_request_info *ret_info,
-				struct csi_verdict *ret_verdict);
+typedef bool (*csi_validate_fn)(const struct csi_validate_config *cfg, const ProtobufCMessage *msg,
+				struct csi_request_info *ret_info, struct csi_verdict *ret_verdict);
 
 bool csi_validate_stage(const struct csi_validate_config *cfg, const ProtobufCMessage *msg,
 			struct csi_request_info *ret_info, struct csi_verdict *ret_verdict);

@@ -41,7 +41,11 @@ struct gcore_method {
 	void *registered; /* grpc_server_register_method() handle */
 };
 
-enum call_state { CALL_REQUESTED, CALL_OWNED, CALL_REPLYING };
+enum call_state {
+	CALL_REQUESTED,
+	CALL_OWNED,
+	CALL_REPLYING
+};
 
 struct gcore_call {
 	struct gcore *g;
@@ -85,23 +89,23 @@ struct gcore {
 };
 
 static const char *const status_names[] = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
+	"OK",
+	"CANCELLED",
+	"UNKNOWN",
+	"INVALID_ARGUMENT",
+	"DEADLINE_EXCEEDED",
+	"NOT_FOUND",
+	"ALREADY_EXISTS",
+	"PERMISSION_DENIED",
+	"RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION",
+	"ABORTED",
+	"OUT_OF_RANGE",
+	"UNIMPLEMENTED",
+	"INTERNAL",
+	"UNAVAILABLE",
+	"DATA_LOSS",
+	"UNAUTHENTICATED",
 };
 
 const char *gcore_status_name(int code)
@@ -166,8 +170,8 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
 	if (g->cfg.calls_per_method <= 0)
 		g->cfg.calls_per_method = 8;
 	g->socket_path = strdup(cfg->socket_path);
-	g->lock_path =
-	    cfg->lock_path ? strdup(cfg->lock_path) : strdup_printf("%s.lock", cfg->socket_path);
+	g->lock_path = cfg->lock_path ? strdup(cfg->lock_path)
+				      : strdup_printf("%s.lock", cfg->socket_path);
 	if (!g->socket_path || !g->lock_path) {
 		free(g->socket_path);
 		free(g->lock_path);
@@ -207,7 +211,8 @@ int gcore_add_method(struct gcore *g, const char *path, gcore_handler_fn handler
 	if (!reg)
 		return -EINVAL; /* registered twice */
 	g->methods[g->n_methods++] = (struct gcore_method){
-	    .path = path, .handler = handler, .userdata = userdata, .registered = reg};
+		.path = path, .handler = handler, .userdata = userdata, .registered = reg
+	};
 	return 0;
 }
 
@@ -347,8 +352,9 @@ static void *queue_thread(void *arg)
 	struct gcore *g = arg;
 
 	for (;;) {
-		grpc_event ev =
-		    grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		grpc_event ev = grpc_completion_queue_next(g->cq,
+							   gpr_inf_future(GPR_CLOCK_MONOTONIC),
+							   NULL);
 		struct gcore_call *c;
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
@@ -462,8 +468,10 @@ int gcore_start(struct gcore *g, struct error_info *err)
 		grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
 		grpc_server_cancel_all_calls(g->server);
 		for (;;) {
-			grpc_event ev = grpc_completion_queue_next(
-			    g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+			grpc_event ev =
+				grpc_completion_queue_next(g->cq,
+							   gpr_inf_future(GPR_CLOCK_MONOTONIC),
+							   NULL);
 			if (ev.type == GRPC_OP_COMPLETE && ev.tag == &g->shutdown_tag)
 				break;
 		}
@@ -471,7 +479,7 @@ int gcore_start(struct gcore *g, struct error_info *err)
 		g->server = NULL;
 		grpc_completion_queue_shutdown(g->cq);
 		while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
-			   .type != GRPC_QUEUE_SHUTDOWN)
+			       .type != GRPC_QUEUE_SHUTDOWN)
 			;
 		grpc_completion_queue_destroy(g->cq);
 		g->cq = NULL;
@@ -599,7 +607,7 @@ struct gcore *gcore_free(struct gcore *g)
 	if (g->cq) {
 		grpc_completion_queue_shutdown(g->cq);
 		while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
-			   .type != GRPC_QUEUE_SHUTDOWN)
+			       .type != GRPC_QUEUE_SHUTDOWN)
 			;
 		grpc_completion_queue_destroy(g->cq);
 		g->cq = NULL;
@@ -722,9 +730,9 @@ int gcore_call_reply_message(struct gcore_call *call, const struct ProtobufCMess
 	return gcore_call_reply(call, buf, len);
 }
 
-int gcore_unary_call(const char *socket_path, const char *method, const void *request,
-		     size_t len, int timeout_ms, int *ret_code, char *ret_message,
-		     size_t message_size, void **ret_response, size_t *ret_len)
+int gcore_unary_call(const char *socket_path, const char *method, const void *request, size_t len,
+		     int timeout_ms, int *ret_code, char *ret_message, size_t message_size,
+		     void **ret_response, size_t *ret_len)
 {
 	grpc_channel_credentials *creds;
 	grpc_channel *channel;
@@ -751,7 +759,8 @@ int gcore_unary_call(const char *socket_path, const char *method, const void *re
 	deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
 				gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
 	call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-					grpc_slice_from_static_string(method), NULL, deadline, NULL);
+					grpc_slice_from_static_string(method), NULL, deadline,
+					NULL);
 	grpc_metadata_array_init(&initial);
 	grpc_metadata_array_init(&trailing);
 	payload = grpc_slice_from_copied_buffer(request, len);
@@ -781,8 +790,7 @@ int gcore_unary_call(const char *socket_path, const char *method, const void *re
 	if (r == 0) {
 		*ret_code = (int)status;
 		if (ret_message)
-			snprintf(ret_message, message_size, "%.*s",
-				 (int)GRPC_SLICE_LENGTH(details),
+			snprintf(ret_message, message_size, "%.*s", (int)GRPC_SLICE_LENGTH(details),
 				 (const char *)GRPC_SLICE_START_PTR(details));
 		if (status == GRPC_STATUS_OK && recv) {
 			grpc_byte_buffer_reader reader;

@@ -140,6 +140,6 @@ int gcore_call_fail(struct gcore_call *call, int code, const char *message);
  * waits up to timeout_ms.  Returns 0 and the gRPC status in *ret_code (its message in
  * ret_message, when not NULL); on GCORE_OK, *ret_response (malloc'd, caller frees) and
  * *ret_len hold the answer.  -errno when the call could not be made at all. */
-int gcore_unary_call(const char *socket_path, const char *method, const void *request,
-		     size_t len, int timeout_ms, int *ret_code, char *ret_message,
-		     size_t message_size, void **ret_response, size_t *ret_len);
+int gcore_unary_call(const char *socket_path, const char *method, const void *request, size_t len,
+		     int timeout_ms, int *ret_code, char *ret_message, size_t message_size,
+		     void **ret_response, size_t *ret_len);

@@ -37,7 +37,7 @@ static void handle_get_info(struct gcore_call *call, void *userdata)
 	struct registration *r = userdata;
 	Pluginregistration__InfoRequest *req;
 	Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
-	char *versions[] = {"1.0.0"};
+	char *versions[] = { "1.0.0" };
 	const void *data;
 	size_t len;
 
@@ -62,7 +62,7 @@ static void handle_notify(struct gcore_call *call, void *userdata)
 	struct registration *r = userdata;
 	Pluginregistration__RegistrationStatus *st;
 	Pluginregistration__RegistrationStatusResponse resp =
-	    PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
+		PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
 	const void *data;
 	size_t len;
 
@@ -103,12 +103,12 @@ struct registration *registration_new(const struct registration_config *cfg, str
 	r->kubelet_root = strdup(cfg->kubelet_root);
 	r->driver_name = strdup(cfg->driver_name);
 	r->csi_socket_path = strdup(cfg->csi_socket_path);
-	r->socket_path =
-	    strdup_printf("%s/plugins_registry/%s-reg.sock",
-			  streq(cfg->kubelet_root, "/") ? "" : cfg->kubelet_root, cfg->driver_name);
-	r->lock_path =
-	    strdup_printf("%s/plugins_registry/.%s-reg.sock.lock",
-			  streq(cfg->kubelet_root, "/") ? "" : cfg->kubelet_root, cfg->driver_name);
+	r->socket_path = strdup_printf("%s/plugins_registry/%s-reg.sock",
+				       streq(cfg->kubelet_root, "/") ? "" : cfg->kubelet_root,
+				       cfg->driver_name);
+	r->lock_path = strdup_printf("%s/plugins_registry/.%s-reg.sock.lock",
+				     streq(cfg->kubelet_root, "/") ? "" : cfg->kubelet_root,
+				     cfg->driver_name);
 	atomic_init(&r->state, REGISTRATION_PENDING);
 	if (!r->kubelet_root || !r->driver_name || !r->csi_socket_path || !r->socket_path ||
 	    !r->lock_path) {
@@ -130,11 +130,11 @@ int registration_start(struct registration *r, struct error_info *err)
 	_cleanup_free_ char *dir = NULL;
 	struct error_info local;
 	struct gcore_config gc = {
-	    .socket_path = r->socket_path,
-	    .lock_path = r->lock_path,
-	    .mode = 0600,
-	    .gid = (gid_t)-1,
-	    .calls_per_method = 2,
+		.socket_path = r->socket_path,
+		.lock_path = r->lock_path,
+		.mode = 0600,
+		.gid = (gid_t)-1,
+		.calls_per_method = 2,
 	};
 	int k;
 
@@ -153,7 +153,7 @@ int registration_start(struct registration *r, struct error_info *err)
 	if (!r->g)
 		return err->code;
 	if (gcore_add_method(r->g, "/pluginregistration.Registration/GetInfo", handle_get_info, r) <
-		0 ||
+		    0 ||
 	    gcore_add_method(r->g, "/pluginregistration.Registration/NotifyRegistrationStatus",
 			     handle_notify, r) < 0) {
 		r->g = gcore_free(r->g);

@@ -18,9 +18,9 @@ struct bluestore_label {
 	char osd_uuid[BLUESTORE_UUID_LEN + 1];
 	/* From the encoded part; empty or -1 when the label does not carry them. */
 	char ceph_fsid[BLUESTORE_UUID_LEN + 1];
-	int osd_id;		/* meta "whoami" */
-	char description[32];	/* "main", "bluefs db", "bluefs wal" */
-	uint64_t size;		/* bytes the OSD was made for, 0 when unknown */
+	int osd_id;	      /* meta "whoami" */
+	char description[32]; /* "main", "bluefs db", "bluefs wal" */
+	uint64_t size;	      /* bytes the OSD was made for, 0 when unknown */
 };
 
 /* Parses a label from the first len bytes of a device.  The text part (magic and uuid) is

@@ -29,18 +29,26 @@ enum {
 	DESIG_EUI64 = 2,
 	DESIG_NAA = 3,
 };
-enum { CODE_BINARY = 1, CODE_ASCII = 2 };
+enum {
+	CODE_BINARY = 1,
+	CODE_ASCII = 2
+};
 #define NAA_ANY 0xff
 
 /* scsi_id's order of preference among page 0x83 designators. */
 static const struct {
 	uint8_t type, naa, code;
 } scsi_search[] = {
-	{ DESIG_NAA, 6, CODE_BINARY },	  { DESIG_NAA, 6, CODE_ASCII },
-	{ DESIG_NAA, 5, CODE_BINARY },	  { DESIG_NAA, 5, CODE_ASCII },
-	{ DESIG_NAA, NAA_ANY, CODE_BINARY }, { DESIG_NAA, NAA_ANY, CODE_ASCII },
-	{ DESIG_EUI64, NAA_ANY, CODE_BINARY }, { DESIG_EUI64, NAA_ANY, CODE_ASCII },
-	{ DESIG_T10_VENDOR, NAA_ANY, CODE_BINARY }, { DESIG_T10_VENDOR, NAA_ANY, CODE_ASCII },
+	{ DESIG_NAA, 6, CODE_BINARY },
+	{ DESIG_NAA, 6, CODE_ASCII },
+	{ DESIG_NAA, 5, CODE_BINARY },
+	{ DESIG_NAA, 5, CODE_ASCII },
+	{ DESIG_NAA, NAA_ANY, CODE_BINARY },
+	{ DESIG_NAA, NAA_ANY, CODE_ASCII },
+	{ DESIG_EUI64, NAA_ANY, CODE_BINARY },
+	{ DESIG_EUI64, NAA_ANY, CODE_ASCII },
+	{ DESIG_T10_VENDOR, NAA_ANY, CODE_BINARY },
+	{ DESIG_T10_VENDOR, NAA_ANY, CODE_ASCII },
 	{ DESIG_VENDOR_SPECIFIC, NAA_ANY, CODE_BINARY },
 	{ DESIG_VENDOR_SPECIFIC, NAA_ANY, CODE_ASCII },
 };
@@ -261,8 +269,8 @@ static bool match_ata_t10(const uint8_t *d, const void *arg)
 static bool match_naa5_binary(const uint8_t *d, const void *arg)
 {
 	(void)arg;
-	return (d[1] & 0x30) == 0 && (d[1] & 0x0f) == DESIG_NAA &&
-	       (d[0] & 0x0f) == CODE_BINARY && d[3] == 8 && (d[4] >> 4) == 5;
+	return (d[1] & 0x30) == 0 && (d[1] & 0x0f) == DESIG_NAA && (d[0] & 0x0f) == CODE_BINARY &&
+	       d[3] == 8 && (d[4] >> 4) == 5;
 }
 
 /* ata_id's view, from what libata's SCSI translation puts in page 0x83: the T10 vendor id

@@ -25,9 +25,9 @@
 struct udev_device;
 
 struct devid {
-	char *wwn_name;		/* by-id name from a world-wide name, or NULL */
-	char *serial_name;	/* by-id name from a serial number, or NULL */
-	char **names;		/* every by-id name udev makes for the disk, NULL-terminated */
+	char *wwn_name;	   /* by-id name from a world-wide name, or NULL */
+	char *serial_name; /* by-id name from a serial number, or NULL */
+	char **names;	   /* every by-id name udev makes for the disk, NULL-terminated */
 };
 
 /* Computes the by-id names of a whole disk from sysfs.  A device with no hardware identity

@@ -165,13 +165,15 @@ void devinv_print_table(const struct devinv *inv, FILE *f)
 			fputs("-", f);
 		if (d->duplicate_id)
 			fprintf(f, "  [duplicate id%s]",
-				d->id_kind == DEVINV_ID_SERIAL ? ": serial shared, not trusted" : "");
+				d->id_kind == DEVINV_ID_SERIAL ? ": serial shared, not trusted"
+							       : "");
 		if (d->probe_error)
 			fprintf(f, "  [probe: %s]", d->probe_error);
 		fputc('\n', f);
 	}
 	if (!inv->udev_db)
-		fprintf(f, "\nno udev database: hardware ids come from sysfs, named as udev would name "
-			   "them; /dev/disk/by-* links and what only udev knows (USB serials) are "
-			   "absent\n");
+		fprintf(f,
+			"\nno udev database: hardware ids come from sysfs, named as udev would name "
+			"them; /dev/disk/by-* links and what only udev knows (USB serials) are "
+			"absent\n");
 }

@@ -29,14 +29,10 @@
 #define RAM_MAJOR 1
 
 static const char *const id_kind_names[_DEVINV_ID_MAX] = {
-	[DEVINV_ID_NONE] = "none",
-	[DEVINV_ID_WWN] = "wwn",
-	[DEVINV_ID_SERIAL] = "serial",
-	[DEVINV_ID_DM_UUID] = "dm-uuid",
-	[DEVINV_ID_PARTUUID] = "partuuid",
-	[DEVINV_ID_PTUUID] = "ptuuid",
-	[DEVINV_ID_BLUESTORE] = "bluestore",
-	[DEVINV_ID_FS_UUID] = "fs-uuid",
+	[DEVINV_ID_NONE] = "none",	     [DEVINV_ID_WWN] = "wwn",
+	[DEVINV_ID_SERIAL] = "serial",	     [DEVINV_ID_DM_UUID] = "dm-uuid",
+	[DEVINV_ID_PARTUUID] = "partuuid",   [DEVINV_ID_PTUUID] = "ptuuid",
+	[DEVINV_ID_BLUESTORE] = "bluestore", [DEVINV_ID_FS_UUID] = "fs-uuid",
 };
 
 /* Each device's identities by kind, kept beside the public fields so lookups are cheap. */
@@ -44,9 +40,9 @@ struct device_priv {
 	struct devinv_device pub;
 	char *identity[_DEVINV_ID_MAX];
 	const char *source[_DEVINV_ID_MAX];
-	struct devid hw;	/* by-id names; for a partition, its disk's with "-part<n>" */
-	const char *hw_source;	/* "sysfs" or "udev" */
-	char *legacy_wwn;	/* the wwn identity as versions before by-id names wrote it */
+	struct devid hw;       /* by-id names; for a partition, its disk's with "-part<n>" */
+	const char *hw_source; /* "sysfs" or "udev" */
+	char *legacy_wwn;      /* the wwn identity as versions before by-id names wrote it */
 };
 
 static struct device_priv *priv(const struct devinv_device *d)
@@ -321,8 +317,8 @@ static void probe_device(struct devinv_device *d)
 
 	pr = blkid_new_probe_from_filename(d->path);
 	if (!pr) {
-		d->probe_error = strdup_printf("cannot open %s: %s", d->path,
-					       strerror(errno ? errno : EIO));
+		d->probe_error =
+			strdup_printf("cannot open %s: %s", d->path, strerror(errno ? errno : EIO));
 		return;
 	}
 	blkid_probe_enable_superblocks(pr, 1);
@@ -350,8 +346,8 @@ static void probe_device(struct devinv_device *d)
 		if (r == 0)
 			d->has_bluestore = true;
 		else if (!d->probe_error)
-			d->probe_error = strdup_printf("bluestore label unreadable: %s",
-						       strerror(-r));
+			d->probe_error =
+				strdup_printf("bluestore label unreadable: %s", strerror(-r));
 	}
 }
 
@@ -434,8 +430,7 @@ bool devinv_device_has_identity(const struct devinv_device *d, enum devinv_id_ki
 	       strcasecmp(priv(d)->legacy_wwn, value) == 0;
 }
 
-const char *devinv_device_hw_identity(const struct devinv_device *d,
-				      enum devinv_id_kind *ret_kind)
+const char *devinv_device_hw_identity(const struct devinv_device *d, enum devinv_id_kind *ret_kind)
 {
 	const char *v = devinv_device_identity(d, DEVINV_ID_WWN);
 
@@ -545,7 +540,8 @@ static int device_new(struct udev_device *dev, unsigned flags, struct libmnt_tab
 		d->rota = sysfs_bool(whole, "queue/rotational");
 	}
 	if (!d->parent) {
-		d->model = first_of(sysfs_read(syspath, "device/model"), udev_prop(dev, "ID_MODEL"));
+		d->model =
+			first_of(sysfs_read(syspath, "device/model"), udev_prop(dev, "ID_MODEL"));
 		d->serial = first_of(sysfs_read(syspath, "serial"),
 				     first_of(sysfs_read(syspath, "device/serial"),
 					      udev_prop(dev, "ID_SERIAL_SHORT")));

@@ -47,40 +47,40 @@ enum devinv_id_kind {
 };
 
 struct devinv_device {
-	char *name;		/* kernel name: sda, sda1, loop3, dm-0 */
-	char *path;		/* device node, /dev/<name> */
+	char *name; /* kernel name: sda, sda1, loop3, dm-0 */
+	char *path; /* device node, /dev/<name> */
 	char *syspath;
-	char *parent;		/* for a partition, the kernel name of its disk */
+	char *parent; /* for a partition, the kernel name of its disk */
 	dev_t devnum;
-	uint64_t size;		/* bytes */
-	const char *type;	/* disk, part, loop, lvm, crypt, mpath, dm, md, rom */
+	uint64_t size;	  /* bytes */
+	const char *type; /* disk, part, loop, lvm, crypt, mpath, dm, md, rom */
 	bool ro, removable, rota;
-	bool udev_initialized;	/* udev's database has this device */
+	bool udev_initialized; /* udev's database has this device */
 	/* NULL when neither sysfs nor udev knows them. */
 	char *model, *serial, *wwn;
 	char *dm_name, *dm_uuid;
-	char *back_file;	/* loop devices */
-	char **links;		/* /dev/disk/by-* links, from udev; NULL-terminated */
+	char *back_file; /* loop devices */
+	char **links;	 /* /dev/disk/by-* links, from udev; NULL-terminated */
 	/* From libblkid; NULL when absent. */
 	char *fstype, *uuid, *label, *partuuid, *pttype, *ptuuid;
 	bool has_bluestore;
 	struct bluestore_label bluestore;
-	char *probe_error;	/* why libblkid could not tell, or NULL */
-	char **holders;		/* kernel names, NULL-terminated */
-	char **mountpoints;	/* NULL-terminated */
+	char *probe_error;  /* why libblkid could not tell, or NULL */
+	char **holders;	    /* kernel names, NULL-terminated */
+	char **mountpoints; /* NULL-terminated */
 	enum devinv_id_kind id_kind;
-	char *stable_id;	/* "<kind>:<value>", NULL for kind none */
-	const char *id_source;	/* where the stable id came from: "sysfs", "udev", "blkid",
+	char *stable_id;       /* "<kind>:<value>", NULL for kind none */
+	const char *id_source; /* where the stable id came from: "sysfs", "udev", "blkid",
 				 * "bluestore label"; NULL for kind none */
-	char **by_id;		/* the /dev/disk/by-id names udev gives (or would give) this
+	char **by_id;	       /* the /dev/disk/by-id names udev gives (or would give) this
 				 * device, computed from sysfs, strongest first; NULL-terminated */
-	bool duplicate_id;	/* another device has the same stable id */
+	bool duplicate_id;     /* another device has the same stable id */
 };
 
 struct devinv {
-	struct devinv_device **devices;	/* sorted by name, partitions after their disk */
+	struct devinv_device **devices; /* sorted by name, partitions after their disk */
 	size_t n_devices;
-	bool udev_db;			/* udev's database was there and used */
+	bool udev_db; /* udev's database was there and used */
 };
 
 enum {
@@ -115,8 +115,7 @@ const char *devinv_device_identity(const struct devinv_device *d, enum devinv_id
 bool devinv_device_has_identity(const struct devinv_device *d, enum devinv_id_kind kind,
 				const char *value);
 /* The hardware identity of a whole disk (kind wwn, else serial), or NULL; *ret_kind is set. */
-const char *devinv_device_hw_identity(const struct devinv_device *d,
-				      enum devinv_id_kind *ret_kind);
+const char *devinv_device_hw_identity(const struct devinv_device *d, enum devinv_id_kind *ret_kind);
 
 /* Whether this device is the main device of a bluestore OSD. */
 bool devinv_device_is_osd(const struct devinv_device *d);

@@ -30,8 +30,8 @@ struct devmon {
 	struct udev_monitor *mon;
 	const char *source;
 	struct devinv *inv;
-	char *json;		/* what devices.json holds */
-	struct seen *seen;	/* the last name of every stable id seen since start */
+	char *json;	   /* what devices.json holds */
+	struct seen *seen; /* the last name of every stable id seen since start */
 	size_t n_seen;
 };
 
@@ -228,8 +228,8 @@ int devmon_dispatch(struct devmon *dm, struct error_info *err)
 	unsigned n = 0;
 
 	while ((dev = udev_monitor_receive_device(dm->mon))) {
-		log_debug("devmon", "event", "action", udev_device_get_action(dev) ?: "",
-			  "name", udev_device_get_sysname(dev) ?: "");
+		log_debug("devmon", "event", "action", udev_device_get_action(dev) ?: "", "name",
+			  udev_device_get_sysname(dev) ?: "");
 		udev_device_unref(dev);
 		n++;
 	}

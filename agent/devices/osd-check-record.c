@@ -239,7 +239,8 @@ static int parse_ceph_volume(json_t *root, const char *origin, struct osd_record
 			return bad(err, origin, where, "device", "not a device name or /dev path");
 		type = json_string_value(json_object_get(o, "type"));
 		if (json_object_get(o, "type") && (!type || !streq(type, "bluestore")))
-			return bad(err, origin, where, "type", "only bluestore OSDs can be checked");
+			return bad(err, origin, where, "type",
+				   "only bluestore OSDs can be checked");
 		snprintf(idbuf, sizeof(idbuf), "%d", osd_id);
 		if (strcasecmp(key, osd_uuid) != 0 && !streq(key, idbuf))
 			return bad(err, origin, where, "osd_uuid",
@@ -310,8 +311,8 @@ int osd_record_load(const char *path, struct osd_record **ret, struct error_info
 		return err_set(err, -errno, "%s: %s", path, strerror(errno));
 	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return err_set(err, -EINVAL, "%s:%d:%d: not JSON: %s", path, jerr.line,
-			       jerr.column, jerr.text);
+		return err_set(err, -EINVAL, "%s:%d:%d: not JSON: %s", path, jerr.line, jerr.column,
+			       jerr.text);
 	return parse_root(root, path, ret, err);
 }
 

@@ -114,10 +114,11 @@ int osd_selection_resolve(struct osd_selection *sel, const struct devinv *inv,
 			continue;
 		n = devinv_find_by_id(inv, e, &d);
 		if (n > 1)
-			return err_set(err, -ENOTUNIQ,
-				       "--devices: \"%s\" fits %zu devices (they share a serial); name "
-				       "the device by another id",
-				       e, n);
+			return err_set(
+				err, -ENOTUNIQ,
+				"--devices: \"%s\" fits %zu devices (they share a serial); name "
+				"the device by another id",
+				e, n);
 		if (n == 0) {
 			if (!by_id || !startswith(sel->names[i], "disk/by-id/"))
 				continue; /* a plain name of no device, or a link that resolved */
@@ -135,8 +136,7 @@ int osd_selection_resolve(struct osd_selection *sel, const struct devinv *inv,
 	return 0;
 }
 
-int osd_selection_new_filter(const char *regex, struct osd_selection **ret,
-			     struct error_info *err)
+int osd_selection_new_filter(const char *regex, struct osd_selection **ret, struct error_info *err)
 {
 	_cleanup_(osd_selection_freep) struct osd_selection *sel = calloc(1, sizeof(*sel));
 	char why[128];
@@ -352,7 +352,8 @@ json_t *osd_check_result_to_json(const struct osd_check_result *res)
 	json_t *o = osd_check_result_json_base(res);
 
 	if (o) {
-		json_object_set_new(o, "hw_id", e->hw_value ? json_string(e->hw_value) : json_null());
+		json_object_set_new(o, "hw_id",
+				    e->hw_value ? json_string(e->hw_value) : json_null());
 		json_object_set_new(o, "hw_id_now_on",
 				    res->hw_now ? json_string(res->hw_now->name) : json_null());
 	}

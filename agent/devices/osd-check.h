@@ -31,18 +31,18 @@ struct osd_selection;
 
 struct osd_record_entry {
 	int osd_id;
-	char *device;		/* name at deploy time as saved: "sda" or "/dev/sda" */
+	char *device; /* name at deploy time as saved: "sda" or "/dev/sda" */
 	enum devinv_id_kind kind;
-	char *value;		/* the identity of that kind */
-	enum devinv_id_kind hw_kind;	/* the disk's hardware id (wwn or serial), version 2 */
-	char *hw_value;		/* its by-id name, or NULL when the record has none */
-	char *where;		/* how messages name the entry: "osds[2]", "\"<osd uuid>\"" */
+	char *value;		     /* the identity of that kind */
+	enum devinv_id_kind hw_kind; /* the disk's hardware id (wwn or serial), version 2 */
+	char *hw_value;		     /* its by-id name, or NULL when the record has none */
+	char *where;		     /* how messages name the entry: "osds[2]", "\"<osd uuid>\"" */
 };
 
 struct osd_record {
 	struct osd_record_entry *entries;
 	size_t n_entries;
-	const char *format;	/* "volagent" or "ceph-volume" */
+	const char *format; /* "volagent" or "ceph-volume" */
 };
 
 /* Parses a record in either format (see docs/devices.md): the project's own
@@ -68,11 +68,11 @@ json_t *osd_record_from_devinv(const struct devinv *inv, const struct osd_select
 /* ---- the user's selection: a device list or a filter ---- */
 
 struct osd_selection {
-	char **names;		/* --devices: kernel names; NULL-terminated */
-	char **entries;		/* --devices as the user wrote them; NULL-terminated */
+	char **names;	/* --devices: kernel names; NULL-terminated */
+	char **entries; /* --devices as the user wrote them; NULL-terminated */
 	bool is_filter;
-	regex_t filter;		/* --device-filter, POSIX extended, unanchored like Rook's */
-	char *text;		/* as the user gave it */
+	regex_t filter; /* --device-filter, POSIX extended, unanchored like Rook's */
+	char *text;	/* as the user gave it */
 };
 
 /* A comma-separated list: "sda,sdb", "/dev/sdc", "/dev/disk/by-id/..." (links are resolved
@@ -87,8 +87,7 @@ int osd_selection_new_list(const char *list, struct osd_selection **ret, struct 
 int osd_selection_resolve(struct osd_selection *sel, const struct devinv *inv,
 			  struct error_info *err);
 /* Returns: 0, -EINVAL when regex does not compile (err says why). */
-int osd_selection_new_filter(const char *regex, struct osd_selection **ret,
-			     struct error_info *err);
+int osd_selection_new_filter(const char *regex, struct osd_selection **ret, struct error_info *err);
 struct osd_selection *osd_selection_free(struct osd_selection *sel);
 /* Whether the selection picks the device called name (a kernel name, or "/dev/<name>"). */
 bool osd_selection_selects(const struct osd_selection *sel, const char *name);
@@ -107,11 +106,11 @@ enum osd_verdict {
 struct osd_check_result {
 	const struct osd_record_entry *entry;
 	enum osd_verdict verdict;
-	const struct devinv_device *now;	/* where the identity is now, NULL if nowhere */
-	size_t n_found;				/* devices with the identity */
-	const struct devinv_device *saved_now;	/* what the saved name holds now, or NULL */
-	const struct devinv_device *hw_now;	/* the disk with the saved hardware id, or NULL */
-	bool saved_holds_other;	/* saved name holds a device without the saved identity */
+	const struct devinv_device *now;       /* where the identity is now, NULL if nowhere */
+	size_t n_found;			       /* devices with the identity */
+	const struct devinv_device *saved_now; /* what the saved name holds now, or NULL */
+	const struct devinv_device *hw_now;    /* the disk with the saved hardware id, or NULL */
+	bool saved_holds_other; /* saved name holds a device without the saved identity */
 	bool selected;		/* the selection picks `now` (or the saved name when missing) */
 	bool foreign;		/* the selection picks the saved name, which holds another device */
 	char *message;		/* "osd.3: NOT_SAFE: saved on sda with ..." */

@@ -24,9 +24,9 @@
 #define ARGV_MAX 32
 
 static const char *const method_names[] = {
-    [RBD_METHOD_KRBD] = "krbd",
-    [RBD_METHOD_NBD] = "nbd",
-    [RBD_METHOD_FUSE] = "fuse",
+	[RBD_METHOD_KRBD] = "krbd",
+	[RBD_METHOD_NBD] = "nbd",
+	[RBD_METHOD_FUSE] = "fuse",
 };
 
 int rbd_method_from_name(const char *name, enum rbd_method *ret)
@@ -218,8 +218,8 @@ static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret
 	/* Do not wait for udev to process the new device: a node (or container) without udevd
 	 * would hang here until the timeout.  The kernel's devtmpfs has made /dev/rbdN by the
 	 * time the map returns, and nothing here uses udev's /dev/rbd/POOL/IMAGE links. */
-	static const char *const noudev[] = {"-o", "noudev", NULL};
-	struct helper_args a = {.n = 0};
+	static const char *const noudev[] = { "-o", "noudev", NULL };
+	struct helper_args a = { .n = 0 };
 	char dev[64];
 	int r = map_image(p, "rbd", "rbd (ceph-common)", noudev, true, "/dev/rbd", &a, dev,
 			  sizeof(dev), err);
@@ -258,8 +258,7 @@ static int release_krbd(const struct device_attachment *att, uint64_t timeout_ms
 			struct error_info *err)
 {
 	/* noudev: see attach_krbd; without udevd, unmap would wait for the "remove" event. */
-	const char *dev = att->device_path,
-		   *argv[] = {"rbd", "unmap", "-o", "noudev", dev, NULL};
+	const char *dev = att->device_path, *argv[] = { "rbd", "unmap", "-o", "noudev", dev, NULL };
 	char out[1024], why[512];
 	int r;
 
@@ -298,8 +297,8 @@ static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
 static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 		      struct error_info *err)
 {
-	static const char *const none[] = {NULL};
-	struct helper_args a = {.n = 0};
+	static const char *const none[] = { NULL };
+	struct helper_args a = { .n = 0 };
 	char dev[64], pid[32];
 	int r = map_image(p, "rbd-nbd", "rbd-nbd", none, false, "/dev/nbd", &a, dev, sizeof(dev),
 			  err);
@@ -311,8 +310,9 @@ static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 	    device_attachment_set_meta(ret, "pid", pid) < 0 || !(ret->device_path = strdup(dev)))
 		return -ENOMEM;
 	/* Out of volagent.service's cgroup, or its restart kills the daemon (helper-scope.h). */
-	r = nbd_device_pid(dev) > 0 ?
-		    helper_scope_move(nbd_device_pid(dev), "rbd-nbd", a.pool_image, NULL, 0, err) : 0;
+	r = nbd_device_pid(dev) > 0
+		    ? helper_scope_move(nbd_device_pid(dev), "rbd-nbd", a.pool_image, NULL, 0, err)
+		    : 0;
 	if (r < 0)
 		(void)release_nbd(ret, p->timeout_ms, NULL);
 	return r < 0 ? r : 0;
@@ -321,7 +321,7 @@ static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
 		       struct error_info *err)
 {
-	const char *dev = att->device_path, *argv[] = {"rbd-nbd", "unmap", dev, NULL};
+	const char *dev = att->device_path, *argv[] = { "rbd-nbd", "unmap", dev, NULL };
 	const char *pid_s = device_attachment_get_meta(att, "pid");
 	pid_t pid = pid_s ? (pid_t)atoi(pid_s) : 0;
 	char out[1024];
@@ -337,8 +337,8 @@ static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
 	fd = open(dev, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT || errno == ENXIO
-			   ? 0
-			   : err_set(err, -errno, "%s: %s", dev, strerror(errno));
+			       ? 0
+			       : err_set(err, -errno, "%s: %s", dev, strerror(errno));
 	(void)ioctl(fd, NBD_DISCONNECT);
 	(void)ioctl(fd, NBD_CLEAR_SOCK);
 	close(fd);
@@ -456,11 +456,11 @@ static void log_tail(const char *log_path, char *buf, size_t len)
 static int attach_fuse(const struct rbd_params *p, struct device_attachment *ret,
 		       struct error_info *err)
 {
-	struct helper_args a = {.n = 0};
+	struct helper_args a = { .n = 0 };
 	_cleanup_free_ char *dir = strdup_printf("%s.fuse", p->base);
 	_cleanup_free_ char *log_path = strdup_printf("%s.log", p->base);
 	_cleanup_free_ char *file = NULL, *tmp_key = NULL;
-	struct device_attachment made = {0};
+	struct device_attachment made = { 0 };
 	const char *key_file;
 	char loop[32], pid_s[32], why[1024];
 	uint64_t deadline;

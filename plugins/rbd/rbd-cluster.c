@@ -32,7 +32,7 @@ struct rbd_cluster *rbd_cluster_free(struct rbd_cluster *c)
 static bool mon_answers(const char *mon, int timeout_ms)
 {
 	char host[256], port[16] = "6789";
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	const char *colon;
 	bool ok = false;
 
@@ -53,7 +53,7 @@ static bool mon_answers(const char *mon, int timeout_ms)
 	for (struct addrinfo *a = ai; a && !ok; a = a->ai_next) {
 		int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e = 0;
 		socklen_t len = sizeof(e);
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 
 		if (fd < 0)
 			continue;
@@ -101,17 +101,17 @@ int rbd_cluster_connect(const struct rbd_credentials *cred, uint64_t timeout_ms,
 	struct {
 		const char *key, *value;
 	} conf[] = {
-	    {"mon_host", cred->monitors},
-	    {"client_mount_timeout", secs},
-	    {"rados_mon_op_timeout", secs},
-	    {"rados_osd_op_timeout", secs},
-	    /* Our stderr is the agent's log: the library must not write there. */
-	    {"log_to_stderr", "false"},
-	    {"err_to_stderr", "false"},
-	    {"log_file", ""},
-	    {"keyring", cred->keyring},
-	    {"keyfile", cred->keyfile},
-	    {"key", cred->key},
+		{ "mon_host", cred->monitors },
+		{ "client_mount_timeout", secs },
+		{ "rados_mon_op_timeout", secs },
+		{ "rados_osd_op_timeout", secs },
+		/* Our stderr is the agent's log: the library must not write there. */
+		{ "log_to_stderr", "false" },
+		{ "err_to_stderr", "false" },
+		{ "log_file", "" },
+		{ "keyring", cred->keyring },
+		{ "keyfile", cred->keyfile },
+		{ "key", cred->key },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(conf); i++) {
 		if (!conf[i].value)
@@ -133,15 +133,15 @@ int rbd_cluster_connect(const struct rbd_credentials *cred, uint64_t timeout_ms,
 			 * tell that from a cluster that does not answer at all. */
 			if (any_mon_answers(cred->monitors))
 				return err_set(
-				    err, -EACCES,
-				    "authentication as client.%s failed: monitors %s answer "
-				    "but did not accept the key within %.1fs (wrong key, or "
-				    "the user does not exist)",
-				    cred->user, cred->monitors, (double)timeout_ms / 1000.0);
+					err, -EACCES,
+					"authentication as client.%s failed: monitors %s answer "
+					"but did not accept the key within %.1fs (wrong key, or "
+					"the user does not exist)",
+					cred->user, cred->monitors, (double)timeout_ms / 1000.0);
 			return err_set(
-			    err, -ETIMEDOUT,
-			    "cluster unreachable: monitors %s did not answer within %.1fs",
-			    cred->monitors, (double)timeout_ms / 1000.0);
+				err, -ETIMEDOUT,
+				"cluster unreachable: monitors %s did not answer within %.1fs",
+				cred->monitors, (double)timeout_ms / 1000.0);
 		case EACCES:
 		case EPERM:
 			return err_set(err, -EACCES,

@@ -121,7 +121,7 @@ int rbd_spawn_daemon(const char *const argv[], const char *log_path, pid_t *ret_
 			sigemptyset(&all);
 			sigprocmask(SIG_SETMASK, &all, NULL);
 			execve(prog, (char *const *)argv, env);
-		fail:
+fail:
 			e = -errno;
 			(void)!write(p[1], &e, sizeof(e));
 			_exit(127);
@@ -292,7 +292,7 @@ void rbd_key_file_remove(const char *path)
 	fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0) {
 		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-			char zeros[256] = {0};
+			char zeros[256] = { 0 };
 			for (off_t left = st.st_size; left > 0; left -= (off_t)sizeof(zeros))
 				if (write(fd, zeros,
 					  left < (off_t)sizeof(zeros) ? (size_t)left

@@ -50,7 +50,7 @@
 #define BLOCKLIST_EXPIRE_S 3600
 
 static const char *const spec_keys[] = {
-    "monitors", "pool", "image", "user", "keyring", "secretFile", "fsType",
+	"monitors", "pool", "image", "user", "keyring", "secretFile", "fsType",
 };
 
 static bool rbd_can_support(const struct volume_spec *spec)
@@ -147,8 +147,8 @@ static void params_done(struct rbd_params *p)
 /* The plugin's options (its table is at the end of this file): set before the agent starts,
  * read-only afterwards. */
 static struct {
-	char attach_methods[64];	/* tried in order: "krbd,nbd,fuse" */
-	uint64_t op_timeout_ms;		/* librados/librbd calls and attach helpers */
+	char attach_methods[64]; /* tried in order: "krbd,nbd,fuse" */
+	uint64_t op_timeout_ms;	 /* librados/librbd calls and attach helpers */
 } settings = {
 	.attach_methods = "krbd,nbd,fuse",
 	.op_timeout_ms = 30000,
@@ -175,8 +175,8 @@ static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p
 		p->keyring = DEFAULT_KEYRING;
 	if (p->key) /* the secret wins: the files are not read */
 		p->keyring = p->secret_file = NULL;
-	p->fstype =
-	    volume_spec_get(spec, "fsType") ? volume_spec_get(spec, "fsType") : DEFAULT_FSTYPE;
+	p->fstype = volume_spec_get(spec, "fsType") ? volume_spec_get(spec, "fsType")
+						    : DEFAULT_FSTYPE;
 	p->read_only = spec->read_only;
 	p->timeout_ms = settings.op_timeout_ms;
 	p->name = rbd_get_volume_name(spec);
@@ -274,7 +274,7 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 			     struct device_attachment *old, struct device_attachment *ret,
 			     struct error_info *err)
 {
-	struct error_info why = {0};
+	struct error_info why = { 0 };
 	bool was_dead = false;
 	int r;
 
@@ -294,13 +294,13 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 	return 0;
 }
 
-static int rbd_attach(const struct volume_spec *spec, bool read_only,
-		      struct device_attachment *ret, struct error_info *err)
+static int rbd_attach(const struct volume_spec *spec, bool read_only, struct device_attachment *ret,
+		      struct error_info *err)
 {
 	_cleanup_free_ char *methods = strdup(settings.attach_methods);
 	_cleanup_free_ struct rbd_watcher *before = NULL;
 	_cleanup_rbd_cluster_ struct rbd_cluster *c = NULL;
-	struct device_attachment att = {0}, old = {0};
+	struct device_attachment att = { 0 }, old = { 0 };
 	struct rbd_params p;
 	char failures[2048] = "";
 	char *m, *save = NULL;
@@ -323,11 +323,11 @@ static int rbd_attach(const struct volume_spec *spec, bool read_only,
 			goto out;
 		}
 	}
-	r = rbd_cluster_connect(&(struct rbd_credentials){.monitors = p.monitors,
-							  .user = p.user,
-							  .keyring = p.keyring,
-							  .keyfile = p.secret_file,
-							  .key = p.key},
+	r = rbd_cluster_connect(&(struct rbd_credentials){ .monitors = p.monitors,
+							   .user = p.user,
+							   .keyring = p.keyring,
+							   .keyfile = p.secret_file,
+							   .key = p.key },
 				p.timeout_ms, &c, err);
 	if (r < 0)
 		goto out;
@@ -346,15 +346,15 @@ static int rbd_attach(const struct volume_spec *spec, bool read_only,
 		if (watcher_is_ours(&p, &before[i], &old))
 			continue;
 		r = err_set(
-		    err, -EBUSY,
-		    "image %s/%s is in use by client.%lld at %s (attached on another node?); "
-		    "a read-write attach needs it to have no other client",
-		    p.pool, p.image, (long long)before[i].id, before[i].addr);
+			err, -EBUSY,
+			"image %s/%s is in use by client.%lld at %s (attached on another node?); "
+			"a read-write attach needs it to have no other client",
+			p.pool, p.image, (long long)before[i].id, before[i].addr);
 		goto out;
 	}
 	/* A record before anything exists: a crash from here on leaves a trace to clean up. */
 	for (m = strtok_r(methods, ", ", &save); m; m = strtok_r(NULL, ", ", &save)) {
-		struct error_info merr = {0};
+		struct error_info merr = { 0 };
 		enum rbd_method method;
 		size_t len = strlen(failures);
 
@@ -421,7 +421,7 @@ out:
 static int rbd_detach(const struct volume_spec *spec, const struct device_attachment *att,
 		      struct error_info *err)
 {
-	struct device_attachment rec = {0};
+	struct device_attachment rec = { 0 };
 	const struct device_attachment *use = att;
 	_cleanup_rbd_cluster_ struct rbd_cluster *c = NULL;
 	struct rbd_params p;
@@ -439,19 +439,21 @@ static int rbd_detach(const struct volume_spec *spec, const struct device_attach
 	if (r < 0)
 		goto out;
 	if (was_dead && device_attachment_get_meta(use, "client")) {
-		struct error_info ignored = {0};
+		struct error_info ignored = { 0 };
 		const char *mons = device_attachment_get_meta(use, "monitors");
 		if (mons)
 			(void)rbd_cluster_connect(
-			    &(struct rbd_credentials){
-				.monitors = mons,
-				.user = p.user,
-				.keyring =
-				    p.key ? NULL : device_attachment_get_meta(use, "keyring"),
-				.keyfile =
-				    p.key ? NULL : device_attachment_get_meta(use, "secretFile"),
-				.key = p.key},
-			    p.timeout_ms, &c, &ignored);
+				&(struct rbd_credentials){
+					.monitors = mons,
+					.user = p.user,
+					.keyring =
+						p.key ? NULL
+						      : device_attachment_get_meta(use, "keyring"),
+					.keyfile = p.key ? NULL
+							 : device_attachment_get_meta(use,
+										      "secretFile"),
+					.key = p.key },
+				p.timeout_ms, &c, &ignored);
 		forget_dead_client(&p, c, use);
 	}
 	if (use == &rec || !rec.device_path || streq_ptr(rec.device_path, att->device_path))
@@ -517,7 +519,7 @@ static int rbd_construct_spec(const char *volume_name, const char *mount_path,
 	_cleanup_volume_spec_ struct volume_spec *s = NULL;
 	_cleanup_free_ char *pool = NULL;
 	const char *rest, *slash;
-	struct device_attachment rec = {0};
+	struct device_attachment rec = { 0 };
 	struct rbd_params p;
 	int r = 0;
 
@@ -532,8 +534,8 @@ static int rbd_construct_spec(const char *volume_name, const char *mount_path,
 	/* Our record knows the rest (never the key). */
 	if (params_from_spec(s, &p) == 0) {
 		if (rbd_record_read(p.record_path, &rec) == 0) {
-			static const char *const keys[] = {"monitors", "user", "keyring",
-							   "secretFile"};
+			static const char *const keys[] = { "monitors", "user", "keyring",
+							    "secretFile" };
 			for (size_t i = 0; i < ARRAY_SIZE(keys) && r == 0; i++) {
 				const char *v = device_attachment_get_meta(&rec, keys[i]);
 				if (v)
@@ -552,7 +554,7 @@ static int rbd_construct_spec(const char *volume_name, const char *mount_path,
 static int rbd_check_health(const struct volume_spec *spec, const char *path,
 			    struct error_info *err)
 {
-	struct device_attachment rec = {0};
+	struct device_attachment rec = { 0 };
 	struct rbd_params p;
 	int r;
 

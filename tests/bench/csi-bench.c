@@ -78,9 +78,15 @@ static grpc_channel *channel_new(void)
 {
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	grpc_arg args[] = {
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, .value.integer = 1 },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, .value.integer = 1 },
-		{ .type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 10 },
+		{ .type = GRPC_ARG_INTEGER,
+		  .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+		  .value.integer = 1 },
+		{ .type = GRPC_ARG_INTEGER,
+		  .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+		  .value.integer = 1 },
+		{ .type = GRPC_ARG_INTEGER,
+		  .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+		  .value.integer = 10 },
 	};
 	grpc_channel_args ca = { .num_args = sizeof(args) / sizeof(args[0]), .args = args };
 	grpc_channel *ch = grpc_channel_create(channel_target, creds, &ca);
@@ -91,7 +97,13 @@ static grpc_channel *channel_new(void)
 
 /* --- one call ----------------------------------------------------------------------- */
 
-enum rpc { RPC_PROBE, RPC_STAGE, RPC_PUBLISH, RPC_UNPUBLISH, RPC_UNSTAGE };
+enum rpc {
+	RPC_PROBE,
+	RPC_STAGE,
+	RPC_PUBLISH,
+	RPC_UNPUBLISH,
+	RPC_UNSTAGE
+};
 
 static const char *const rpc_method[] = {
 	[RPC_PROBE] = "/csi.v1.Identity/Probe",
@@ -277,8 +289,8 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 	for (int k = 0; k < concurrency && next < count; k++)
 		slot_start(&slots[k], rpc, next++, opt.deadline_ms);
 	while (done < count) {
-		grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-							   NULL);
+		grpc_event ev =
+			grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 		struct slot *s = ev.tag;
 		char msg[512];
 		grpc_status_code st;
@@ -291,8 +303,8 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 			grpc_byte_buffer_destroy(s->response);
 		st = slot_finish(s, msg, sizeof(msg));
 		if (!ev.success || st != GRPC_STATUS_OK)
-			die("%s of volume %s%d: status %d: %s", rpc_method[rpc], opt.prefix, s->index,
-			    (int)st, msg);
+			die("%s of volume %s%d: status %d: %s", rpc_method[rpc], opt.prefix,
+			    s->index, (int)st, msg);
 		done++;
 		if (next < count)
 			slot_start(s, rpc, next++, opt.deadline_ms);
@@ -306,8 +318,8 @@ static void report(const char *rpc, double *lat, int n, double wall_ms)
 	printf("figure %s.%s.p50 %.3f ms\n", opt.label, rpc, percentile(lat, n, 50));
 	printf("figure %s.%s.p99 %.3f ms\n", opt.label, rpc, percentile(lat, n, 99));
 	printf("figure %s.%s.rate %.0f calls/s\n", opt.label, rpc, n / (wall_ms / 1000));
-	printf("%s %s: %d calls, %d in flight, %.1f ms; min %.3f ms, max %.3f ms\n", opt.label,
-	       rpc, n, opt.concurrency, wall_ms, lat[0], lat[n - 1]);
+	printf("%s %s: %d calls, %d in flight, %.1f ms; min %.3f ms, max %.3f ms\n", opt.label, rpc,
+	       n, opt.concurrency, wall_ms, lat[0], lat[n - 1]);
 	fflush(stdout);
 }
 
@@ -396,8 +408,10 @@ static int wait_ready(int timeout_ms)
 			grpc_byte_buffer_reader reader;
 			if (grpc_byte_buffer_reader_init(&reader, s.response)) {
 				grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
-				Csi__V1__ProbeResponse *r = csi__v1__probe_response__unpack(
-					NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+				Csi__V1__ProbeResponse *r =
+					csi__v1__probe_response__unpack(NULL,
+									GRPC_SLICE_LENGTH(all),
+									GRPC_SLICE_START_PTR(all));
 				/* ready unset means ready, as the CSI spec says. */
 				ready = r && (!r->ready || r->ready->value);
 				if (r)
@@ -464,15 +478,16 @@ static struct csi_server *self_test_start(char **ret_endpoint)
 
 	snprintf(sock, sizeof(sock), "%s/self-test.sock", opt.targets_root);
 	snprintf(ep, sizeof(ep), "unix://%s", sock);
-	s = csi_server_new(&(struct csi_server_config){
-				   .endpoint = ep,
-				   .driver_name = "self-test.csi-bench",
-				   .node_id = "bench",
-				   .kubelet_root = opt.targets_root,
-				   .workers = 16,
-				   .grace_ms = 1000,
-			   },
-			   &self_test_ops, NULL, &err);
+	s = csi_server_new(
+		&(struct csi_server_config){
+			.endpoint = ep,
+			.driver_name = "self-test.csi-bench",
+			.node_id = "bench",
+			.kubelet_root = opt.targets_root,
+			.workers = 16,
+			.grace_ms = 1000,
+		},
+		&self_test_ops, NULL, &err);
 	if (!s || csi_server_start(s, &err) < 0)
 		die("self-test server: %s", err_msg(&err));
 	csi_server_set_ready(s, true);

@@ -73,8 +73,7 @@ static void stop_running_agent(void)
 }
 
 /* "figure <name> <value> <unit> [reps: a b c]": the line the runner's summary reads. */
-static void figure(const char *name, double value, const char *unit, const double *reps,
-		   int n)
+static void figure(const char *name, double value, const char *unit, const double *reps, int n)
 {
 	printf("figure %s %.3f %s", name, value, unit);
 	if (reps && n > 1) {
@@ -117,7 +116,8 @@ static void unescape(const char *s, size_t len, char *out, size_t size)
 
 	for (size_t i = 0; i < len && o + 1 < size; i++) {
 		if (s[i] == '\\' && i + 3 < len && s[i + 1] >= '0' && s[i + 1] <= '3') {
-			out[o++] = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+			out[o++] = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
+					  (s[i + 3] - '0'));
 			i += 3;
 		} else {
 			out[o++] = s[i];
@@ -246,7 +246,8 @@ static void *exec_worker(void *arg)
 			if (mkdir(t, 0750) < 0 && errno != EEXIST)
 				die("exec: mkdir %s: %s", t, strerror(errno));
 			if (mountinfo_scan(t, true) == 0 &&
-			    run_prog((const char *const[]){ "/bin/mount", "--bind", s, t, NULL }) != 0)
+			    run_prog((const char *const[]){ "/bin/mount", "--bind", s, t, NULL }) !=
+				    0)
 				die("exec: mount --bind %s %s failed", s, t);
 		} else {
 			if (mountinfo_scan(t, true) > 0 &&
@@ -670,9 +671,9 @@ static int cmd_converge(const char *ns, const char *reps_s, int jobs)
 			const char *phase, *variant;
 			double *ms;
 		} figs[] = {
-			{ "converge", "floor", fu }, { "converge", "exec", eu },
+			{ "converge", "floor", fu },	{ "converge", "exec", eu },
 			{ "converge", "volagent", vu }, { "remove", "floor", fd },
-			{ "remove", "exec", ed }, { "remove", "volagent", vd },
+			{ "remove", "exec", ed },	{ "remove", "volagent", vd },
 		};
 
 		for (size_t f = 0; f < sizeof(figs) / sizeof(figs[0]); f++) {
@@ -728,8 +729,8 @@ static uint64_t proc_stat_cpu_ns(pid_t pid)
 		die("read %s", p);
 	q = strrchr(s, ')');
 	/* after ") ": state(3) ... utime is field 14, stime 15 */
-	if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			 &st) != 2)
+	if (!q ||
+	    sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		die("parse %s", p);
 	free(s);
 	return (ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
@@ -769,9 +770,9 @@ static void forced_pass(struct agent *a, long *ret_table, long *ret_refresh_us, 
 		line = p;
 	if (!line || !strstr(line, "refresh_us=") || !strstr(line, "pass_us="))
 		die("cannot parse the forced resync line in %s", a->log);
-	*ret_table = strstr(line, "table_entries=") ? strtol(strstr(line, "table_entries=") + 14,
-							      NULL, 10)
-						    : -1;
+	*ret_table = strstr(line, "table_entries=")
+			     ? strtol(strstr(line, "table_entries=") + 14, NULL, 10)
+			     : -1;
 	*ret_refresh_us = strtol(strstr(line, "refresh_us=") + 11, NULL, 10);
 	*ret_pass_us = strtol(strstr(line, "pass_us=") + 8, NULL, 10);
 	free(s);
@@ -846,7 +847,8 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 	rss_idle = proc_status_kib(a.pid, "VmRSS:");
 	hwm_idle = proc_status_kib(a.pid, "VmHWM:");
 	printf("idle agent, no volumes: CPU %.4f s over 5 s, VmRSS %ld KiB (anon %ld, file %ld), "
-	       "VmHWM %ld KiB\n", idle_cpu_empty, rss_idle, proc_status_kib(a.pid, "RssAnon:"),
+	       "VmHWM %ld KiB\n",
+	       idle_cpu_empty, rss_idle, proc_status_kib(a.pid, "RssAnon:"),
 	       proc_status_kib(a.pid, "RssFile:"), hwm_idle);
 	figure("rss.idle", (double)hwm_idle / 1024, "MiB", NULL, 0);
 
@@ -929,7 +931,8 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !o ||
 			    !strstr(o, "ready_at_ns "))
 				die("csi-bench --wait-ready failed; see %s", a.log);
-			rst[i] = (double)(strtoull(strstr(o, "ready_at_ns ") + 12, NULL, 10) - t0) / 1e6;
+			rst[i] = (double)(strtoull(strstr(o, "ready_at_ns ") + 12, NULL, 10) - t0) /
+				 1e6;
 			free(o);
 		}
 		if (log_count(&a, "msg=\"volume mounted\"") != mounted_before)
@@ -938,15 +941,17 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 			die("mount IDs changed across the restart (%ld mounts)", n2);
 		if (waiter)
 			printf("restart %d: READY=1 after %.1f ms, Probe ready after %.1f ms; 0 "
-			       "remounts, mount IDs unchanged\n", i + 1, rst_ready[i], rst[i]);
+			       "remounts, mount IDs unchanged\n",
+			       i + 1, rst_ready[i], rst[i]);
 		else
 			printf("restart %d: READY=1 after %.1f ms; 0 remounts, mount IDs unchanged\n",
 			       i + 1, rst_ready[i]);
 	}
-	figure(csi_bench_bin ? "restart.probe" : "restart.ready", bench_median(rst, restarts), "ms", rst,
-	       restarts);
+	figure(csi_bench_bin ? "restart.probe" : "restart.ready", bench_median(rst, restarts), "ms",
+	       rst, restarts);
 	if (csi_bench_bin)
-		figure("restart.ready", bench_median(rst_ready, restarts), "ms", rst_ready, restarts);
+		figure("restart.ready", bench_median(rst_ready, restarts), "ms", rst_ready,
+		       restarts);
 
 	/* Tear down through the agent too, so the run leaves the namespace as it found it. */
 	t0 = bench_now_ns();

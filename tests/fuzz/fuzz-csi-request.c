@@ -17,23 +17,23 @@
 
 #include "csi-server.h"
 
-#define FUZZ_CHECK(cond)                                                                     \
-	do {                                                                                   \
-		if (!(cond))                                                                   \
-			__builtin_trap();                                                      \
+#define FUZZ_CHECK(cond)                  \
+	do {                              \
+		if (!(cond))              \
+			__builtin_trap(); \
 	} while (0)
 
 static const char *const methods[] = {
-	"/csi.v1.Node/NodeStageVolume",		 "/csi.v1.Node/NodeUnstageVolume",
-	"/csi.v1.Node/NodePublishVolume",	 "/csi.v1.Node/NodeUnpublishVolume",
-	"/csi.v1.Node/NodeGetVolumeStats",	 "/csi.v1.Node/NodeExpandVolume",
-	"/csi.v1.Identity/GetPluginInfo",	 "/csi.v1.Identity/GetPluginCapabilities",
-	"/csi.v1.Identity/Probe",		 "/csi.v1.Node/NodeGetCapabilities",
+	"/csi.v1.Node/NodeStageVolume",	   "/csi.v1.Node/NodeUnstageVolume",
+	"/csi.v1.Node/NodePublishVolume",  "/csi.v1.Node/NodeUnpublishVolume",
+	"/csi.v1.Node/NodeGetVolumeStats", "/csi.v1.Node/NodeExpandVolume",
+	"/csi.v1.Identity/GetPluginInfo",  "/csi.v1.Identity/GetPluginCapabilities",
+	"/csi.v1.Identity/Probe",	   "/csi.v1.Node/NodeGetCapabilities",
 	"/csi.v1.Node/NodeGetInfo",
 };
 
-static const char *root; /* the kubelet root of this input, "" for "/" */
-static bool echoed;	 /* op_publish echoed a secret into its message */
+static const char *root;  /* the kubelet root of this input, "" for "/" */
+static bool echoed;	  /* op_publish echoed a secret into its message */
 static size_t echoed_len; /* its length */
 
 /* What the server promises about a path it hands on: absolute, no "", "." or ".." component,
@@ -185,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct csi_reply reply;
 	bool has_stage;
-	struct csi_check_config cfg = {0};
+	struct csi_check_config cfg = { 0 };
 	const char *method;
 	int r;
 

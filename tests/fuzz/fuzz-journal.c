@@ -20,10 +20,10 @@
 #include "journal.h"
 #include "reconciler-internal.h"
 
-#define FUZZ_CHECK(cond)                                                                     \
-	do {                                                                                   \
-		if (!(cond))                                                                   \
-			__builtin_trap();                                                      \
+#define FUZZ_CHECK(cond)                  \
+	do {                              \
+		if (!(cond))              \
+			__builtin_trap(); \
 	} while (0)
 
 static char dir[64];
@@ -40,7 +40,7 @@ static void cleanup_dir(void)
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 
 	snprintf(dir, sizeof(dir), "%s/fuzz-journal.XXXXXX", base);
@@ -61,12 +61,11 @@ static void write_input(const uint8_t *data, size_t size)
 	close(fd);
 }
 
-
 /* The CSI import of a reconciler that was never started. */
 static void import_csi(json_t *csi)
 {
-	struct reconciler r = {0};
-	struct error_info err = {0};
+	struct reconciler r = { 0 };
+	struct error_info err = { 0 };
 	int k;
 
 	r.dsw = dsw_new("/fuzz/root");
@@ -83,7 +82,7 @@ static void import_csi(json_t *csi)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	struct actual_state *a = asw_new("/fuzz/root"), *b;
 	json_t *csi = NULL, *csi2 = NULL;
 	bool same_boot;

@@ -14,10 +14,10 @@
 
 #include "osd-check.h"
 
-#define FUZZ_CHECK(cond)                                                                     \
-	do {                                                                                   \
-		if (!(cond))                                                                   \
-			__builtin_trap();                                                      \
+#define FUZZ_CHECK(cond)                  \
+	do {                              \
+		if (!(cond))              \
+			__builtin_trap(); \
 	} while (0)
 
 static struct devinv *inv;
@@ -26,7 +26,7 @@ static struct osd_selection *sel;
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 
 	if (devinv_scan(NULL, 0, &inv, &err) < 0)
 		inv = NULL; /* no devices to check against; the parser is fuzzed all the same */
@@ -61,7 +61,7 @@ static void check_entry(const struct osd_record_entry *e)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	struct osd_record *rec = NULL;
 	char *text = malloc(size + 1);
 	int r;

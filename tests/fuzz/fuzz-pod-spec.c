@@ -14,10 +14,10 @@
 #include "hashmap.h"
 #include "pod-spec.h"
 
-#define FUZZ_CHECK(cond)                                                                     \
-	do {                                                                                   \
-		if (!(cond))                                                                   \
-			__builtin_trap();                                                      \
+#define FUZZ_CHECK(cond)                  \
+	do {                              \
+		if (!(cond))              \
+			__builtin_trap(); \
 	} while (0)
 
 static bool uid_safe(const char *u)
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct desired_state *dsw;
-	struct error_info err = {0};
+	struct error_info err = { 0 };
 	struct pod_spec *spec = NULL;
 	char *text;
 	int r;

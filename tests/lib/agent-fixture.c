@@ -342,11 +342,12 @@ json_t *status_pod_volume(json_t *status, const char *target)
 	size_t i, k;
 
 	json_array_foreach(json_object_get(status, "volumes"), i, v)
-		json_array_foreach(json_object_get(v, "pods"), k, pod) {
-			const char *t = json_string_value(json_object_get(pod, "target"));
-			if (t && !strcmp(t, target))
-				return pod;
-		}
+		json_array_foreach(json_object_get(v, "pods"), k, pod)
+	{
+		const char *t = json_string_value(json_object_get(pod, "target"));
+		if (t && !strcmp(t, target))
+			return pod;
+	}
 	return NULL;
 }
 
@@ -355,7 +356,8 @@ json_t *status_device(json_t *status, const char *name)
 	json_t *d;
 	size_t i;
 
-	json_array_foreach(json_object_get(status, "devices"), i, d) {
+	json_array_foreach(json_object_get(status, "devices"), i, d)
+	{
 		const char *vol = json_string_value(json_object_get(d, "volume"));
 		const char *dev = json_string_value(json_object_get(d, "device"));
 		if ((vol && !strcmp(vol, name)) || (dev && !strcmp(dev, name)))
@@ -435,8 +437,8 @@ static bool pod_has_error(json_t *st, const void *arg)
 {
 	const struct pod_state_arg *a = arg;
 	json_t *pod = status_pod_volume(st, a->target);
-	const char *e = json_string_value(
-		json_object_get(json_object_get(pod, "backoff"), "last_error"));
+	const char *e =
+		json_string_value(json_object_get(json_object_get(pod, "backoff"), "last_error"));
 
 	return e && strstr(e, a->error);
 }
@@ -461,8 +463,7 @@ static bool status_count_is(json_t *st, const void *arg)
 	return status_count(st, a->key) == a->n;
 }
 
-bool fixture_wait_count(const struct agent_fixture *f, const char *key, long long n,
-			int timeout_ms)
+bool fixture_wait_count(const struct agent_fixture *f, const char *key, long long n, int timeout_ms)
 {
 	struct status_count_arg a = { key, n };
 

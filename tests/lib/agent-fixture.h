@@ -17,7 +17,7 @@ struct agent_fixture {
 	struct test_agent agent;
 	char loops[4][32];
 	int n_loops;
-	char short_dir[32];	/* see fixture_short_dir */
+	char short_dir[32]; /* see fixture_short_dir */
 };
 
 struct agent_fixture *fixture_new(const char *tag);

@@ -335,8 +335,8 @@ bool test_golden_matches(const char *expected_path, const char *actual)
 	}
 	same = strcmp(expected, actual) == 0;
 	if (!same)
-		fprintf(stderr, "%s differs.\nexpected:\n%s\nactual:\n%s\n", expected_path, expected,
-			actual);
+		fprintf(stderr, "%s differs.\nexpected:\n%s\nactual:\n%s\n", expected_path,
+			expected, actual);
 	free(expected);
 	return same;
 }

@@ -17,7 +17,7 @@
 #include "testlib.h"
 
 struct rt_cluster {
-	char mon[64];		/* "127.0.0.1:<v1 port>", the form a Kubernetes spec uses */
+	char mon[64]; /* "127.0.0.1:<v1 port>", the form a Kubernetes spec uses */
 	const char *conf, *keyring, *key, *pool;
 	rados_t rados;
 	rados_ioctx_t io;
