@@ -612,9 +612,7 @@ struct gcore *gcore_free(struct gcore *g)
 		grpc_completion_queue_destroy(g->cq);
 		g->cq = NULL;
 	}
-	/* Wait for gRPC's own clean-up (plain grpc_shutdown may leave it to a thread of its own
-	 * still running when the agent exits). */
-	grpc_shutdown_blocking();
+	grpc_shutdown();
 	/* The lock goes last: the socket gRPC unlinked at shutdown is ours until here. */
 	g->lock_fd = close_fd(g->lock_fd);
 	pthread_cond_destroy(&g->cond);
