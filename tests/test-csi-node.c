@@ -87,22 +87,9 @@ static void start(struct csi_env *e)
 /* Runs the calls (one per line) and returns the answers, one line each (caller frees). */
 static char *csi(struct csi_env *e, const char *calls)
 {
-	char input[700], *out = NULL;
-	const char *argv[] = { "/usr/bin/python3",
-			       "tests/csi/csi_client.py",
-			       "--socket",
-			       e->sock,
-			       "--stub-dir",
-			       e->stubs,
-			       "--timeout",
-			       "30",
-			       "--input",
-			       input,
-			       NULL };
+	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
 
-	snprintf(input, sizeof(input), "%s/calls.txt", e->f->dir);
-	assert_int_equal(test_write_file(input, calls), 0);
-	assert_int_equal(test_run_capture(argv, &out), 0);
+	assert_non_null(out);
 	return out;
 }
 

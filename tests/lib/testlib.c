@@ -262,6 +262,32 @@ static char *slurp_fd(int fd)
 	return buf;
 }
 
+char *test_csi_client(const char *sock, const char *stubs_dir, const char *dir, const char *calls)
+{
+	char input[700], *out = NULL;
+	const char *argv[] = { "/usr/bin/python3",
+			       "tests/csi/csi_client.py",
+			       "--socket",
+			       sock,
+			       "--stub-dir",
+			       stubs_dir,
+			       "--timeout",
+			       "30",
+			       "--input",
+			       input,
+			       NULL };
+
+	/* One input file per thread: tests run calls from several threads at once. */
+	snprintf(input, sizeof(input), "%s/calls-%d.txt", dir, (int)gettid());
+	if (test_write_file(input, calls) < 0)
+		return NULL;
+	if (test_run_capture(argv, &out) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
 int test_run_capture2(const char *const argv[], char **ret_out, char **ret_err)
 {
 	int out = capture_fd(), err = ret_err ? capture_fd() : -1, r;

@@ -37,6 +37,10 @@ int test_run(const char *const argv[]);
 int test_run_capture(const char *const argv[], char **ret_out);
 /* Same, with stdout and stderr each returned (either may be NULL). */
 int test_run_capture2(const char *const argv[], char **ret_out, char **ret_err);
+/* Runs CSI calls (one per line, as tests/csi/csi_client.py reads them) against the socket
+ * sock, the client's generated stubs in stubs_dir, through an input file in dir.  Returns the
+ * answers, one line each (caller frees), or NULL when the client did not exit 0. */
+char *test_csi_client(const char *sock, const char *stubs_dir, const char *dir, const char *calls);
 /* mkfs.ext4 -q -F dev (or xfs with -f). */
 int test_mkfs(const char *fstype, const char *dev);
 
