@@ -122,6 +122,14 @@ void rec_drain_completed(struct reconciler *r);
 
 /* reconciler-pass.c: one pass (see reconciler.h). */
 void rec_pass(struct reconciler *r);
+/* What the next pass visits.  rec_touch_target: a path the agent mounts changed (a pod volume
+ * dir, a CSI target or staging path, a device's node-wide mount path): whatever holds it or
+ * wants it is visited.  rec_touch_volume: everything of one volume (its device and every pod
+ * that wants or holds it).  rec_want_full_pass: every key (start-up, SIGHUP, the resync
+ * timer, a table read that could not say what changed). */
+void rec_touch_target(struct reconciler *r, const char *target);
+void rec_touch_volume(struct reconciler *r, const char *volume_name);
+void rec_want_full_pass(struct reconciler *r);
 
 /* reconciler-reconstruct.c: the actual state after a restart, from the journal, the mount
  * table and the pod spec files.  Returns 0 or a negative errno with err set. */

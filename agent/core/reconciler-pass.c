@@ -173,6 +173,22 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	}
 }
 
+/* Until the pass is incremental, every touch asks for a full pass. */
+void rec_touch_target(struct reconciler *r, const char *target)
+{
+	r->pass_needed = true;
+}
+
+void rec_touch_volume(struct reconciler *r, const char *volume_name)
+{
+	r->pass_needed = true;
+}
+
+void rec_want_full_pass(struct reconciler *r)
+{
+	r->pass_needed = true;
+}
+
 void rec_pass(struct reconciler *r)
 {
 	struct hashmap *releasing = r->pass_releasing, *held = r->pass_held;
