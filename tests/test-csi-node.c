@@ -300,7 +300,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 			 stg, t2, dev);
 		out = csi(e, calls);
 		assert_line(out, 0, "ERR FAILED_PRECONDITION");
-		assert_line(out, 0, "single-writer");
+		assert_line(out, 0, "one target at a time");
 		free(out);
 		assert_false(test_is_mountpoint(t2));
 	}
