@@ -211,6 +211,7 @@ static const struct csi_node_ops full_ops = {
 	.unpublish = tb_unpublish,
 	.get_volume_stats = tb_stats,
 	.expand = tb_expand,
+	.single_node_multi_writer = true,
 };
 
 /* --- fixture ---------------------------------------------------------------------------- */

@@ -528,4 +528,5 @@ const struct csi_node_ops csi_node_ops = {
 	.unpublish = node_unpublish,
 	.get_volume_stats = node_get_volume_stats,
 	.expand = node_expand,
+	.single_node_multi_writer = true,
 };

@@ -373,9 +373,8 @@ static void reply_node_get_capabilities(const struct csi_server *s, const struct
 	}
 	if (s->ops->expand)
 		types[n++] = CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME;
-	/* The backend tells SINGLE_NODE_SINGLE_WRITER (one target) from SINGLE_NODE_MULTI_WRITER
-	 * (several) at publish; without this kubelet sends only SINGLE_NODE_WRITER. */
-	if (s->ops->publish)
+	/* Without it kubelet sends SINGLE_NODE_WRITER for ReadWriteOncePod too. */
+	if (s->ops->publish && s->ops->single_node_multi_writer)
 		types[n++] = CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER;
 	for (size_t i = 0; i < n; i++) {
 		csi__v1__node_service_capability__rpc__init(&rpc[i]);
