@@ -6,7 +6,11 @@
  * matches: the staging mount is there, the publish target is mounted, the target or the
  * staging mount is gone.  If an operation for it fails first, the request fails with that
  * error and its change is withdrawn, so kubelet's retry starts afresh.  CSI entries are kept in
- * the journal, so a restarted agent adopts what kubelet asked for. */
+ * the journal, so a restarted agent adopts what kubelet asked for.
+ *
+ * The access-mode checks of a publish are made here, against the desired state, so that two
+ * publishes cannot both pass them: a volume keeps one access mode on the node, and a
+ * single-writer mode allows one target (access_mode_refused). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>

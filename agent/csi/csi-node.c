@@ -58,7 +58,7 @@ static int check_mode_fits_volume(const struct volume_plugin *p, const struct vo
 	if (!cap->present || (cap->access_mode != CSI_MODE_MULTI_NODE_SINGLE_WRITER &&
 			      cap->access_mode != CSI_MODE_MULTI_NODE_MULTI_WRITER))
 		return 0;
-	if (!plugin_uses_device(p, spec) || streq(p->name, "local"))
+	if (streq(p->name, "local") || !plugin_uses_device(p, spec))
 		return 0;
 	csi_reply_set(reply, CSI_FAILED_PRECONDITION,
 		      "volume_capability.access_mode: %s is not supported by %s volumes: their "
