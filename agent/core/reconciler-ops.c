@@ -213,7 +213,9 @@ static void apply_health(struct reconciler *r, struct volume_op *op)
 		d->broken = true;
 	else
 		pm->broken = true;
-	r->pass_needed = true;
+	/* Every pod bind of a broken device goes first: the whole volume is visited. */
+	rec_touch_target(r, op->target);
+	rec_touch_volume(r, op->volume_name);
 }
 
 static void apply_result(struct reconciler *r, struct volume_op *op)
@@ -240,6 +242,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
 				  op->volume_name, op->read_only || op->spec->read_only,
 				  op->mount_id, gen);
+		rec_note_holder(r, op->volume_name, op->target);
 		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
 			 "pod", op->pod_uid, "target", op->target, "read_only",
 			 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
@@ -263,6 +266,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			pm->volume_name = strdup(op->volume_name);
 			pm->read_only = op->read_only || op->spec->read_only;
 			pm->mount_id = op->mount_id;
+			rec_note_holder(r, op->volume_name, op->target);
 			log_info("adopted existing mount", "volume", op->volume_name, "pod",
 				 op->pod_uid, "target", op->target);
 		} else {
@@ -312,7 +316,11 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	case VOLUME_OP_CHECK_HEALTH:
 		break; /* handled by apply_health */
 	}
-	r->pass_needed = true;
+	/* Whatever waited on this operation: its target, and everything of its volume (a
+	 * tear-down finishing lets a pod waiting for the volume elsewhere mount it, the last
+	 * one lets the device go; a device mounted lets its pods bind it). */
+	rec_touch_target(r, op->target);
+	rec_touch_volume(r, op->volume_name);
 }
 
 void rec_drain_completed(struct reconciler *r)
