@@ -729,6 +729,31 @@ static void test_failing_volume_does_not_hold_up_another(void **state)
 	}
 }
 
+static bool device_failed_twice(const struct probe *p)
+{
+	return p->failing >= 1 && fake_count("mount_device.failed", NULL) >= 2;
+}
+
+/* A device whose staging fails is staged again after its backoff, and its pod then mounted. */
+static void test_failed_device_retried(void **state)
+{
+	struct fix *f = *state;
+	char src[600], t[600], vol[620];
+
+	make_src(f, "src-devfail", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-d", "v", t, sizeof(t));
+	fake_set_failing(src);
+	assert_int_equal(rec_start(f), 0);
+	write_pod1(f, "d.json", "pod-d", src, true);
+	assert_true(wait_state(f, t, vol, device_failed_twice, 10000));
+	assert_false(probe(f, t, vol).mounted);
+	fake_set_failing(NULL);
+	assert_true(wait_state(f, t, vol, is_mounted, 10000));
+	assert_true(probe(f, t, vol).device_mounted);
+	assert_int_equal(probe(f, t, vol).failing, 0);
+}
+
 static bool ready_and_mounted(const struct probe *p)
 {
 	return p->ready && p->mounted && p->device_mounted;
@@ -1066,6 +1091,7 @@ int main(void)
 		BOTH_KINDS(test_device_released_after_last_pod),
 		BOTH_KINDS(test_backoff_grows_and_resets),
 		BOTH_KINDS(test_failing_volume_does_not_hold_up_another),
+		BOTH_KINDS(test_failed_device_retried),
 		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),
