@@ -218,6 +218,26 @@ static void apply_health(struct reconciler *r, struct volume_op *op)
 	rec_touch_volume(r, op->volume_name);
 }
 
+/* What may have waited on op, for the next pass to visit: its target always.  Everything of
+ * its volume after a tear-down (a pod waiting for the volume elsewhere may mount it now, the
+ * last one lets the device go), a device operation (its pods may bind it, or stage it
+ * again), and the last operation in flight on the volume (device work waits for the pod
+ * work to end); otherwise only its device, so the k set-ups of a volume k pods share do
+ * not visit all k pods each.  A mount that was not verified held up every device release:
+ * its verification or removal asks for a full pass. */
+static void touch_after(struct reconciler *r, const struct volume_op *op)
+{
+	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE;
+
+	rec_touch_target(r, op->target);
+	if (!op->volume_name || op->kind == VOLUME_OP_VERIFY)
+		rec_want_full_pass(r);
+	else if (device || op->kind == VOLUME_OP_TEAR_DOWN || !rec_busy_get(r, op->volume_name, false))
+		rec_touch_volume(r, op->volume_name);
+	else
+		rec_touch_device(r, op->volume_name);
+}
+
 static void apply_result(struct reconciler *r, struct volume_op *op)
 {
 	uint64_t gen = mount_table_generation(r->table);
@@ -229,6 +249,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	volume_spec_mask_text(op->spec, op->err.msg, sizeof(op->err.msg));
 	if (op->kind == VOLUME_OP_CHECK_HEALTH) {
 		apply_health(r, op);
+		touch_after(r, op);
 		return;
 	}
 	report_result(r, op);
@@ -316,11 +337,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	case VOLUME_OP_CHECK_HEALTH:
 		break; /* handled by apply_health */
 	}
-	/* Whatever waited on this operation: its target, and everything of its volume (a
-	 * tear-down finishing lets a pod waiting for the volume elsewhere mount it, the last
-	 * one lets the device go; a device mounted lets its pods bind it). */
-	rec_touch_target(r, op->target);
-	rec_touch_volume(r, op->volume_name);
+	touch_after(r, op);
 }
 
 void rec_drain_completed(struct reconciler *r)
