@@ -218,13 +218,26 @@ static void apply_health(struct reconciler *r, struct volume_op *op)
 	rec_touch_volume(r, op->volume_name);
 }
 
+/* Whether pod volumes of volume_name may be waiting for its device to be staged, which waits
+ * for the pod operations on the volume to end. */
+static bool device_wanted_unmounted(struct reconciler *r, const char *volume_name)
+{
+	const struct dsw_volume *v = dsw_get_volume(r->dsw, volume_name);
+	const struct asw_device *d;
+
+	if (!v || !v->uses_device)
+		return false;
+	d = asw_get_device(r->asw, volume_name);
+	return !d || !d->mounted || d->broken;
+}
+
 /* What may have waited on op, for the next pass to visit: its target always.  Everything of
  * its volume after a tear-down (a pod waiting for the volume elsewhere may mount it now, the
  * last one lets the device go), a device operation (its pods may bind it, or stage it
- * again), and the last operation in flight on the volume (device work waits for the pod
- * work to end); otherwise only its device, so the k set-ups of a volume k pods share do
- * not visit all k pods each.  A mount that was not verified held up every device release:
- * its verification or removal asks for a full pass. */
+ * again), and the last pod operation on a volume whose device waits to be staged; otherwise
+ * only its device, so the k set-ups of a volume k pods share do not visit all k pods each.  A
+ * mount that was not verified held up every device release: its verification or removal
+ * asks for a full pass. */
 static void touch_after(struct reconciler *r, const struct volume_op *op)
 {
 	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE;
@@ -232,7 +245,9 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 	rec_touch_target(r, op->target);
 	if (!op->volume_name || op->kind == VOLUME_OP_VERIFY)
 		rec_want_full_pass(r);
-	else if (device || op->kind == VOLUME_OP_TEAR_DOWN || !rec_busy_get(r, op->volume_name, false))
+	else if (device || op->kind == VOLUME_OP_TEAR_DOWN ||
+		 (!rec_busy_get(r, op->volume_name, false) &&
+		  device_wanted_unmounted(r, op->volume_name)))
 		rec_touch_volume(r, op->volume_name);
 	else
 		rec_touch_device(r, op->volume_name);
