@@ -902,6 +902,37 @@ static void test_csi_request_converges_incrementally(void **state)
 	assert_true(after.keys_visited - before.keys_visited < 20);
 }
 
+/* k pods sharing one volume converge in O(k) key visits: a set-up finishing touches its
+ * target and the volume's device, not every pod of the volume. */
+static void test_shared_volume_visits_linear(void **state)
+{
+	enum { K = 16 };
+	struct fix *f = *state;
+	char src[600], t[600], vol[620], name[32], file[32];
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	make_src(f, "src-shared", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	before = probe(f, NULL, NULL);
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		snprintf(file, sizeof(file), "pod-%d.json", i);
+		write_pod1(f, file, name, src, false);
+	}
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		target_of(f, name, "v", t, sizeof(t));
+		assert_true(wait_state(f, t, vol, is_mounted, 5000));
+	}
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes);
+	/* About 2 per pod (its spec, its set-up); k^2/2 = 128 if each set-up visited all. */
+	assert_true(after.keys_visited - before.keys_visited <= 4 * K);
+}
+
 struct stray {
 	const char *src, *target, *volume;
 };
@@ -1094,6 +1125,7 @@ int main(void)
 		BOTH_KINDS(test_failed_device_retried),
 		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(
