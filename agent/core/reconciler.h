@@ -15,7 +15,8 @@
  * the same rules.  A touched target brings the pod volume wanting it, the pod mount holding
  * it and their volume's device; a touched volume brings its device and every pod volume and
  * pod mount of it.  Spec file and CSI changes touch their targets, a finished operation its
- * target and volume, an expired backoff its key (see reconciler-internal.h).
+ * target and volume (see touch_after in reconciler-ops.c), an expired backoff its key (see
+ * reconciler-internal.h).
  *
  * The loop sleeps in epoll on: the pods dir (inotify), the mount table (libmount monitor),
  * block device events (libudev monitor, for the device inventory), finished operations
