@@ -69,8 +69,9 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 		return k;
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
-	asw_sync_with_table(r->asw, r->table);
-	r->pass_needed = true;
+	/* A change the table alone shows: which keys it touched is not known here. */
+	if (asw_sync_with_table(r->asw, r->table))
+		rec_want_full_pass(r);
 	return 0;
 }
 
@@ -169,7 +170,7 @@ static void forced_resync(struct reconciler *r)
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	refresh_table_in_loop(r);
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	r->pass_needed = false;
+	rec_want_full_pass(r);
 	rec_pass(r);
 	clock_gettime(CLOCK_MONOTONIC, &c);
 	log_info("forced resync", "table_entries", LOG_INT(mount_table_size(r->table)),
@@ -225,17 +226,15 @@ static void handle_event(struct reconciler *r, int fd)
 	uint64_t n;
 
 	if (r->specs && fd == spec_source_get_fd(r->specs)) {
-		if (spec_source_dispatch(r->specs) != 0)
-			r->pass_needed = true;
+		/* What changed was touched through the desired state's change hook. */
+		(void)spec_source_dispatch(r->specs);
 	} else if (fd == mount_monitor_get_fd(r->monitor)) {
 		if (mount_monitor_drain(r->monitor) > 0)
 			r->table_dirty = true;
 	} else if (fd == executor_get_fd(r->ex)) {
 		rec_drain_completed(r);
 	} else if (fd == r->timer_fd) {
-		(void)!read(r->timer_fd, &n, sizeof(n));
-		if (backoff_next_deadline(r->backoff) <= now_ms())
-			r->pass_needed = true;
+		(void)!read(r->timer_fd, &n, sizeof(n)); /* the loop looks at what is due */
 	} else if (fd == r->wake_fd) {
 		(void)!read(r->wake_fd, &n, sizeof(n));
 		requests_take_incoming(r);
@@ -245,6 +244,11 @@ static void handle_event(struct reconciler *r, int fd)
 			if (fd == r->cfg.sources[i].fd)
 				r->cfg.sources[i].dispatch(r->cfg.sources[i].userdata);
 	}
+}
+
+static void touch_key(void *userdata, const char *key)
+{
+	rec_touch_key(userdata, key);
 }
 
 static void *reconciler_main(void *arg)
@@ -258,6 +262,7 @@ static void *reconciler_main(void *arg)
 
 		if (now - r->last_resync_ms >= r->cfg.resync_ms) {
 			r->last_resync_ms = now;
+			rec_want_full_pass(r);
 			r->table_dirty = true;
 			r->last_refresh_ms = 0; /* a resync reads the table now */
 		}
@@ -265,7 +270,7 @@ static void *reconciler_main(void *arg)
 		    now - r->last_health_ms >= r->cfg.health_interval_ms) {
 			r->last_health_ms = now;
 			r->health_due = true;
-			r->pass_needed = true;
+			rec_want_full_pass(r);
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
@@ -273,10 +278,10 @@ static void *reconciler_main(void *arg)
 			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
 			refresh_table_in_loop(r);
-		if (r->pass_needed) {
-			r->pass_needed = false;
+		/* Operations whose backoff is over are retried, and only those. */
+		backoff_take_due(r->backoff, now_ms(), touch_key, r);
+		if (rec_pass_pending(r))
 			rec_pass(r);
-		}
 		requests_check_waiting(r);
 		rec_save_journal(r, false);
 		notify_systemd(r);
@@ -358,15 +363,14 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
-	r->pass_releasing = hashmap_new();
-	r->pass_held = hashmap_new();
+	r->holders_incomplete = true;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
 	    !r->plugins_prefix || !r->dsw || !r->asw || !r->table || !r->backoff ||
-	    !r->inflight_pod || !r->inflight_dev || !r->busy || !r->pass_releasing ||
-	    !r->pass_held) {
+	    !r->inflight_pod || !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}
+	dsw_set_change_hook(r->dsw, rec_dsw_changed, r);
 	k = path_mkdir_p(r->pods_root, 0750);
 	if (k < 0) {
 		reconciler_free(r);
@@ -414,7 +418,7 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		r->watchdog_interval_ms = usec / 2000; /* ping twice per interval */
 	r->last_resync_ms = r->last_health_ms = r->started_ms = now_ms();
-	r->pass_needed = true;
+	rec_want_full_pass(r);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	k = -pthread_create(&r->thread, NULL, reconciler_main, r);
@@ -478,8 +482,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	backoff_free(r->backoff);
 	hashmap_free(r->inflight_pod);
 	hashmap_free(r->inflight_dev);
-	hashmap_free(r->pass_releasing);
-	hashmap_free(r->pass_held);
+	rec_pass_fini(r);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);
