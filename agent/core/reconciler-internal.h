@@ -62,6 +62,9 @@ struct reconciler {
 	bool resync_requested; /* set under stats_lock */
 
 	bool table_dirty;
+	unsigned long table_reads;	     /* full reads of the mount table */
+	unsigned long mount_event_batches;   /* reads of the mount event queue */
+	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
 	bool table_unreadable; /* the last read of the mount table failed (logged once) */
 	bool pass_needed;
 	unsigned long ops_started;

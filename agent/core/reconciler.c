@@ -61,17 +61,62 @@ void rec_save_journal(struct reconciler *r, bool force)
 
 /* --- the mount table --- */
 
+/* A target a full read found changed: the whole-state sync follows, the pass visits it. */
+static void table_read_changed(const struct mount_table *t, const char *target, uint32_t hash,
+			       void *userdata)
+{
+	(void)t;
+	(void)hash;
+	rec_touch_target(userdata, target);
+}
+
+/* A target a mount event changed: only its part of the actual state is synced. */
+static void mount_event_changed(const struct mount_table *t, const char *target, uint32_t hash,
+				void *userdata)
+{
+	struct reconciler *r = userdata;
+
+	asw_sync_target(r->asw, t, target, hash);
+	rec_touch_target(r, target);
+}
+
 int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
-	int k = mount_table_refresh(r->table, NULL, err);
+	/* The first read cannot say what changed since the agent last looked: all of it. */
+	bool first = mount_table_generation(r->table) == 0;
+	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_read_changed, r, err);
 
 	if (k < 0)
 		return k;
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
+	r->table_reads++;
 	asw_sync_with_table(r->asw, r->table);
-	r->pass_needed = true;
+	if (first)
+		rec_want_full_pass(r);
 	return 0;
+}
+
+/* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
+ * event queue that overflowed) make the table due for a full read. */
+static void dispatch_mount_monitor(struct reconciler *r)
+{
+	int k = mount_monitor_dispatch(r->monitor, r->table, mount_event_changed, r);
+
+	if (!mount_monitor_has_events(r->monitor)) {
+		if (k > 0)
+			r->table_dirty = true;
+		return;
+	}
+	r->mount_event_batches++;
+	if (k != 0) {
+		if (k > 0)
+			r->mount_event_overflows++;
+		log_debug("reconcile", "mount events lost, reading the table again", "error",
+			  k < 0 ? strerror(-k) : "queue overflow");
+		r->table_dirty = true;
+		r->last_refresh_ms = 0;
+	}
 }
 
 /* The loop's refresh, and the one place its failure is logged: once when the table becomes
@@ -169,6 +214,7 @@ static void forced_resync(struct reconciler *r)
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	refresh_table_in_loop(r);
 	clock_gettime(CLOCK_MONOTONIC, &b);
+	rec_want_full_pass(r);
 	r->pass_needed = false;
 	rec_pass(r);
 	clock_gettime(CLOCK_MONOTONIC, &c);
@@ -228,8 +274,7 @@ static void handle_event(struct reconciler *r, int fd)
 		if (spec_source_dispatch(r->specs) != 0)
 			r->pass_needed = true;
 	} else if (fd == mount_monitor_get_fd(r->monitor)) {
-		if (mount_monitor_drain(r->monitor) > 0)
-			r->table_dirty = true;
+		dispatch_mount_monitor(r);
 	} else if (fd == executor_get_fd(r->ex)) {
 		rec_drain_completed(r);
 	} else if (fd == r->timer_fd) {
@@ -260,6 +305,7 @@ static void *reconciler_main(void *arg)
 			r->last_resync_ms = now;
 			r->table_dirty = true;
 			r->last_refresh_ms = 0; /* a resync reads the table now */
+			rec_want_full_pass(r);
 		}
 		if (r->cfg.health_interval_ms &&
 		    now - r->last_health_ms >= r->cfg.health_interval_ms) {
@@ -322,6 +368,33 @@ static int watch_sources(struct reconciler *r)
 	return 0;
 }
 
+/* The table of the agent's trees (its root dir; the kubelet dir when CSI is on: targets and
+ * staging paths) and its source, chosen by probing the kernel once, and logged. */
+static int open_mount_table(struct reconciler *r, struct error_info *err)
+{
+	_cleanup_free_ char *root = realpath(r->root_dir, NULL), *kubelet = NULL;
+	const char *trees[2];
+	char reason[256] = "";
+	size_t n = 0;
+
+	if (r->kubelet_root)
+		kubelet = realpath(r->kubelet_root, NULL);
+	trees[n++] = root ? root : r->root_dir;
+	if (r->kubelet_root)
+		trees[n++] = kubelet ? kubelet : r->kubelet_root;
+	r->table = mount_table_new(trees, n);
+	if (!r->table)
+		return -ENOMEM;
+	r->monitor = mount_monitor_new(!r->cfg.mount_events_off, reason, sizeof(reason), err);
+	if (!r->monitor)
+		return err->code ? err->code : -ENOMEM;
+	mount_table_use_listmount(r->table, mount_monitor_has_events(r->monitor));
+	log_info("mount table source",
+		 "source", mount_monitor_has_events(r->monitor) ? "mount events" : "libmount",
+		 "reason", reason);
+	return 0;
+}
+
 int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		   struct error_info *err)
 {
@@ -353,7 +426,6 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->cfg.kubelet_root = r->kubelet_root;
 	r->dsw = dsw_new(cfg->root_dir);
 	r->asw = asw_new(cfg->root_dir);
-	r->table = mount_table_new();
 	r->backoff = backoff_new(cfg->backoff_initial_ms, cfg->backoff_max_ms);
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
@@ -361,7 +433,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->pass_releasing = hashmap_new();
 	r->pass_held = hashmap_new();
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
-	    !r->plugins_prefix || !r->dsw || !r->asw || !r->table || !r->backoff ||
+	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff ||
 	    !r->inflight_pod || !r->inflight_dev || !r->busy || !r->pass_releasing ||
 	    !r->pass_held) {
 		reconciler_free(r);
@@ -372,10 +444,10 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		reconciler_free(r);
 		return err_set(err, k, "root dir %s: %s", cfg->root_dir, strerror(-k));
 	}
-	r->monitor = mount_monitor_new(err);
-	if (!r->monitor) {
+	k = open_mount_table(r, err);
+	if (k < 0) {
 		reconciler_free(r);
-		return err->code ? err->code : -ENOMEM;
+		return k;
 	}
 	k = journal_open(cfg->state_dir, &r->journal, err);
 	if (k == 0)
