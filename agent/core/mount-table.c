@@ -179,9 +179,14 @@ static void index_remove(struct mount_table *t, struct mount_info *i)
 	info_free(i);
 }
 
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
 static char *dup_or_empty(const char *s)
 {
-	return strdup(s ? s : "");
+	return strdup(or_empty(s));
 }
 
 static struct mount_info *info_new(uint64_t mnt_id, uint64_t parent_id, int id,
@@ -388,7 +393,9 @@ static int refresh_mountinfo(struct mount_table *t, const char *path,
 			ro = false;
 		snprintf(key, sizeof(key), "%d", id);
 		i = hashmap_get(t->by_id, key);
-		if (i && streq(i->target, target) && i->devno == mnt_fs_get_devno(fs)) {
+		if (i && streq(i->target, target) && i->devno == mnt_fs_get_devno(fs) &&
+		    streq(i->root, or_empty(mnt_fs_get_root(fs))) &&
+		    streq(i->source, or_empty(mnt_fs_get_source(fs)))) {
 			i->seen = seen;
 			if (i->read_only != ro) {
 				i->read_only = ro;
