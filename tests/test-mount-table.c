@@ -2,7 +2,8 @@
  * mount events (listmount/statmount) and the libmount fallback (monitor + mountinfo).  Real
  * tmpfs and bind mounts in the test's private mount namespace; each case runs on both sources
  * (the events cases skip on a kernel without mount events).  Checked: a mount appearing and
- * going, a bind stacked on a target, a mount outside the trees changing nothing, entries kept
+ * going, a bind stacked on a target, a lazy unmount of a subtree, a mount moved in and out of
+ * the tree, a mount outside the trees changing nothing, entries kept
  * across reads, a real event-queue overflow answered by one full read, and the actual state
  * following one target. */
 #include <setjmp.h>
@@ -242,6 +243,55 @@ static void test_stacked_bind(void **state)
 	assert_string_equal(mi->fstype, "tmpfs");
 }
 
+/* A lazy unmount of a mount with mounts below it: every one of them leaves the table. */
+static void test_lazy_unmount_of_a_subtree(void **state)
+{
+	struct fx *f = *state;
+	const char *a = in_root(f, "lazy");
+	char b[PATH_MAX + 8];
+
+	if (!f)
+		skip(); /* no mount events on this kernel */
+	assert_int_equal(mount("tmpfs", a, "tmpfs", 0, "size=1m"), 0);
+	snprintf(b, sizeof(b), "%s/b", a);
+	assert_int_equal(mkdir(b, 0755), 0);
+	assert_int_equal(mount("tmpfs", b, "tmpfs", 0, "size=1m"), 0);
+	settle(f);
+	assert_non_null(mount_table_get(f->t, b));
+	assert_int_equal(mount_table_size(f->t), 2);
+	assert_int_equal(umount2(a, MNT_DETACH), 0);
+	settle(f);
+	assert_true(was_changed(f, a));
+	assert_true(was_changed(f, b));
+	assert_null(mount_table_get(f->t, a));
+	assert_null(mount_table_get(f->t, b));
+	assert_int_equal(mount_table_size(f->t), 0);
+}
+
+/* A mount moved into the tree appears there; moved out again, it leaves (one event with both
+ * bits on the events path, the same mount ID throughout). */
+static void test_moved_in_and_out(void **state)
+{
+	struct fx *f = *state;
+	const char *o = in_out(f, "mv"), *in = in_root(f, "mv");
+
+	if (!f)
+		skip(); /* no mount events on this kernel */
+	assert_int_equal(mount("tmpfs", o, "tmpfs", 0, "size=1m"), 0);
+	settle(f);
+	assert_int_equal(f->n_changed, 0);
+	assert_int_equal(mount(o, in, NULL, MS_MOVE, NULL), 0);
+	settle(f);
+	assert_true(was_changed(f, in));
+	assert_non_null(mount_table_get(f->t, in));
+	assert_int_equal(mount_table_get(f->t, in)->id, test_mount_id(in));
+	assert_int_equal(mount(in, o, NULL, MS_MOVE, NULL), 0);
+	settle(f);
+	assert_true(was_changed(f, in));
+	assert_null(mount_table_get(f->t, in));
+	assert_int_equal(mount_table_size(f->t), 0);
+}
+
 /* Mounts outside the trees (also at a path that only shares the root's prefix) are seen go
  * by and change nothing. */
 static void test_outside_changes_nothing(void **state)
@@ -385,6 +435,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		BOTH(test_attach_and_detach),
 		BOTH(test_stacked_bind),
+		BOTH(test_lazy_unmount_of_a_subtree),
+		BOTH(test_moved_in_and_out),
 		BOTH(test_outside_changes_nothing),
 		BOTH(test_entries_kept_across_reads),
 		BOTH(test_overflow_answered_by_full_read),
