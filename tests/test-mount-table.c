@@ -4,8 +4,8 @@
  * (the events cases skip on a kernel without mount events).  Checked: a mount appearing and
  * going, a bind stacked on a target, a lazy unmount of a subtree, a mount moved in and out of
  * the tree, a mount outside the trees changing nothing, entries kept
- * across reads, a real event-queue overflow answered by one full read, and the actual state
- * following one target. */
+ * across reads, a real event-queue overflow answered by one full read, the actual state
+ * following one target, and a mount gone before it was read. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -427,6 +427,54 @@ static void test_actual_state_follows_one_target(void **state)
 }
 
 /* Each case on both sources, named for the one it runs on. */
+static void collect_state_change(const char *target, void *userdata)
+{
+	struct fx *f = userdata;
+
+	if (f->n_changed < MAX_CHANGED)
+		f->changed[f->n_changed++] = strdup(target);
+}
+
+/* A mount that went before the agent read it (an operation's mount, unmounted by someone at
+ * once): its events say nothing of where it was, so the monitor asks for a full read, and the
+ * whole-state sync reports the target whose record it drops. */
+static void test_mount_gone_before_read(void **state)
+{
+	struct fx *f = *state;
+	struct error_info err = { 0 };
+	struct actual_state *a;
+	char pod[PATH_MAX];
+	struct pollfd p;
+	int r;
+
+	if (!f)
+		skip(); /* no mount events on this kernel */
+	a = asw_new(f->root);
+	assert_non_null(a);
+	snprintf(pod, sizeof(pod), "%s/pods/u2/volumes/kubernetes.io~local/data", f->root);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", pod, NULL }), 0);
+	assert_int_equal(mount("tmpfs", pod, "tmpfs", 0, "size=1m"), 0);
+	/* What an operation's result records, before the table has seen the mount. */
+	assert_non_null(asw_set_pod_mount(a, pod, "u2", "data", "local", "vol", false,
+					  test_mount_id(pod), mount_table_generation(f->t)));
+	assert_int_equal(umount2(pod, 0), 0);
+
+	clear_changed(f);
+	p = (struct pollfd){ .fd = mount_monitor_get_fd(f->m), .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	r = mount_monitor_dispatch(f->m, f->t, on_changed, f);
+	assert_int_equal(r, f->events ? MOUNT_MONITOR_UNREAD : MOUNT_MONITOR_READ);
+	assert_int_equal(f->n_changed, 0); /* the table never held it */
+	assert_int_equal(mount_table_refresh(f->t, NULL, on_changed, f, &err), 0);
+	assert_int_equal(f->n_changed, 0);
+	assert_non_null(asw_get_pod_mount(a, pod));
+	assert_true(asw_sync_with_table(a, f->t, collect_state_change, f));
+	assert_int_equal(f->n_changed, 1);
+	assert_string_equal(f->changed[0], pod);
+	assert_null(asw_get_pod_mount(a, pod));
+	asw_free(a);
+}
+
 #define BOTH(fn)                                                            \
 	{ "events: " #fn, fn, setup_events, teardown, NULL },               \
 	{                                                                   \
@@ -444,6 +492,7 @@ int main(void)
 		BOTH(test_entries_kept_across_reads),
 		BOTH(test_overflow_answered_by_full_read),
 		BOTH(test_actual_state_follows_one_target),
+		BOTH(test_mount_gone_before_read),
 	};
 
 	test_enter_private_mountns();

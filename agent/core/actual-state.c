@@ -315,7 +315,15 @@ bool asw_is_tracked(const struct actual_state *a, const char *target)
 	return hashmap_get(a->tracked, target) != NULL;
 }
 
-bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
+static void report(void (*changed)(const char *target, void *userdata), void *userdata,
+		   const char *target)
+{
+	if (changed)
+		changed(target, userdata);
+}
+
+bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
+			 void (*changed_fn)(const char *target, void *userdata), void *userdata)
 {
 	uint64_t gen = mount_table_generation(t);
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
@@ -331,6 +339,7 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 			continue; /* learned after this table was read */
 		if (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id)) {
 			hashmap_remove(a->pod_mounts, pm->target);
+			report(changed_fn, userdata, pm->target);
 			pod_mount_free(pm);
 			changed = true;
 		}
@@ -354,12 +363,14 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 		if (tt) {
 			asw_set_pod_mount(a, mi->target, tt->pod_uid, tt->outer_name,
 					  tt->plugin_name, NULL, mi->read_only, mi->id, 0);
+			report(changed_fn, userdata, mi->target);
 			changed = true;
 			continue;
 		}
 		if (!asw_parse_pod_volume_dir(a->root_dir, mi->target, &buf, &uid, &plugin, &name))
 			continue;
 		asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only, mi->id, 0);
+		report(changed_fn, userdata, mi->target);
 		free(buf);
 		changed = true;
 	}
@@ -375,6 +386,7 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 			continue;
 		d->mounted = mounted;
 		d->mount_id = mi ? mi->id : -1;
+		report(changed_fn, userdata, d->mount_path);
 		changed = true;
 	}
 	return changed;

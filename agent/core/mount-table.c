@@ -232,7 +232,7 @@ static int add_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn 
 		return 0; /* already indexed from its event */
 	r = mount_stat_by_id(id, &st);
 	if (r == -ENOENT)
-		return 0; /* gone again: its detach follows */
+		return 1; /* gone again: its detach follows, with nothing to say where it was */
 	if (r < 0)
 		return r;
 	if (!st->target || !mount_table_covers(t, st->target)) {
@@ -275,14 +275,17 @@ struct diff_ctx {
 	struct mount_table *t;
 	mount_table_changed_fn changed;
 	void *userdata;
+	bool unread; /* a mount went before it could be read */
 };
 
 static int diff_cb(uint64_t id, bool added, void *userdata)
 {
 	struct diff_ctx *c = userdata;
 
-	if (added)
-		return add_by_id(c->t, id, c->changed, c->userdata);
+	if (added) {
+		int r = add_by_id(c->t, id, c->changed, c->userdata);
+		return r < 0 ? r : 0;
+	}
 	remove_by_id(c->t, id, c->changed, c->userdata);
 	return 0;
 }
@@ -290,7 +293,7 @@ static int diff_cb(uint64_t id, bool added, void *userdata)
 static int refresh_listmount(struct mount_table *t, mount_table_changed_fn changed,
 			     void *userdata, struct error_info *err)
 {
-	struct diff_ctx c = { t, changed, userdata };
+	struct diff_ctx c = { t, changed, userdata, false };
 	uint64_t *ids = NULL;
 	size_t n = 0;
 	int r;
@@ -345,9 +348,9 @@ static int apply_event(const struct mount_event *ev, void *userdata)
 		remove_by_id(c->t, ev->id, c->changed, c->userdata);
 	if (ev->mask & MOUNT_EVENT_ATTACH) {
 		r = add_by_id(c->t, ev->id, c->changed, c->userdata);
-		if (r < 0 && r != -ENOMEM)
-			return 0; /* unreadable: the next full read has another go */
-		return r;
+		if (r == 1 || (r < 0 && r != -ENOMEM))
+			c->unread = true; /* a full read has another go */
+		return r == -ENOMEM ? r : 0;
 	}
 	return 0;
 }
@@ -548,12 +551,12 @@ static int dispatch_cb(const struct mount_event *ev, void *userdata)
 int mount_monitor_dispatch(struct mount_monitor *m, struct mount_table *t,
 			   mount_table_changed_fn changed, void *userdata)
 {
-	struct dispatch_ctx c = { { t, changed, userdata }, false };
+	struct dispatch_ctx c = { { t, changed, userdata, false }, false };
 	int changed_any = 0, r;
 
 	if (!m->notify) {
 		while ((r = mnt_monitor_next_change(m->mn, NULL, NULL)) == 0)
-			changed_any = 1;
+			changed_any = MOUNT_MONITOR_READ;
 		return r < 0 ? r : changed_any;
 	}
 	t->generation++;
@@ -562,5 +565,7 @@ int mount_monitor_dispatch(struct mount_monitor *m, struct mount_table *t,
 	while (r > 0);
 	if (r < 0)
 		return r;
-	return c.overflow ? 1 : 0;
+	if (c.overflow)
+		return MOUNT_MONITOR_READ;
+	return c.diff.unread ? MOUNT_MONITOR_UNREAD : 0;
 }

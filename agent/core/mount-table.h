@@ -80,9 +80,17 @@ struct mount_monitor *mount_monitor_new(bool try_events, char *reason, size_t re
 struct mount_monitor *mount_monitor_free(struct mount_monitor *m);
 bool mount_monitor_has_events(const struct mount_monitor *m);
 int mount_monitor_get_fd(const struct mount_monitor *m);
-/* Consumes what is pending.  Fallback: returns 1 when the table changed (the caller reads it
- * with mount_table_refresh), else 0.  Events: applies them to t, reporting each changed
- * target to changed, and returns 1 only when events were lost (a queue overflow: the caller
- * makes a full read), else 0.  Returns -errno on failure. */
+/* What mount_monitor_dispatch() asks of the caller besides 0 (nothing) or -errno. */
+enum {
+	MOUNT_MONITOR_READ = 1,	  /* read the table (fallback: it changed; events: lost) */
+	MOUNT_MONITOR_UNREAD = 2, /* mounts attached and went before they could be read */
+};
+
+/* Consumes what is pending.  Fallback: returns MOUNT_MONITOR_READ when the table changed (the
+ * caller reads it with mount_table_refresh), else 0.  Events: applies them to t, reporting
+ * each changed target to changed, and returns MOUNT_MONITOR_READ when events were lost (a
+ * queue overflow: the caller makes a full read now), MOUNT_MONITOR_UNREAD when a mount went
+ * before its statmount (its target is unknown: a full read, of the actual state too, can say
+ * what the caller believed was there), else 0.  Returns -errno on failure. */
 int mount_monitor_dispatch(struct mount_monitor *m, struct mount_table *t,
 			   mount_table_changed_fn changed, void *userdata);

@@ -80,6 +80,11 @@ static void mount_event_changed(const struct mount_table *t, const char *target,
 	rec_touch_target(r, target);
 }
 
+static void state_changed(const char *target, void *userdata)
+{
+	rec_touch_target(userdata, target);
+}
+
 int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
 	/* The first read cannot say what changed since the agent last looked: all of it. */
@@ -91,7 +96,9 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
 	r->table_reads++;
-	asw_sync_with_table(r->asw, r->table);
+	/* Also what changed without a trace in the table: a mount an operation reported that
+	 * went again before the table showed it. */
+	asw_sync_with_table(r->asw, r->table, first ? NULL : state_changed, r);
 	if (first)
 		rec_want_full_pass(r);
 	return 0;
@@ -109,7 +116,12 @@ static void dispatch_mount_monitor(struct reconciler *r)
 		return;
 	}
 	r->mount_event_batches++;
-	if (k != 0) {
+	if (k == MOUNT_MONITOR_UNREAD) {
+		/* Mounts that went before they could be read: which targets they were on, only a
+		 * full read can tell (of what the state believed), within refresh_min_interval_ms
+		 * when a burst of them goes on. */
+		r->table_dirty = true;
+	} else if (k != 0) {
 		if (k > 0)
 			r->mount_event_overflows++;
 		log_debug("reconcile", "mount events lost, reading the table again", "error",
