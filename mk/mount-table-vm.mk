@@ -2,7 +2,7 @@
 # mount events, no listmount) in the test VM: tests/vm/test-mount-table.sh boots
 # scripts/vm/run once; the agent must choose the fallback by its probe and repair a pod volume
 # unmounted by hand, and the fallback cases of test-mount-table and test-agent-mount-events
-# run on that kernel (their events cases skip).  About 1.5 min here.  Needs qemu
+# run on that kernel (their events cases skip).  35-90 s here.  Needs qemu
 # (scripts/deps/vm-test.txt); skips (77) without it, except under CI=true.  See
 # docs/mount-events.md.
 CHECK_SCRIPTS += tests/vm/test-mount-table.sh
