@@ -70,6 +70,9 @@ struct reconciler {
 	bool resync_requested; /* set under stats_lock */
 
 	bool table_dirty;
+	unsigned long table_reads;	     /* full reads of the mount table */
+	unsigned long mount_event_batches;   /* reads of the mount event queue */
+	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
 	bool table_unreadable; /* the last read of the mount table failed (logged once) */
 	bool full_pass_due; /* the next pass visits every key */
 	bool always_full;   /* tests: every pass is a full one */
@@ -163,7 +166,8 @@ void rec_want_full_pass(struct reconciler *r);
 int rec_reconstruct(struct reconciler *r, struct error_info *err);
 
 /* reconciler.c */
-/* Re-reads the mount table and syncs the actual state with it.  Does not log: returns 0, or a
+/* Re-reads the mount table (a full read) and syncs the actual state with it; the targets that
+ * changed are touched (the first read asks for a full pass).  Does not log: returns 0, or a
  * negative errno with err set and the last table read kept. */
 int rec_refresh_table(struct reconciler *r, struct error_info *err);
 /* For tests: runs fn(r, arg) on the reconciler thread between two events and waits for it to

@@ -61,18 +61,74 @@ void rec_save_journal(struct reconciler *r, bool force)
 
 /* --- the mount table --- */
 
+/* A target a full read found changed: the whole-state sync follows, the pass visits it. */
+static void table_read_changed(const struct mount_table *t, const char *target, uint32_t hash,
+			       void *userdata)
+{
+	(void)t;
+	(void)hash;
+	rec_touch_target(userdata, target);
+}
+
+/* A target a mount event changed: only its part of the actual state is synced. */
+static void mount_event_changed(const struct mount_table *t, const char *target, uint32_t hash,
+				void *userdata)
+{
+	struct reconciler *r = userdata;
+
+	asw_sync_target(r->asw, t, target, hash);
+	rec_touch_target(r, target);
+}
+
+static void state_changed(const char *target, void *userdata)
+{
+	rec_touch_target(userdata, target);
+}
+
 int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
-	int k = mount_table_refresh(r->table, NULL, err);
+	/* The first read cannot say what changed since the agent last looked: all of it. */
+	bool first = mount_table_generation(r->table) == 0;
+	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_read_changed, r, err);
 
 	if (k < 0)
 		return k;
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
-	/* A change the table alone shows: which keys it touched is not known here. */
-	if (asw_sync_with_table(r->asw, r->table))
+	r->table_reads++;
+	/* Also what changed without a trace in the table: a mount an operation reported that
+	 * went again before the table showed it. */
+	asw_sync_with_table(r->asw, r->table, first ? NULL : state_changed, r);
+	if (first)
 		rec_want_full_pass(r);
 	return 0;
+}
+
+/* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
+ * event queue that overflowed) make the table due for a full read. */
+static void dispatch_mount_monitor(struct reconciler *r)
+{
+	int k = mount_monitor_dispatch(r->monitor, r->table, mount_event_changed, r);
+
+	if (!mount_monitor_has_events(r->monitor)) {
+		if (k > 0)
+			r->table_dirty = true;
+		return;
+	}
+	r->mount_event_batches++;
+	if (k == MOUNT_MONITOR_UNREAD) {
+		/* Mounts that went before they could be read: which targets they were on, only a
+		 * full read can tell (of what the state believed), within refresh_min_interval_ms
+		 * when a burst of them goes on. */
+		r->table_dirty = true;
+	} else if (k != 0) {
+		if (k > 0)
+			r->mount_event_overflows++;
+		log_debug("reconcile", "mount events lost, reading the table again", "error",
+			  k < 0 ? strerror(-k) : "queue overflow");
+		r->table_dirty = true;
+		r->last_refresh_ms = 0;
+	}
 }
 
 /* The loop's refresh, and the one place its failure is logged: once when the table becomes
@@ -229,8 +285,7 @@ static void handle_event(struct reconciler *r, int fd)
 		/* What changed was touched through the desired state's change hook. */
 		(void)spec_source_dispatch(r->specs);
 	} else if (fd == mount_monitor_get_fd(r->monitor)) {
-		if (mount_monitor_drain(r->monitor) > 0)
-			r->table_dirty = true;
+		dispatch_mount_monitor(r);
 	} else if (fd == executor_get_fd(r->ex)) {
 		rec_drain_completed(r);
 	} else if (fd == r->timer_fd) {
@@ -327,6 +382,33 @@ static int watch_sources(struct reconciler *r)
 	return 0;
 }
 
+/* The table of the agent's trees (its root dir; the kubelet dir when CSI is on: targets and
+ * staging paths) and its source, chosen by probing the kernel once, and logged. */
+static int open_mount_table(struct reconciler *r, struct error_info *err)
+{
+	_cleanup_free_ char *root = realpath(r->root_dir, NULL), *kubelet = NULL;
+	const char *trees[2];
+	char reason[256] = "";
+	size_t n = 0;
+
+	if (r->kubelet_root)
+		kubelet = realpath(r->kubelet_root, NULL);
+	trees[n++] = root ? root : r->root_dir;
+	if (r->kubelet_root)
+		trees[n++] = kubelet ? kubelet : r->kubelet_root;
+	r->table = mount_table_new(trees, n);
+	if (!r->table)
+		return -ENOMEM;
+	r->monitor = mount_monitor_new(!r->cfg.mount_events_off, reason, sizeof(reason), err);
+	if (!r->monitor)
+		return err->code ? err->code : -ENOMEM;
+	mount_table_use_listmount(r->table, mount_monitor_has_events(r->monitor));
+	log_info("mount table source",
+		 "source", mount_monitor_has_events(r->monitor) ? "mount events" : "libmount",
+		 "reason", reason);
+	return 0;
+}
+
 int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		   struct error_info *err)
 {
@@ -358,14 +440,13 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->cfg.kubelet_root = r->kubelet_root;
 	r->dsw = dsw_new(cfg->root_dir);
 	r->asw = asw_new(cfg->root_dir);
-	r->table = mount_table_new();
 	r->backoff = backoff_new(cfg->backoff_initial_ms, cfg->backoff_max_ms);
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
 	r->holders_incomplete = true;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
-	    !r->plugins_prefix || !r->dsw || !r->asw || !r->table || !r->backoff ||
+	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff ||
 	    !r->inflight_pod || !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
 		reconciler_free(r);
 		return -ENOMEM;
@@ -376,10 +457,10 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		reconciler_free(r);
 		return err_set(err, k, "root dir %s: %s", cfg->root_dir, strerror(-k));
 	}
-	r->monitor = mount_monitor_new(err);
-	if (!r->monitor) {
+	k = open_mount_table(r, err);
+	if (k < 0) {
 		reconciler_free(r);
-		return err->code ? err->code : -ENOMEM;
+		return k;
 	}
 	k = journal_open(cfg->state_dir, &r->journal, err);
 	if (k == 0)

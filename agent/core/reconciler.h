@@ -18,9 +18,10 @@
  * target and volume (see touch_after in reconciler-ops.c), an expired backoff its key (see
  * reconciler-internal.h).
  *
- * The loop sleeps in epoll on: the pods dir (inotify), the mount table (libmount monitor),
+ * The loop sleeps in epoll on: the pods dir (inotify), the mount table (the kernel's mount
+ * events, or libmount's monitor on older kernels),
  * block device events (libudev monitor, for the device inventory), finished operations
- * (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up eventfd.  It never polls the mount table: it re-reads it when the monitor says it changed. */
+ * (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up eventfd.  It never polls the mount table: it applies each mount event, or re-reads it when libmount's monitor says it changed. */
 #pragma once
 
 #include <stdbool.h>
@@ -49,6 +50,7 @@ struct reconciler_config {
 	uint64_t resync_ms;		  /* full pass with a fresh table this often */
 	uint64_t refresh_min_interval_ms; /* re-read the table at most this often in a burst */
 	uint64_t health_interval_ms;	  /* check_health of mounted volumes this often; 0: never */
+	bool mount_events_off; /* follow the table by libmount even where mount events exist */
 	const char *kubelet_root; /* CSI targets and staging paths lie below it; NULL: no CSI */
 	/* Called once, on the reconciler thread, when the startup reconstruction is complete. */
 	void (*on_ready)(void *userdata);
