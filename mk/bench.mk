@@ -24,4 +24,4 @@ $(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o $(BENCH_DIR)/bench-ut
 # library only for its --self-test server (the CSI transport with a bind-mount test backend).
 # (LIBAGENT is defined after this file is included: spelled out here.)
 $(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BENCH_DIR)/bench-util.o $(BUILD)/libvolagent.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA) -lgrpc -lgpr
