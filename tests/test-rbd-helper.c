@@ -234,6 +234,13 @@ static bool maps_have(pid_t pid, const char *what)
 	return has;
 }
 
+static bool nothing_left_pred(void *run_dir)
+{
+	char why[700];
+
+	return rt_nothing_left(run_dir, why, sizeof(why));
+}
+
 /* The first helper run fails as fault says; the volume is retried and mounts, the daemon
  * lives and never maps the Ceph libraries. */
 static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const char *error)
@@ -268,6 +275,9 @@ static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const
 	assert_int_equal(fixture_remove_pod(c->f, "pod-h.json"), 0);
 	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+	/* The record goes after the helper has exited: wait for it, then say what is left. */
+	assert_true(fixture_wait_log(c->f, "device unmounted", WAIT_MS));
+	(void)test_wait_until(nothing_left_pred, c->run_dir, 10000);
 	rt_assert_nothing_left(c->run_dir);
 	assert_false(maps_have(c->f->agent.pid, "librbd"));
 }
