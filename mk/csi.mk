@@ -25,7 +25,10 @@ PKGS += libprotobuf-c
 # (Programs that call gRPC themselves, like tests/bench/csi-bench, link -lgrpc -lgpr.)
 GRPC_SONAME := $(shell objdump -p $$($(CC) -print-file-name=libgrpc.so) 2>/dev/null | \
 		 awk '$$1 == "SONAME" {print $$2}')
-$(BUILD)/agent/csi/grpc-core.o: CFLAGS += -DGCORE_GRPC_SONAME='"$(GRPC_SONAME)"'
+# Every build of the file (normal, sanitizer, fuzz) gets it.
+GCORE_DEFS := -DGCORE_GRPC_SONAME='"$(GRPC_SONAME)"'
+%/agent/csi/grpc-core.o: CFLAGS += $(GCORE_DEFS)
+%/agent/csi/grpc-core.o: FUZZ_CFLAGS += $(GCORE_DEFS)
 
 # Keep the generated sources: they are reached only through pattern rules.
 .SECONDARY: $(CSI_GEN_SRCS) $(CSI_GEN_HDRS)
