@@ -118,7 +118,8 @@ static void test_bad_request(void **state)
 	const char *argv[] = { test_volagent_bin(), "rbd-helper", "watchers", NULL };
 	const char *req = "{\"monitors\":\"127.0.0.1:9\",\"user\":\"admin\",\"timeout_ms\":1000,"
 			  "\"image\":\"x\"}";
-	struct process_options opts = { .timeout_ms = 10000, .stdin_data = req,
+	struct process_options opts = { .timeout_ms = 10000,
+					.stdin_data = req,
 					.stdin_len = strlen(req) };
 	char out[4096];
 
@@ -152,7 +153,8 @@ static void test_deadline(void **state)
 	unsetenv(FAULT_ENV);
 	print_message("after %.1fs: %s\n", took, err.msg);
 	assert_non_null(strstr(err.msg, "rbd-helper check ran past its deadline of 6.0s"));
-	assert_true(took >= 5.9 && took < 6.0 + (PROCESS_KILL_GRACE_MS / 1000.0 + 2) * time_scale());
+	assert_true(took >= 5.9 &&
+		    took < 6.0 + (PROCESS_KILL_GRACE_MS / 1000.0 + 2) * time_scale());
 	assert_int_equal(process_stuck_count(), 0);
 	/* The next call works. */
 	assert_int_equal(rbd_cluster_check(c, &err), 0);
@@ -245,8 +247,15 @@ static bool nothing_left_pred(void *run_dir)
  * lives and never maps the Ceph libraries. */
 static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const char *error)
 {
-	const char *extra[] = { "--rbd-timeout", "2s", "--rbd-attach-methods", "fuse",
-				"--backoff-max", "2s", "--log-level", "debug", NULL };
+	const char *extra[] = { "--rbd-timeout",
+				"2s",
+				"--rbd-attach-methods",
+				"fuse",
+				"--backoff-max",
+				"2s",
+				"--log-level",
+				"debug",
+				NULL };
 	char env[700], spec[2048], dir[600];
 
 	snprintf(env, sizeof(env), "%s:%s", fault, c->fault_file);

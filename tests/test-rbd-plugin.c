@@ -417,7 +417,8 @@ int main(void)
 	};
 
 	rt_init();
-	rbd_cluster_set_helper(test_volagent_bin()); /* the Ceph calls run in `volagent rbd-helper` */
+	/* The plugin's Ceph calls run in `volagent rbd-helper`. */
+	rbd_cluster_set_helper(test_volagent_bin());
 	test_enter_private_mountns();
 	return cmocka_run_group_tests_name("rbd plugin", tests, NULL, NULL);
 }

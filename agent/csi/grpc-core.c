@@ -36,14 +36,14 @@
 /* gRPC core is loaded with dlopen() by the two entry points, gcore_new() (the CSI service)
  * and gcore_unary_call() (`volagent probe`, registration tests): a daemon that serves no CSI
  * never maps libgrpc and what it pulls in (libgpr, absl, OpenSSL, c-ares, re2, libstdc++),
- * ~5 MiB of its idle RSS (docs/performance.md).  Every grpc_ and gpr_ function used below
+ * ~7 MiB of its idle RSS (docs/performance.md).  Every grpc_ and gpr_ function used below
  * goes through this table, filled once by dlsym; the macros keep the code's spelling.  The
  * soname comes from the build (GCORE_GRPC_SONAME, mk/csi.mk) and is listed in the binary's
  * .note.dlopen for the image's package list (scripts/build-image). */
 #ifndef GCORE_GRPC_SONAME
 #error "GCORE_GRPC_SONAME (libgrpc's soname) must come from the build (mk/csi.mk)"
 #endif
-#define GCORE_DLOPEN_JSON                                                                    \
+#define GCORE_DLOPEN_JSON                                                                      \
 	"[{\"feature\":\"csi\",\"description\":\"the CSI Identity and Node services (gRPC)\"," \
 	"\"priority\":\"recommended\",\"soname\":[\"" GCORE_GRPC_SONAME "\"]}]"
 
@@ -59,58 +59,58 @@ __attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
 	.desc = GCORE_DLOPEN_JSON,
 };
 
-#define GCORE_SYMS(X) \
-	X(gpr_convert_clock_type) \
-	X(gpr_free) \
-	X(gpr_inf_future) \
-	X(gpr_now) \
-	X(gpr_set_log_function) \
-	X(gpr_time_add) \
-	X(gpr_time_from_millis) \
-	X(gpr_time_sub) \
-	X(grpc_byte_buffer_destroy) \
-	X(grpc_byte_buffer_reader_destroy) \
-	X(grpc_byte_buffer_reader_init) \
-	X(grpc_byte_buffer_reader_readall) \
-	X(grpc_call_cancel) \
-	X(grpc_call_details_destroy) \
-	X(grpc_call_details_init) \
-	X(grpc_call_error_to_string) \
-	X(grpc_call_start_batch) \
-	X(grpc_call_unref) \
-	X(grpc_channel_create) \
-	X(grpc_channel_create_call) \
-	X(grpc_channel_credentials_release) \
-	X(grpc_channel_destroy) \
-	X(grpc_completion_queue_create_for_next) \
-	X(grpc_completion_queue_create_for_pluck) \
-	X(grpc_completion_queue_destroy) \
-	X(grpc_completion_queue_next) \
-	X(grpc_completion_queue_pluck) \
-	X(grpc_completion_queue_shutdown) \
-	X(grpc_empty_slice) \
-	X(grpc_init) \
-	X(grpc_insecure_credentials_create) \
+#define GCORE_SYMS(X)                              \
+	X(gpr_convert_clock_type)                  \
+	X(gpr_free)                                \
+	X(gpr_inf_future)                          \
+	X(gpr_now)                                 \
+	X(gpr_set_log_function)                    \
+	X(gpr_time_add)                            \
+	X(gpr_time_from_millis)                    \
+	X(gpr_time_sub)                            \
+	X(grpc_byte_buffer_destroy)                \
+	X(grpc_byte_buffer_reader_destroy)         \
+	X(grpc_byte_buffer_reader_init)            \
+	X(grpc_byte_buffer_reader_readall)         \
+	X(grpc_call_cancel)                        \
+	X(grpc_call_details_destroy)               \
+	X(grpc_call_details_init)                  \
+	X(grpc_call_error_to_string)               \
+	X(grpc_call_start_batch)                   \
+	X(grpc_call_unref)                         \
+	X(grpc_channel_create)                     \
+	X(grpc_channel_create_call)                \
+	X(grpc_channel_credentials_release)        \
+	X(grpc_channel_destroy)                    \
+	X(grpc_completion_queue_create_for_next)   \
+	X(grpc_completion_queue_create_for_pluck)  \
+	X(grpc_completion_queue_destroy)           \
+	X(grpc_completion_queue_next)              \
+	X(grpc_completion_queue_pluck)             \
+	X(grpc_completion_queue_shutdown)          \
+	X(grpc_empty_slice)                        \
+	X(grpc_init)                               \
+	X(grpc_insecure_credentials_create)        \
 	X(grpc_insecure_server_credentials_create) \
-	X(grpc_metadata_array_destroy) \
-	X(grpc_metadata_array_init) \
-	X(grpc_raw_byte_buffer_create) \
-	X(grpc_server_add_http2_port) \
-	X(grpc_server_cancel_all_calls) \
-	X(grpc_server_create) \
-	X(grpc_server_credentials_release) \
-	X(grpc_server_destroy) \
-	X(grpc_server_register_completion_queue) \
-	X(grpc_server_register_method) \
-	X(grpc_server_request_call) \
-	X(grpc_server_request_registered_call) \
-	X(grpc_server_shutdown_and_notify) \
-	X(grpc_server_start) \
-	X(grpc_shutdown) \
-	X(grpc_slice_from_copied_buffer) \
-	X(grpc_slice_from_copied_string) \
-	X(grpc_slice_from_static_string) \
-	X(grpc_slice_to_c_string) \
+	X(grpc_metadata_array_destroy)             \
+	X(grpc_metadata_array_init)                \
+	X(grpc_raw_byte_buffer_create)             \
+	X(grpc_server_add_http2_port)              \
+	X(grpc_server_cancel_all_calls)            \
+	X(grpc_server_create)                      \
+	X(grpc_server_credentials_release)         \
+	X(grpc_server_destroy)                     \
+	X(grpc_server_register_completion_queue)   \
+	X(grpc_server_register_method)             \
+	X(grpc_server_request_call)                \
+	X(grpc_server_request_registered_call)     \
+	X(grpc_server_shutdown_and_notify)         \
+	X(grpc_server_start)                       \
+	X(grpc_shutdown)                           \
+	X(grpc_slice_from_copied_buffer)           \
+	X(grpc_slice_from_copied_string)           \
+	X(grpc_slice_from_static_string)           \
+	X(grpc_slice_to_c_string)                  \
 	X(grpc_slice_unref)
 
 #define X(name) static typeof(name) *sym_##name;
@@ -130,10 +130,10 @@ static void gcore_dl_load(void)
 			GCORE_GRPC_SONAME, dlerror());
 		return;
 	}
-#define X(name)                                                                            \
-	if (!(sym_##name = (typeof(sym_##name))dlsym(h, #name))) {                           \
+#define X(name)                                                                                    \
+	if (!(sym_##name = (typeof(sym_##name))dlsym(h, #name))) {                                 \
 		err_set(&dl_result, -EOPNOTSUPP, "%s has no symbol %s", GCORE_GRPC_SONAME, #name); \
-		return;                                                                    \
+		return;                                                                            \
 	}
 	GCORE_SYMS(X)
 #undef X
@@ -200,7 +200,6 @@ static int gcore_dlopen(struct error_info *err)
 #define grpc_slice_from_static_string (*sym_grpc_slice_from_static_string)
 #define grpc_slice_to_c_string (*sym_grpc_slice_to_c_string)
 #define grpc_slice_unref (*sym_grpc_slice_unref)
-
 
 #define UNREGISTERED_REQUESTS 2
 

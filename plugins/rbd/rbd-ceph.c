@@ -21,8 +21,8 @@
 #include "rbd-ceph.h"
 
 #define DLOPEN_NOTE_TYPE 0x407c0c0a /* FDO_DLOPEN_METADATA */
-#define DLOPEN_NOTE_JSON                                                                  \
-	"[{\"feature\":\"rbd\",\"description\":\"Ceph RBD volumes (volagent rbd-helper)\","   \
+#define DLOPEN_NOTE_JSON                                                                        \
+	"[{\"feature\":\"rbd\",\"description\":\"Ceph RBD volumes (volagent rbd-helper)\","     \
 	"\"priority\":\"recommended\",\"soname\":[\"" RBD_CEPH_LIBRADOS "\",\"" RBD_CEPH_LIBRBD \
 	"\"]}]"
 
@@ -58,7 +58,10 @@ struct dl_sym {
 	const char *name;
 	void **ptr;
 };
-#define DL_SYM(name) { #name, (void **)&sym_##name }
+#define DL_SYM(name)                        \
+	{                                   \
+#name, (void **)&sym_##name \
+	}
 
 static const struct {
 	const char *soname;
@@ -88,7 +91,8 @@ static void dl_load(void)
 				dl_libs[i].soname, dlerror());
 			return;
 		}
-		for (size_t j = 0; j < ARRAY_SIZE(dl_libs[i].syms) && dl_libs[i].syms[j].name; j++) {
+		for (size_t j = 0; j < ARRAY_SIZE(dl_libs[i].syms) && dl_libs[i].syms[j].name;
+		     j++) {
 			*dl_libs[i].syms[j].ptr = dlsym(h, dl_libs[i].syms[j].name);
 			if (!*dl_libs[i].syms[j].ptr) {
 				err_set(&dl_result, -EOPNOTSUPP, "%s has no symbol %s: %s",
@@ -179,8 +183,8 @@ static bool any_mon_answers(const char *monitors)
 	return false;
 }
 
-int rbd_ceph_connect(const struct rbd_credentials *cred, uint64_t timeout_ms,
-		     struct rbd_ceph **ret, struct error_info *err)
+int rbd_ceph_connect(const struct rbd_credentials *cred, uint64_t timeout_ms, struct rbd_ceph **ret,
+		     struct error_info *err)
 {
 	_cleanup_free_ char *name = strdup_printf("client.%s", cred->user);
 	char secs[32];

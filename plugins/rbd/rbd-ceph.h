@@ -29,8 +29,8 @@ int rbd_ceph_dlopen(struct error_info *err);
 /* Connects as client.<user>.  Errors name the reason a user can act on: -ETIMEDOUT (the
  * monitors did not answer), -EACCES (authentication refused), -ENOENT (the keyring or
  * key file is missing), -EOPNOTSUPP (the Ceph libraries are not installed). */
-int rbd_ceph_connect(const struct rbd_credentials *cred, uint64_t timeout_ms,
-		     struct rbd_ceph **ret, struct error_info *err);
+int rbd_ceph_connect(const struct rbd_credentials *cred, uint64_t timeout_ms, struct rbd_ceph **ret,
+		     struct error_info *err);
 struct rbd_ceph *rbd_ceph_free(struct rbd_ceph *c);
 
 /* Opens pool/image read-only (no watcher, no lock) and lists its watchers into a new array

@@ -99,7 +99,7 @@ static int helper_run(struct rbd_cluster *c, const char *op, json_t *extra, json
 	char *body = NULL;
 	uint64_t deadline = c->timeout_ms + RBD_HELPER_SLACK_MS;
 	struct process_options opts = { .timeout_ms = deadline,
-					 .output_max = HELPER_OUTPUT_MAX - 1 };
+					.output_max = HELPER_OUTPUT_MAX - 1 };
 	int r = -ENOMEM;
 
 	if (!req || !out)
@@ -123,8 +123,7 @@ static int helper_run(struct rbd_cluster *c, const char *op, json_t *extra, json
 		goto out;
 	}
 	if (r < 0) {
-		r = err_set(err, r, "cannot run the rbd helper %s: %s", helper_path,
-			    strerror(-r));
+		r = err_set(err, r, "cannot run the rbd helper %s: %s", helper_path, strerror(-r));
 		goto out;
 	}
 	if (r > 128) {
@@ -135,8 +134,8 @@ static int helper_run(struct rbd_cluster *c, const char *op, json_t *extra, json
 	answer = parse_answer(out);
 	if (!answer || !json_is_object(answer)) {
 		out[strcspn(out, "\n")] = '\0';
-		r = err_set(err, -EIO, "rbd-helper %s exited with %d without an answer%s%s", op,
-			    r, out[0] ? ": " : "", out);
+		r = err_set(err, -EIO, "rbd-helper %s exited with %d without an answer%s%s", op, r,
+			    out[0] ? ": " : "", out);
 		goto out;
 	}
 	e = json_object_get(answer, "error");
@@ -194,7 +193,8 @@ int rbd_cluster_watchers(struct rbd_cluster *c, const char *pool, const char *im
 		json_decref(answer);
 		return -ENOMEM;
 	}
-	json_array_foreach(ws, i, w) {
+	json_array_foreach(ws, i, w)
+	{
 		const char *addr = json_string_value(json_object_get(w, "addr"));
 
 		snprintf(out[i].addr, sizeof(out[i].addr), "%s", addr ? addr : "");
