@@ -51,16 +51,30 @@ static void test_loaded_by_gcore_new(void **state)
 	test_rm_rf(dir);
 }
 
+/* The fixture is made and freed (its agent stopped) by setup and teardown, also when an
+ * assertion fails. */
+static int fixture_setup(void **state)
+{
+	*state = geteuid() == 0 ? fixture_new("grpcload") : NULL;
+	return 0;
+}
+
+static int fixture_teardown(void **state)
+{
+	if (*state)
+		fixture_free(*state);
+	return 0;
+}
+
 static void test_daemon_maps_grpc_only_with_csi(void **state)
 {
-	struct agent_fixture *f;
+	struct agent_fixture *f = *state;
 	char endpoint[600], kubelet[600], *out = NULL;
 
-	if (geteuid() != 0) {
+	if (!f) {
 		print_message("skipped: needs root\n");
 		skip();
 	}
-	f = fixture_new("grpcload");
 	snprintf(kubelet, sizeof(kubelet), "%s/kubelet", f->dir);
 	snprintf(endpoint, sizeof(endpoint), "unix://%s/csi.sock", fixture_short_dir(f));
 
@@ -88,7 +102,6 @@ static void test_daemon_maps_grpc_only_with_csi(void **state)
 	assert_string_equal(out, "ready\n");
 	free(out);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
-	fixture_free(f);
 }
 
 /* The dlopen()ed sonames are in the binary's .note.dlopen, where scripts/build-image finds
@@ -116,7 +129,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_loaded_by_gcore_new),
-		cmocka_unit_test(test_daemon_maps_grpc_only_with_csi),
+		cmocka_unit_test_setup_teardown(test_daemon_maps_grpc_only_with_csi, fixture_setup,
+						fixture_teardown),
 		cmocka_unit_test(test_image_derivation_finds_dlopened),
 	};
 

@@ -175,6 +175,13 @@ static void test_crash(void **state)
 	assert_non_null(strstr(err.msg, "rbd-helper watchers crashed (signal 6"));
 }
 
+/* A failed assertion skips the test's own unsetenv: no later test may inherit the fault. */
+static int unset_fault(void **state)
+{
+	unsetenv(FAULT_ENV);
+	return 0;
+}
+
 /* --- through the agent --- */
 
 struct agent_ctx {
@@ -306,8 +313,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_bad_request),
-		cmocka_unit_test(test_deadline),
-		cmocka_unit_test(test_crash),
+		cmocka_unit_test_teardown(test_deadline, unset_fault),
+		cmocka_unit_test_teardown(test_crash, unset_fault),
 		cmocka_unit_test_setup_teardown(test_agent_helper_crash, agent_setup,
 						agent_teardown),
 		cmocka_unit_test_setup_teardown(test_agent_helper_deadline, agent_setup,
