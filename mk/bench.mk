@@ -3,7 +3,9 @@
 # mount namespace).  `make check` builds the benchmark programs too, so they never rot, but
 # runs none of them; CI times nothing.
 #
-#   make bench                       every figure (under 10 minutes on 2 cores)
+#   make bench                       every figure with its target, on the event path and
+#                                    (when the agent has --mount-events) the fallback path
+#                                    (3-4 minutes per path on 2 cores)
 #   make bench BENCH_ARGS=--quick    smaller N and fewer repetitions, for trying the runner
 
 BENCH_DIR := $(BUILD)/tests/bench
