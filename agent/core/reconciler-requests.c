@@ -36,6 +36,9 @@ struct pending_request {
 	struct volume_request_result result;
 	bool done;
 	unsigned refs; /* the caller and the reconciler; under req_lock */
+	/* The caller waits on its own condition (with req_lock): an answer wakes that one
+	 * caller, not every CSI worker waiting (16 in flight woke 16 threads per answer). */
+	pthread_cond_t cond;
 };
 
 struct volume_request *volume_request_new(enum volume_request_kind kind)
@@ -65,6 +68,7 @@ static void pending_unref_locked(struct pending_request *p)
 	if (--p->refs > 0)
 		return;
 	volume_request_free(p->req);
+	pthread_cond_destroy(&p->cond);
 	free(p->result.status_json); /* not taken by a caller that gave up waiting */
 	free(p->name);
 	free(p);
@@ -74,6 +78,7 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 		       struct volume_request_result *ret)
 {
 	struct pending_request *p = calloc(1, sizeof(*p));
+	pthread_condattr_t ca;
 	struct timespec until;
 	uint64_t one = 1;
 	bool done;
@@ -83,6 +88,10 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 		volume_request_free(req);
 		return -ENOMEM;
 	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* until is CLOCK_MONOTONIC */
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	p->req = req;
 	p->refs = 2;
 	clock_gettime(CLOCK_MONOTONIC, &until);
@@ -99,7 +108,7 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	(void)!write(r->wake_fd, &one, sizeof(one));
 
 	pthread_mutex_lock(&r->req_lock);
-	while (!p->done && pthread_cond_timedwait(&r->req_cond, &r->req_lock, &until) == 0)
+	while (!p->done && pthread_cond_timedwait(&p->cond, &r->req_lock, &until) == 0)
 		;
 	done = p->done;
 	if (done) {
@@ -125,7 +134,7 @@ static void complete(struct reconciler *r, struct pending_request *p, int error,
 		va_end(ap);
 	}
 	p->done = true;
-	pthread_cond_broadcast(&r->req_cond);
+	pthread_cond_signal(&p->cond);
 	pending_unref_locked(p);
 	pthread_mutex_unlock(&r->req_lock);
 }
