@@ -46,13 +46,16 @@ static void *worker_main(void *arg)
 		job->run(job);
 
 		pthread_mutex_lock(&ex->lock);
-		if (ex->done_tail)
+		if (ex->done_tail) {
+			/* Not taken yet: the write that put the first one there wakes the
+			 * reconciler for this one too (executor_take_completed takes them all). */
 			ex->done_tail->next = job;
-		else
+		} else {
 			ex->done_head = job;
+			(void)!write(ex->event_fd, &one, sizeof(one));
+		}
 		ex->done_tail = job;
 		ex->pending--;
-		(void)!write(ex->event_fd, &one, sizeof(one));
 	}
 	pthread_mutex_unlock(&ex->lock);
 	return NULL;

@@ -81,7 +81,7 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	pthread_condattr_t ca;
 	struct timespec until;
 	uint64_t one = 1;
-	bool done;
+	bool done, wake;
 
 	if (!p || !(p->name = strdup_printf("csi:%s", req->volume_id ? req->volume_id : ""))) {
 		free(p);
@@ -104,8 +104,10 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	pthread_mutex_lock(&r->req_lock);
 	p->next = r->incoming;
 	r->incoming = p;
+	wake = !p->next; /* else the write for the first one not taken yet wakes it for all */
 	pthread_mutex_unlock(&r->req_lock);
-	(void)!write(r->wake_fd, &one, sizeof(one));
+	if (wake)
+		(void)!write(r->wake_fd, &one, sizeof(one));
 
 	pthread_mutex_lock(&r->req_lock);
 	while (!p->done && pthread_cond_timedwait(&p->cond, &r->req_lock, &until) == 0)
