@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ struct pending_request {
 	char *name; /* "csi:<volume_id>" */
 	struct volume_request_result result;
 	bool done;
-	unsigned refs; /* the caller and the reconciler; under req_lock */
+	atomic_uint refs; /* the caller and the reconciler; dropped outside req_lock */
 	/* The caller waits on its own condition (with req_lock): an answer wakes that one
 	 * caller, not every CSI worker waiting (16 in flight woke 16 threads per answer). */
 	pthread_cond_t cond;
@@ -63,9 +64,11 @@ struct volume_request *volume_request_free(struct volume_request *req)
 	return NULL;
 }
 
-static void pending_unref_locked(struct pending_request *p)
+/* Drops a reference, not under req_lock: the last one frees p (its cond: the reconciler
+ * drops its own only after its signal returned). */
+static void pending_unref(struct pending_request *p)
 {
-	if (--p->refs > 0)
+	if (atomic_fetch_sub(&p->refs, 1) > 1)
 		return;
 	volume_request_free(p->req);
 	pthread_cond_destroy(&p->cond);
@@ -117,28 +120,31 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 		*ret = p->result;
 		p->result.status_json = NULL; /* handed to the caller */
 	}
-	pending_unref_locked(p);
 	pthread_mutex_unlock(&r->req_lock);
+	pending_unref(p);
 	return done ? 0 : -ETIMEDOUT;
 }
 
-/* Answers p and drops the reconciler's reference.  p must no longer be on the waiting list. */
+/* Answers p and drops the reconciler's reference.  p must no longer be on the waiting list.
+ * The result is written before the lock (the caller reads it only once done is set, under
+ * the lock) and the caller is signalled after it, so that it does not wake up only to
+ * block on req_lock. */
 static void complete(struct reconciler *r, struct pending_request *p, int error, const char *fmt,
 		     ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&r->req_lock);
 	p->result.error = error;
 	if (fmt) {
 		va_start(ap, fmt);
 		vsnprintf(p->result.message, sizeof(p->result.message), fmt, ap);
 		va_end(ap);
 	}
+	pthread_mutex_lock(&r->req_lock);
 	p->done = true;
-	pthread_cond_signal(&p->cond);
-	pending_unref_locked(p);
 	pthread_mutex_unlock(&r->req_lock);
+	pthread_cond_signal(&p->cond);
+	pending_unref(p);
 }
 
 static void wait_for(struct reconciler *r, struct pending_request *p)
