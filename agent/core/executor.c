@@ -134,8 +134,9 @@ void executor_submit(struct executor *ex, struct executor_job *job)
 		ex->queue_head = job;
 	ex->queue_tail = job;
 	ex->pending++;
-	pthread_cond_signal(&ex->cond);
 	pthread_mutex_unlock(&ex->lock);
+	/* After the unlock: the worker woken does not block on ex->lock at once. */
+	pthread_cond_signal(&ex->cond);
 }
 
 int executor_get_fd(const struct executor *ex)

@@ -876,8 +876,9 @@ static void queue_push(struct csi_server *s, struct job *j)
 	else
 		s->queue_head = j;
 	s->queue_tail = j;
-	pthread_cond_signal(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	/* After the unlock: the worker woken does not block on s->lock at once. */
+	pthread_cond_signal(&s->cond);
 }
 
 /* The worker's part of a job that passed the checks: the symlink walk, then the op. */
