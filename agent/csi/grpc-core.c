@@ -117,23 +117,6 @@ __attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
 GCORE_SYMS(X)
 #undef X
 
-/* Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock in gRPC also runs
- * abseil's deadlock detection (a lock graph and a stack trace per acquisition): with 16 CSI
- * calls in flight, GraphCycles::GetId alone was ~9% of gRPC's poller thread (perf).  The
- * switch is a C++ function, absl::SetMutexDeadlockDetectionMode(OnDeadlockCycle::kIgnore),
- * looked up by its mangled name in libgrpc's dependencies; where it is not found (another
- * abseil build, with NDEBUG its check is off anyway) nothing changes. */
-#define ABSL_SET_DEADLOCK_MODE_SYM "_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE"
-#define ABSL_ON_DEADLOCK_CYCLE_IGNORE 0 /* absl::OnDeadlockCycle::kIgnore */
-
-static void absl_deadlock_detection_off(void *grpc_handle)
-{
-	void (*set_mode)(int) = (void (*)(int))dlsym(grpc_handle, ABSL_SET_DEADLOCK_MODE_SYM);
-
-	if (set_mode)
-		set_mode(ABSL_ON_DEADLOCK_CYCLE_IGNORE);
-}
-
 static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
 static struct error_info dl_result;
 
@@ -154,7 +137,6 @@ static void gcore_dl_load(void)
 	}
 	GCORE_SYMS(X)
 #undef X
-	absl_deadlock_detection_off(h);
 }
 
 /* Loads gRPC core once.  Returns 0, or -EOPNOTSUPP with err naming the library or symbol. */
