@@ -551,6 +551,7 @@ static struct volume_spec *spec_from_json(json_t *o)
 					   volume_spec_add_mount_option(s, json_string_value(v)) <
 						   0) return volume_spec_unref(s);
 	s->read_only = json_is_true(json_object_get(o, "read_only"));
+	s->block = json_is_true(json_object_get(o, "block"));
 	return s;
 }
 
