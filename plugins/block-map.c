@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/loop.h>
+#include <linux/major.h>
 #include <linux/mount.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "block-map.h"
@@ -155,6 +158,22 @@ int block_map_unbind(const char *target, struct error_info *err)
 	if (unlink(target) < 0 && errno != ENOENT)
 		return err_set(err, -errno, "remove %s: %s", target, strerror(errno));
 	return 0;
+}
+
+int block_map_reread_size(const char *path, uint64_t *ret_bytes, struct error_info *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0)
+		return err_set(err, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return err_set(err, -errno, "%s: %s", path, strerror(errno));
+	if (!S_ISBLK(st.st_mode))
+		return err_set(err, -ENOTBLK, "%s is not a block device", path);
+	if (major(st.st_rdev) == LOOP_MAJOR && ioctl(fd, LOOP_SET_CAPACITY, 0) < 0)
+		return err_set(err, -errno, "%s: LOOP_SET_CAPACITY: %s", path, strerror(errno));
+	return block_map_size(path, ret_bytes, err);
 }
 
 int block_map_size(const char *path, uint64_t *ret_bytes, struct error_info *err)

@@ -34,3 +34,8 @@ int block_map_unbind(const char *target, struct error_info *err);
 
 /* The size in bytes of the block device at path (a device node or a bind of one). */
 int block_map_size(const char *path, uint64_t *ret_bytes, struct error_info *err);
+
+/* block_map_size() after making the kernel re-read the device's size where it does not on
+ * its own: a loop device's backing file grew (LOOP_SET_CAPACITY; an rbd image seen through
+ * rbd-fuse is such a file).  krbd and rbd-nbd follow an image's resize by themselves. */
+int block_map_reread_size(const char *path, uint64_t *ret_bytes, struct error_info *err);

@@ -373,6 +373,190 @@ static void test_sigkill_restart_adopts(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* --- CSI: the block access type, with the Python client (tests/csi/csi_client.py) --- */
+
+struct csi_env {
+	struct agent_fixture *f;
+	char kubelet[600];
+	char sock[700];
+	char stubs[600];
+};
+
+static int csi_setup(void **state)
+{
+	struct csi_env *e = calloc(1, sizeof(*e));
+
+	e->f = fixture_new("blockcsi");
+	/* Short: the socket below it must fit a unix socket path. */
+	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
+	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
+	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
+	mkdir(e->kubelet, 0750);
+	*state = e;
+	return 0;
+}
+
+static int csi_teardown(void **state)
+{
+	struct csi_env *e = *state;
+
+	fixture_free(e->f);
+	free(e);
+	return 0;
+}
+
+static bool socket_exists(void *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static void csi_start(struct csi_env *e)
+{
+	long off = fixture_log_size(e->f);
+
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", NULL }),
+			 0);
+	assert_true(test_wait_until(socket_exists, e->sock, 10000));
+	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
+}
+
+/* The n-th answer line (0-based) of out, in a static buffer. */
+static const char *line(const char *out, int n)
+{
+	static char buf[4096];
+	const char *p = out;
+
+	for (int i = 0; i < n && p; i++) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return "";
+	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(p, "\n"), p);
+	return buf;
+}
+
+#define assert_line(out, n, text)                                                      \
+	do {                                                                           \
+		const char *_l = line(out, n);                                         \
+		if (!strstr(_l, text))                                                 \
+			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
+	} while (0)
+
+static char *csi(struct csi_env *e, const char *calls)
+{
+	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
+
+	assert_non_null(out);
+	return out;
+}
+
+#define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+#define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+
+static void test_csi_block_stage_publish_stats_expand(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	char stg[700], t1[800], t2[800], held[800], img[700], ctx[200], calls[8192];
+	char *out;
+
+	assert_non_null(dev);
+	/* kubelet's layout for CSI block volumes: it makes the staging dir and the publish
+	 * target's parent; the target file is the driver's to make. */
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/volumeDevices/staging/pv-raw",
+		 e->kubelet);
+	snprintf(t1, sizeof(t1), "%s/plugins/kubernetes.io/csi/volumeDevices/publish/pv-raw",
+		 e->kubelet);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, t1, NULL }), 0);
+	strcat(t1, "/pod-a");
+	snprintf(t2, sizeof(t2), "%s/pods/pod-b/volumes/kubernetes.io~csi/pv-raw/mount",
+		 e->kubelet);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", t2, NULL }), 0);
+	snprintf(held, sizeof(held), "%s/dev", stg);
+	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
+	csi_start(e);
+
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 ", \"volume_context\": %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 ", \"volume_context\": %s}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_MOUNT
+		 ", \"volume_context\": %s}\n"
+		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": %s}\n",
+		 stg, ctx, stg, t1, ctx, stg, t1, ctx, t1, stg, t2, ctx, stg, ctx);
+	out = csi(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	assert_line(out, 2, "OK {}"); /* a repeat */
+	assert_line(out, 3, "\"total\": \"33554432\"");
+	assert_line(out, 3, "\"unit\": \"BYTES\"");
+	if (strstr(line(out, 3), "INODES") || strstr(line(out, 3), "\"used\""))
+		fail_msg("block stats report only the total bytes: %s", line(out, 3));
+	/* Mixed access types on one volume: a mount publish of the block-staged volume, and a
+	 * mount stage of it. */
+	assert_line(out, 4, "ERR FAILED_PRECONDITION");
+	assert_line(out, 4, "raw block");
+	assert_line(out, 5, "ERR ALREADY_EXISTS");
+	free(out);
+
+	/* The target is a file with the device bound onto it; the device is held at a file in
+	 * the staging dir, which is itself no mount.  Nothing was formatted or mounted. */
+	assert_true(same_block_device(t1, dev));
+	assert_true(same_block_device(held, dev));
+	assert_true(test_is_mountpoint(t1));
+	assert_true(test_is_mountpoint(held));
+	assert_false(test_is_mountpoint(stg));
+	assert_false(test_is_mountpoint(t2));
+	dd_write(e->f, t1, 'C');
+	assert_true(direct_read_is(dev, 'C'));
+
+	/* The loop's backing file grows: expand re-reads the device's size and reports it. */
+	snprintf(img, sizeof(img), "%s/disk0.img", e->f->dir);
+	assert_int_equal(truncate(img, 48 << 20), 0);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": 50331648}}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": 67108864}}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n",
+		 t1, t1, t1, t1, t1, stg, stg);
+	out = csi(e, calls);
+	assert_line(out, 0, "\"capacity_bytes\": \"50331648\"");
+	assert_line(out, 1, "\"total\": \"50331648\"");
+	assert_line(out, 2, "ERR OUT_OF_RANGE");
+	assert_line(out, 3, "OK {}");
+	assert_line(out, 4, "OK {}");
+	assert_line(out, 5, "OK {}");
+	assert_line(out, 6, "OK {}");
+	free(out);
+	/* Unpublish removed the bind and the file, unstage the held file; kubelet's dirs stay. */
+	assert_true(path_is_gone(t1));
+	assert_true(path_is_gone(held));
+	assert_int_equal(access(stg, F_OK), 0);
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_true(direct_read_is(dev, 'C'));
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +569,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_block_and_filesystem_mixed_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_restart_adopts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_block_stage_publish_stats_expand,
+						csi_setup, csi_teardown),
 	};
 
 	test_enter_private_mountns();

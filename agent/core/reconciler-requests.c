@@ -195,6 +195,13 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 					req->path);
 		return wait_for(r, p); /* a repeat: answered with the first */
 	}
+	if (v && v->spec->block != req->spec->block)
+		return complete(r, p, -EOPNOTSUPP,
+				"volume %s is %s as a %s volume; it cannot be published as a %s "
+				"volume",
+				req->volume_id, v->staged ? "staged" : "published",
+				v->spec->block ? "raw block" : "mount",
+				req->spec->block ? "raw block" : "mount");
 	if (v && v->uses_device &&
 	    (!v->staged || !req->staging_path || !streq(req->staging_path, v->device_mount_path)))
 		return complete(r, p, -EOPNOTSUPP, "volume %s is not staged at %s", req->volume_id,
