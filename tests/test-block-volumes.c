@@ -335,6 +335,31 @@ static void test_block_and_filesystem_mixed_refused(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+static void test_device_with_filesystem_published_raw(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 32 << 20);
+	char target[600], *out = NULL;
+
+	assert_non_null(dev);
+	assert_int_equal(test_mkfs("ext4", dev), 0);
+	assert_int_equal(write_block_pod(f, "x.json", "pod-x", dev, "Block", false), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	pod_dev(f, "pod-x", "raw", target);
+	assert_true(fixture_wait_mounted(target, WAIT_MS));
+	/* Allowed, and logged; the filesystem is not touched (not mounted, not reformatted). */
+	assert_true(fixture_wait_log(f, "raw block volume handed out with data on it", WAIT_MS));
+	assert_true(fixture_wait_log(f, "content=ext4", WAIT_MS));
+	assert_true(same_block_device(target, dev));
+	{
+		const char *argv[] = { "blkid", "-p", "-s", "TYPE", "-o", "value", target, NULL };
+		assert_int_equal(test_run_capture(argv, &out), 0);
+		assert_non_null(strstr(out, "ext4"));
+		free(out);
+	}
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 static void test_sigkill_restart_adopts(void **state)
 {
 	struct agent_fixture *f = *state;
@@ -567,6 +592,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_move_between_pods_unmaps_first, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_block_and_filesystem_mixed_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_device_with_filesystem_published_raw, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_restart_adopts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_block_stage_publish_stats_expand,

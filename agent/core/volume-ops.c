@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backoff.h"
+#include "blkdev.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -243,6 +244,18 @@ static int run_verify(struct volume_op *op)
 	return 0;
 }
 
+/* A device with a filesystem may be handed out raw (the CSI spec allows it); what it carries
+ * is noted for the log.  A probe that fails notes nothing. */
+static void note_block_content(struct volume_op *op)
+{
+	struct blkdev_probe pr;
+	struct error_info ignored = { 0 };
+
+	if (blkdev_probe(op->target, &pr, &ignored) < 0 || pr.blank)
+		return;
+	snprintf(op->content, sizeof(op->content), "%s", pr.type[0] ? pr.type : pr.pttype);
+}
+
 static int run_mount_device(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
@@ -269,6 +282,8 @@ static int run_mount_device(struct volume_op *op)
 					&mt, &op->err);
 	if (r == 0)
 		r = record_mount_id(op);
+	if (r == 0 && op_is_block(op))
+		note_block_content(op);
 	if (r == 0)
 		goto out;
 	if (created || op_is_block(op))
