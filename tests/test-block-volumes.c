@@ -42,6 +42,28 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* BLKROSET's read-only flag belongs to the loop device node and outlives the attachment: the
+ * next user of that loop device would get a read-only disk.  Cleared on every loop of the
+ * test before the fixture detaches them, also when the test failed. */
+static void loop_set_ro(const char *dev, int ro)
+{
+	int fd = open(dev, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	(void)ioctl(fd, BLKROSET, &ro);
+	close(fd);
+}
+
+static int teardown_ro(void **state)
+{
+	struct agent_fixture *f = *state;
+
+	for (int i = 0; i < f->n_loops; i++)
+		loop_set_ro(f->loops[i], 0);
+	return teardown(state);
+}
+
 /* "<root>/pods/<uid>/volumeDevices/kubernetes.io~local/<name>" */
 static void pod_dev(const struct agent_fixture *f, const char *uid, const char *name, char *buf)
 {
@@ -257,7 +279,7 @@ static void test_read_only_block_volume(void **state)
 		snprintf(rodev, sizeof(rodev), "%s", ro);
 		dfd = open(rodev, O_RDONLY | O_CLOEXEC);
 		assert_true(dfd >= 0);
-		assert_int_equal(ioctl(dfd, BLKROSET, &one), 0);
+		assert_int_equal(ioctl(dfd, BLKROSET, &one), 0); /* undone by teardown_ro */
 		close(dfd);
 	}
 	assert_int_equal(write_block_pod(f, "w.json", "pod-w", rodev, "Block", true), 0);
@@ -588,7 +610,7 @@ int main(void)
 		cmocka_unit_test(test_pod_spec_volume_mode),
 		cmocka_unit_test_setup_teardown(test_block_volume_dd_survives_remove_and_readd,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_read_only_block_volume, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_only_block_volume, setup, teardown_ro),
 		cmocka_unit_test_setup_teardown(test_move_between_pods_unmaps_first, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_block_and_filesystem_mixed_refused, setup,
