@@ -203,6 +203,10 @@ static int local_map_device(const struct volume_spec *spec, const char *device_p
 	int r;
 
 	if (!device_path) {
+		if (!local_uses_device(spec))
+			return err_set(err, -ENOTBLK,
+				       "%s is no block device; volumeMode Block needs one",
+				       volume_spec_get(spec, "path"));
 		r = resolve_device(volume_spec_get(spec, "path"), dev, err);
 		if (r < 0)
 			return r;

@@ -103,6 +103,13 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 			      type);
 		return -EOPNOTSUPP;
 	}
+	if (spec->block && !plugin_uses_device(*ret_plugin, spec)) {
+		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
+			      "volume_capability.block: this %s volume is no block device (a "
+			      "directory?); ask for a mount volume",
+			      type);
+		return -EOPNOTSUPP;
+	}
 	*ret_spec = TAKE_PTR(spec);
 	return 0;
 }
