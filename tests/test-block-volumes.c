@@ -604,6 +604,32 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
+static void test_pod_deleted_while_down_is_released(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 16 << 20);
+	char target[600], held[800], poddir[600];
+
+	assert_non_null(dev);
+	assert_int_equal(write_block_pod(f, "d.json", "pod-d", dev, "Block", false), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	pod_dev(f, "pod-d", "raw", target);
+	held_dev(f, dev, held);
+	assert_true(fixture_wait_mounted(target, WAIT_MS));
+	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGKILL), 128 + SIGKILL);
+	/* While the agent is down the pod goes: the restarted agent finds the pod's file in the
+	 * mount table (volumeDevices/) and the hold in its journal, and releases both. */
+	assert_int_equal(fixture_remove_pod(f, "d.json"), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, target, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, held, WAIT_MS));
+	snprintf(poddir, sizeof(poddir), "%s/pods/pod-d", f->root);
+	assert_true(test_wait_until(path_is_gone, poddir, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -618,6 +644,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_device_with_filesystem_published_raw, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_restart_adopts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pod_deleted_while_down_is_released, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_csi_block_stage_publish_stats_expand,
 						csi_setup, csi_teardown),
 	};
