@@ -572,6 +572,22 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	dd_write(e->f, t1, 'C');
 	assert_true(direct_read_is(dev, 'C'));
 
+	/* SIGKILL and restart: both binds adopted from the journal, not made again. */
+	{
+		int id_t1 = test_mount_id(t1), id_held = test_mount_id(held);
+		long off;
+
+		assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
+		off = fixture_log_size(e->f);
+		csi_start(e);
+		assert_true(fixture_wait_ready(e->f, NULL, WAIT_MS));
+		assert_true(fixture_wait_pod_state(e->f, t1, "mounted", 0, WAIT_MS));
+		assert_int_equal(test_mount_id(t1), id_t1);
+		assert_int_equal(test_mount_id(held), id_held);
+		assert_false(fixture_wait_log_after(e->f, off, "msg=\"volume mounted\"", 200));
+		assert_false(fixture_wait_log_after(e->f, off, "msg=\"device mounted\"", 10));
+	}
+
 	/* The loop's backing file grows: expand re-reads the device's size and reports it. */
 	snprintf(img, sizeof(img), "%s/disk0.img", e->f->dir);
 	assert_int_equal(truncate(img, 48 << 20), 0);

@@ -196,8 +196,8 @@ static int run_set_up(struct volume_op *op)
 	if (r == 0)
 		r = record_mount_id(op);
 out:
-	if (r < 0 && created)
-		remove_target_dir(op, false);
+	if (r < 0 && (created || op_is_block(op)))
+		remove_target_dir(op, op_is_block(op)); /* a failed map removed its own file */
 	plugin_free_mounter(m);
 	opened_target_done(&t);
 	return r;
