@@ -15,7 +15,8 @@
  *   volagent_oldest_pending_operation_age_seconds             gauges
  *
  * Operations are the plugin calls: attach, mount_device, set_up, tear_down, unmount_device,
- * detach, check_set_up (adopting a mount after a restart) and check_health. */
+ * detach, map_device, unmap_device (raw block), expand, check_set_up (adopting a mount after a
+ * restart), construct_spec (a volume's spec rebuilt from what is mounted) and check_health. */
 #pragma once
 
 #include <stdbool.h>

@@ -300,7 +300,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 			 stg, t2, dev);
 		out = csi(e, calls);
 		assert_line(out, 0, "ERR FAILED_PRECONDITION");
-		assert_line(out, 0, "single-writer");
+		assert_line(out, 0, "one target at a time");
 		free(out);
 		assert_false(test_is_mountpoint(t2));
 	}
@@ -730,6 +730,9 @@ static void test_conformance_error_codes(void **state)
 	start(e);
 #define CALL(...) n += (size_t)snprintf(calls + n, sizeof(calls) - n, __VA_ARGS__)
 #define CTX "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}"
+#define RBD_CTX                                                                          \
+	"\"volume_context\": {\"type\": \"rbd\", \"monitors\": \"127.0.0.1:1\", \"image\": " \
+	"\"img\"}"
 	calls[0] = '\0';
 	/* NodeStageVolume */
 	CALL("Node/NodeStageVolume {\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW
@@ -741,16 +744,22 @@ static void test_conformance_error_codes(void **state)
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", " CTX
 	     "}\n",
 	     stg, src);
-	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
-	     "\"volume_capability\": {\"block\": {}, \"access_mode\": {\"mode\": "
-	     "\"SINGLE_NODE_WRITER\"}}, " CTX "}\n",
-	     stg, src);
+	CALL("Node/NodeStageVolume {\"volume_id\": \"gone\", \"staging_target_path\": \"%s\", "
+	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     stg2, "/nonexistent/source");
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
 	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
 	     stg, src);
 	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
 	     "\"volume_capability\": " CAP_MULTI ", " CTX "}\n",
 	     stg, src);
+	CALL("Node/NodeStageVolume {\"volume_id\": \"c\", \"staging_target_path\": \"%s\", "
+	     "\"volume_capability\": {\"block\": {}, \"access_mode\": {\"mode\": "
+	     "\"SINGLE_NODE_WRITER\"}}, " CTX "}\n",
+	     stg, src);
+	CALL("Node/NodeStageVolume {\"volume_id\": \"r\", \"staging_target_path\": \"%s\", "
+	     "\"volume_capability\": " CAP_MULTI ", " RBD_CTX "}\n",
+	     stg2);
 	/* NodePublishVolume */
 	CALL("Node/NodePublishVolume {\"target_path\": \"%s\", \"staging_target_path\": \"%s\", "
 	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
@@ -762,9 +771,6 @@ static void test_conformance_error_codes(void **state)
 	     "\"staging_target_path\": \"%s\", " CTX "}\n",
 	     t1, stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\"}\n", t1);
-	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
-	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
-	     t1, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"gone\", \"target_path\": \"%s\", "
 	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n",
 	     t1, stg2, "/nonexistent/source");
@@ -778,6 +784,13 @@ static void test_conformance_error_codes(void **state)
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
 	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n",
 	     t2, stg, src);
+	CALL("Node/NodePublishVolume {\"volume_id\": \"r\", \"target_path\": \"%s\", "
+	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_MULTI
+	     ", " RBD_CTX "}\n",
+	     t2, stg2);
+	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
+	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
+	     t1, src);
 	/* NodeGetVolumeStats */
 	CALL("Node/NodeGetVolumeStats {\"volume_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeGetVolumeStats {\"volume_id\": \"c\"}\n");
@@ -794,6 +807,9 @@ static void test_conformance_error_codes(void **state)
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\", \"volume_path\": \"%s\", "
 	     "\"capacity_range\": {\"required_bytes\": \"-1\"}}\n",
 	     t1);
+	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\", \"volume_path\": \"%s\", "
+	     "\"volume_capability\": " CAP_MULTI "}\n",
+	     t1);
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"id\", \"volume_path\": \"some/path\"}\n");
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"id\", \"volume_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeExpandVolume {\"volume_id\": \"c\", \"volume_path\": \"%s\"}\n", t2);
@@ -803,6 +819,8 @@ static void test_conformance_error_codes(void **state)
 	/* NodeUnpublishVolume, NodeUnstageVolume */
 	CALL("Node/NodeUnpublishVolume {\"target_path\": \"%s\"}\n", t1);
 	CALL("Node/NodeUnpublishVolume {\"volume_id\": \"c\"}\n");
+	CALL("Node/NodeUnpublishVolume {\"volume_id\": \"never-seen\", \"target_path\": \"%s\"}\n",
+	     t1);
 	CALL("Node/NodeUnpublishVolume {\"volume_id\": \"never-seen\", \"target_path\": \"%s\"}\n",
 	     t2);
 	CALL("Node/NodeUnstageVolume {\"staging_target_path\": \"%s\"}\n", stg);
@@ -821,20 +839,30 @@ static void test_conformance_error_codes(void **state)
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT staging_target_path: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_capability: required");
-	/* (NOT_FOUND: staging a directory does nothing, so a missing source shows at publish) */
-	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.block");
+	assert_line(out, i++, "ERR NOT_FOUND volume_context.path: /nonexistent/source does not "
+			      "exist"); /* checked at stage, not only at publish */
 	assert_line(out, i++, "OK {}");
 	assert_line(out, i++, "ERR ALREADY_EXISTS");
+	/* FAILED_PRECONDITION, exceeds capabilities: raw block; a writer on several nodes of
+	 * an rbd volume (refused before anything reaches a cluster) */
+	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.block");
+	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.access_mode: "
+			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes");
 	/* NodePublishVolume; issue 12 #1: no capability and no staging path */
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT target_path: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_capability: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_capability: required");
-	assert_line(out, i++, "ERR FAILED_PRECONDITION staging_target_path: required");
 	assert_line(out, i++, "ERR NOT_FOUND"); /* the source directory does not exist */
 	assert_line(out, i++, "OK {}");
 	assert_line(out, i++, "ERR ALREADY_EXISTS");
-	assert_line(out, i++, "ERR FAILED_PRECONDITION"); /* single writer, published at t1 */
+	/* FAILED_PRECONDITION, exceeds capabilities: one target for SINGLE_NODE_WRITER, and
+	 * rbd's multi-node writer */
+	assert_line(out, i++, "ERR FAILED_PRECONDITION volume c is SINGLE_NODE_WRITER and already "
+			      "published on this node at");
+	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.access_mode");
+	/* FAILED_PRECONDITION, staging target path not set */
+	assert_line(out, i++, "ERR FAILED_PRECONDITION staging_target_path: required");
 	/* NodeGetVolumeStats; issue 12 #2 and #3 */
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_path: required");
@@ -847,13 +875,17 @@ static void test_conformance_error_codes(void **state)
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_path: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT capacity_range.required_bytes: negative");
+	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_capability.access_mode: "
+			      "MULTI_NODE_MULTI_WRITER, but volume c is used as SINGLE_NODE_WRITER");
 	assert_line(out, i++, "ERR NOT_FOUND volume_path: some/path");
 	assert_line(out, i++, "ERR NOT_FOUND volume id is not staged or published");
 	assert_line(out, i++, "ERR NOT_FOUND volume c is not published or staged at");
 	assert_line(out, i++, "OK {}"); /* a directory: nothing to grow, capacity unknown */
-	/* NodeUnpublishVolume, NodeUnstageVolume: unknown volumes are already done */
+	/* NodeUnpublishVolume: NOT_FOUND where another volume is published; NodeUnstageVolume
+	 * (NOT_FOUND needs a device: test-csi-modes.c); unknown volumes are already done */
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT target_path: required");
+	assert_line(out, i++, "ERR NOT_FOUND volume never-seen is not published at");
 	assert_line(out, i++, "OK {}");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT staging_target_path: required");
@@ -861,6 +893,7 @@ static void test_conformance_error_codes(void **state)
 	assert_line(out, i++, "OK {\"ready\": true}");
 	assert_line(out, i++, "ERR UNIMPLEMENTED");
 #undef CTX
+#undef RBD_CTX
 	free(out);
 	assert_true(test_is_mountpoint(t1));
 	assert_false(test_is_mountpoint(t2));

@@ -211,6 +211,7 @@ static const struct csi_node_ops full_ops = {
 	.unpublish = tb_unpublish,
 	.get_volume_stats = tb_stats,
 	.expand = tb_expand,
+	.single_node_multi_writer = true,
 };
 
 /* --- fixture ---------------------------------------------------------------------------- */
@@ -507,6 +508,7 @@ static void test_node_info_and_capabilities(void **state)
 	assert_contains(l, "GET_VOLUME_STATS");
 	assert_contains(l, "VOLUME_CONDITION");
 	assert_contains(l, "EXPAND_VOLUME");
+	assert_contains(l, "SINGLE_NODE_MULTI_WRITER");
 	assert_string_equal(line_n(out, 1, l, sizeof(l)),
 			    "OK {\"accessible_topology\": {\"segments\": {\"" CSI_TOPOLOGY_KEY
 			    "\": \"" NODE "\"}}, \"max_volumes_per_node\": \"16\", \"node_id\": "

@@ -646,6 +646,114 @@ static void test_block_volume_map_write_restart(void **state)
 	rt_assert_nothing_left(c->run_dir);
 }
 
+/* CSI access modes for an rbd volume, through the real socket: SINGLE_NODE_SINGLE_WRITER
+ * allows one target on this node (a second, even read-only, is FAILED_PRECONDITION naming the
+ * first), SINGLE_NODE_MULTI_WRITER several read-write ones, a publish with another mode than
+ * the stage's is refused, and a writer on several nodes (MULTI_NODE_MULTI_WRITER) is
+ * "exceeds capabilities": its ext4 would be written from several nodes. */
+static void test_csi_access_modes(void **state)
+{
+	struct ctx *c = *state;
+	char sock[700], stg[700], t1[700], t2[700], calls[8192], file[800], *out, *data;
+	const char *python = "/usr/bin/python3";
+	const char *modes[] = { "SINGLE_NODE_SINGLE_WRITER", "SINGLE_NODE_MULTI_WRITER",
+				"MULTI_NODE_MULTI_WRITER" };
+	char cc[3][1400];
+
+	if (access(python, X_OK) < 0 ||
+	    test_run((const char *const[]){ python, "-c", "import grpc, grpc_tools", NULL }) != 0)
+		skip();
+	snprintf(c->kubelet, sizeof(c->kubelet), "/tmp/vrbd-XXXXXX");
+	assert_non_null(mkdtemp(c->kubelet));
+	snprintf(sock, sizeof(sock), "%s/plugins/csi.volagent.io/csi.sock", c->kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/m/globalmount",
+		 c->kubelet);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, NULL }), 0);
+	for (int i = 0; i < 2; i++) {
+		char parent[700];
+		snprintf(parent, sizeof(parent), "%s/pods/pod-%d/volumes/kubernetes.io~csi/pv",
+			 c->kubelet, i);
+		assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
+		snprintf(i ? t2 : t1, 700, "%s/mount", parent);
+	}
+	assert_int_equal(fixture_start(c->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
+								    c->kubelet, "--device-inventory",
+								    "false", NULL }),
+			 0);
+	assert_true(test_wait_until(socket_exists, sock, 10000));
+	assert_true(fixture_wait_log(c->f, "startup reconstruction complete", 10000));
+	for (int i = 0; i < 3; i++)
+		snprintf(cc[i], sizeof(cc[i]),
+			 "\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": "
+			 "{\"mode\": \"%s\"}}, \"volume_context\": {\"type\": \"rbd\", \"monitors\": "
+			 "\"%s\", \"pool\": \"%s\", \"image\": \"%s\"}, \"secrets\": {\"userID\": "
+			 "\"admin\", \"userKey\": \"%s\"}",
+			 modes[i], rt.mon, rt.pool, c->image, rt.key);
+
+	/* SINGLE_NODE_SINGLE_WRITER; a multi-node writer is refused first */
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
+		 "Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"readonly\": true, %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"m\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\"}\n",
+		 stg, cc[2], stg, cc[0], stg, t1, cc[0], stg, t2, cc[0], stg, t2, cc[1], t1, stg);
+	out = csi(c, sock, calls);
+	print_message("%s", out);
+	assert_answer(out, 0, "ERR FAILED_PRECONDITION volume_capability.access_mode: "
+			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes");
+	assert_answer(out, 1, "OK {}");
+	assert_answer(out, 2, "OK {}");
+	assert_answer(out, 3, "ERR FAILED_PRECONDITION volume m is SINGLE_NODE_SINGLE_WRITER and "
+			      "already published on this node at");
+	assert_answer(out, 3, t1);
+	assert_answer(out, 4, "ERR FAILED_PRECONDITION volume m is staged with access mode "
+			      "SINGLE_NODE_SINGLE_WRITER, not SINGLE_NODE_MULTI_WRITER");
+	assert_answer(out, 5, "OK {}");
+	assert_answer(out, 6, "OK {}");
+	free(out);
+	assert_false(test_is_mountpoint(t2));
+	assert_false(test_is_mountpoint(stg));
+
+	/* SINGLE_NODE_MULTI_WRITER: two writers on this node, one filesystem */
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n",
+		 stg, cc[1], stg, t1, cc[1], stg, t2, cc[1]);
+	out = csi(c, sock, calls);
+	print_message("%s", out);
+	for (int i = 0; i < 3; i++)
+		assert_answer(out, i, "OK {}");
+	free(out);
+	assert_false(test_mount_is_ro(t1));
+	assert_false(test_mount_is_ro(t2));
+	write_and_sync(t2, "from-t2", "second writer\n");
+	snprintf(file, sizeof(file), "%s/from-t2", t1);
+	data = test_read_file(file);
+	assert_non_null(data);
+	assert_string_equal(data, "second writer\n");
+	free(data);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"m\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"m\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\"}\n",
+		 t1, t2, stg);
+	out = csi(c, sock, calls);
+	for (int i = 0; i < 3; i++)
+		assert_answer(out, i, "OK {}");
+	free(out);
+	assert_false(test_is_mountpoint(stg));
+	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -658,6 +766,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_heal_after_kill9, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_inputs_leave_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_stage_publish, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_access_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_volume_map_write_restart, setup,
 						teardown),
 	};

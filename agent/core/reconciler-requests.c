@@ -6,7 +6,11 @@
  * matches: the staging mount is there, the publish target is mounted, the target or the
  * staging mount is gone.  If an operation for it fails first, the request fails with that
  * error and its change is withdrawn, so kubelet's retry starts afresh.  CSI entries are kept in
- * the journal, so a restarted agent adopts what kubelet asked for. */
+ * the journal, so a restarted agent adopts what kubelet asked for.
+ *
+ * The access-mode checks of a publish are made here, against the desired state, so that two
+ * publishes cannot both pass them: a volume keeps one access mode on the node, and a
+ * single-writer mode allows one target (access_mode_refused). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
@@ -180,6 +184,82 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 	wait_for(r, p);
 }
 
+/* The CSI access mode a fingerprint holds ("mode=<n>;", see struct volume_request), or -1. */
+static int fingerprint_mode(const char *fp)
+{
+	const char *m = fp ? strstr(fp, ";mode=") : NULL;
+
+	return m ? atoi(m + strlen(";mode=")) : -1;
+}
+
+/* VolumeCapability.AccessMode.Mode by number, for messages. */
+static const char *mode_name(int mode)
+{
+	static const char *const names[] = {
+		"UNKNOWN",		     "SINGLE_NODE_WRITER",	  "SINGLE_NODE_READER_ONLY",
+		"MULTI_NODE_READER_ONLY",    "MULTI_NODE_SINGLE_WRITER",  "MULTI_NODE_MULTI_WRITER",
+		"SINGLE_NODE_SINGLE_WRITER", "SINGLE_NODE_MULTI_WRITER",
+	};
+
+	return mode >= 0 && (size_t)mode < ARRAY_SIZE(names) ? names[mode] : "UNKNOWN";
+}
+
+/* A target of v other than path, or NULL. */
+static const struct dsw_pod_volume *other_target(struct reconciler *r, const struct dsw_volume *v,
+						 const char *path)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *value;
+
+	if (v->n_pod_volumes == 0)
+		return NULL;
+	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &value, NULL)) {
+		const struct dsw_pod_volume *pv = value;
+		if (pv->volume == v && !streq(pv->target, path))
+			return pv;
+	}
+	return NULL;
+}
+
+/* The access-mode checks of a publish at a new target of v (CSI spec, NodePublishVolume, the
+ * table for SINGLE_NODE_MULTI_WRITER plugins): it must ask the mode v was staged with and the
+ * mode of its other targets (a second publish with another capability is FAILED_PRECONDITION),
+ * and a mode that allows one target per node (req->single_writer) refuses a second one.
+ * Returns true when p was refused (answered). */
+static bool access_mode_refused(struct reconciler *r, struct pending_request *p,
+				const struct dsw_volume *v)
+{
+	const struct volume_request *req = p->req;
+	int want = fingerprint_mode(req->fingerprint), have;
+	const struct dsw_pod_volume *other;
+
+	if (v->staged && (have = fingerprint_mode(v->fingerprint)) >= 0 && have != want) {
+		complete(r, p, -EOPNOTSUPP,
+			 "volume %s is staged with access mode %s, not %s: unpublish and unstage it "
+			 "to change the mode",
+			 req->volume_id, mode_name(have), mode_name(want));
+		return true;
+	}
+	other = other_target(r, v, req->path);
+	if (!other)
+		return false;
+	have = fingerprint_mode(other->fingerprint);
+	if (have >= 0 && have != want) {
+		complete(r, p, -EOPNOTSUPP,
+			 "volume %s is published at %s with access mode %s, not %s", req->volume_id,
+			 other->target, mode_name(have), mode_name(want));
+		return true;
+	}
+	if (req->single_writer) {
+		complete(r, p, -EOPNOTSUPP,
+			 "volume %s is %s and already published on this node at %s: one target at "
+			 "a time",
+			 req->volume_id, mode_name(want), other->target);
+		return true;
+	}
+	return false;
+}
+
 static void apply_publish(struct reconciler *r, struct pending_request *p)
 {
 	struct volume_request *req = p->req;
@@ -215,10 +295,8 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 		if (!v)
 			return complete(r, p, -ENOMEM, "out of memory");
 	}
-	if (req->single_writer && v->n_pod_volumes > 0)
-		return complete(r, p, -EOPNOTSUPP,
-				"volume %s is single-writer and already published on this node",
-				req->volume_id);
+	if (access_mode_refused(r, p, v))
+		return;
 	target_owner(req->path, uid, name, sizeof(name));
 	pv = dsw_csi_publish(r->dsw, v, req->path, uid, name, req->read_only, req->fingerprint);
 	if (!pv || asw_track_target(r->asw, req->path, uid, name, v->plugin->name) < 0) {
@@ -258,6 +336,9 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 
 	if (pv && !pv->csi)
 		return complete(r, p, -EEXIST, "%s belongs to a pod spec file, not to CSI", target);
+	if (pv && pv->volume->volume_id && !streq(pv->volume->volume_id, p->req->volume_id))
+		return complete(r, p, -ENOENT, "volume %s is not published at %s (another volume is)",
+				p->req->volume_id, target);
 	if (pv) {
 		dsw_csi_unpublish(r->dsw, target);
 		rec_csi_journal_changed(r);
@@ -272,6 +353,20 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 	wait_for(r, p);
 }
 
+/* Whether a CSI volume's device is staged (mounted) at path. */
+static bool staged_at(struct reconciler *r, const char *path)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *value;
+
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &value, NULL)) {
+		const struct dsw_volume *v = value;
+		if (v->csi && v->staged && v->device_mount_path && streq(v->device_mount_path, path))
+			return true;
+	}
+	return false;
+}
+
 static void apply_unstage(struct reconciler *r, struct pending_request *p)
 {
 	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
@@ -281,6 +376,9 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 		return complete(r, p, -EOPNOTSUPP,
 				"volume %s is still published; unpublish it first",
 				p->req->volume_id);
+	if ((!v || !v->staged) && staged_at(r, path))
+		return complete(r, p, -ENOENT, "volume %s is not staged at %s (another volume is)",
+				p->req->volume_id, path);
 	if (v && v->staged) {
 		if (v->device_mount_path && !streq(v->device_mount_path, path))
 			return complete(r, p, -EEXIST, "volume %s is staged at %s, not at %s",
@@ -310,6 +408,7 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 	const struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
 	const struct asw_device *d = asw_get_device(r->asw, p->name);
 
+	p->result.access_mode = -1;
 	if (v) {
 		const struct dsw_pod_volume *pv =
 			p->req->path ? dsw_get_pod_volume(r->dsw, p->req->path) : NULL;
@@ -320,6 +419,9 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 						      streq(v->device_mount_path, p->req->path)) ||
 						     (pv && pv->volume == v));
 		snprintf(p->result.plugin, sizeof(p->result.plugin), "%s", v->plugin->name);
+		p->result.access_mode = fingerprint_mode(v->staged ? v->fingerprint
+						   : pv && pv->volume == v ? pv->fingerprint
+									   : NULL);
 	}
 	if (v && d && d->mounted && !d->broken && d->att.device_path) {
 		p->result.device_mounted = true;

@@ -69,13 +69,17 @@ struct volume_request {
 	const struct volume_plugin *plugin; /* stage, publish: the one that accepts spec */
 	bool read_only;			    /* publish */
 	bool single_writer;		    /* publish: a second target on this node is refused */
-	char *fingerprint; /* stage, publish: tells a compatible repeat from a conflict */
+	/* stage, publish: tells a compatible repeat from a conflict.  It holds "mode=<n>;", the
+	 * CSI access mode (VolumeCapability.AccessMode.Mode), which the access-mode checks read:
+	 * a volume is published at all its targets with the mode it was staged with. */
+	char *fingerprint;
 };
 
 struct volume_request_result {
 	/* 0 or a negative errno: -EEXIST a conflicting request for the same path or volume,
-	 * -EOPNOTSUPP not possible as asked (not staged, single writer elsewhere), others from
-	 * the operation that failed. */
+	 * -EOPNOTSUPP not possible as asked (not staged, single writer elsewhere, another access
+	 * mode), -ENOENT another volume is at the path (unpublish, unstage), others from the
+	 * operation that failed. */
 	int error;
 	char message[512]; /* for the caller; never holds a secret */
 	/* VOLUME_REQUEST_INFO */
@@ -85,6 +89,7 @@ struct volume_request_result {
 	bool at_path;	     /* the request's path is its staging path or a target */
 	char plugin[32];
 	char device_path[256]; /* the block device, when it has one */
+	int access_mode;       /* the CSI access mode it was staged (or published) with; -1 */
 	/* VOLUME_REQUEST_STATUS: the snapshot, owned by the caller (free it) */
 	char *status_json;
 };

@@ -13,6 +13,7 @@
 
 #include "block-map.h"
 #include "csi-node.h"
+#include "csi.pb-c.h"
 #include "exec-util.h"
 #include "fs-probe.h"
 #include "macro.h"
@@ -29,9 +30,43 @@ static bool reader_only(enum csi_access_mode m)
 	return m == CSI_MODE_SINGLE_NODE_READER_ONLY || m == CSI_MODE_MULTI_NODE_READER_ONLY;
 }
 
+/* Whether the mode allows one publish target per node: every SINGLE_NODE_* mode but
+ * SINGLE_NODE_MULTI_WRITER (CSI spec, NodePublishVolume: a second target is
+ * FAILED_PRECONDITION for "Non MULTI_NODE_..." modes).  SINGLE_NODE_WRITER keeps its meaning
+ * from before SINGLE_NODE_MULTI_WRITER was advertised: one target. */
 static bool single_writer(enum csi_access_mode m)
 {
-	return m == CSI_MODE_SINGLE_NODE_WRITER || m == CSI_MODE_SINGLE_NODE_SINGLE_WRITER;
+	return m == CSI_MODE_SINGLE_NODE_WRITER || m == CSI_MODE_SINGLE_NODE_SINGLE_WRITER ||
+	       m == CSI_MODE_SINGLE_NODE_READER_ONLY;
+}
+
+static const char *mode_name(enum csi_access_mode m)
+{
+	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+		&csi__v1__volume_capability__access_mode__mode__descriptor, (int)m);
+
+	return v ? v->name : "UNKNOWN";
+}
+
+/* "Exceeds capabilities" (FAILED_PRECONDITION) of a stage or publish: a writer on several
+ * nodes of a volume whose filesystem (ext4, xfs) lives on a device other nodes can attach too
+ * (rbd).  Two nodes mounting it read-write corrupt it.  A local device or directory exists on
+ * this node only, so there MULTI_NODE_* means several targets here; NFS is shared by design.
+ * Returns 0, or -EOPNOTSUPP with reply set. */
+static int check_mode_fits_volume(const struct volume_plugin *p, const struct volume_spec *spec,
+				  const struct csi_volume_capability *cap, struct csi_reply *reply)
+{
+	if (!cap->present || (cap->access_mode != CSI_MODE_MULTI_NODE_SINGLE_WRITER &&
+			      cap->access_mode != CSI_MODE_MULTI_NODE_MULTI_WRITER))
+		return 0;
+	if (streq(p->name, "local") || !plugin_uses_device(p, spec))
+		return 0;
+	csi_reply_set(reply, CSI_FAILED_PRECONDITION,
+		      "volume_capability.access_mode: %s is not supported by %s volumes: their "
+		      "filesystem would be written from several nodes; use a SINGLE_NODE_* mode or "
+		      "MULTI_NODE_READER_ONLY",
+		      mode_name(cap->access_mode), p->name);
+	return -EOPNOTSUPP;
 }
 
 static int add_options(struct volume_spec *spec, const char *csv)
@@ -213,6 +248,11 @@ static int new_spec_request(enum volume_request_kind kind, const char *volume_id
 
 	if (r < 0)
 		return r;
+	r = check_mode_fits_volume(plugin, spec, capability, reply);
+	if (r < 0) {
+		volume_spec_unref(spec);
+		return r;
+	}
 	req = new_request(kind, volume_id, path);
 	if (!req) {
 		volume_spec_unref(spec);
@@ -254,6 +294,23 @@ static int block_request_paths(struct volume_request *req)
 	return 0;
 }
 
+/* "Volume does not exist" (NOT_FOUND) at stage for a local directory volume: staging it
+ * mounts nothing, so without this the missing source would only show at publish.  (A
+ * device's absence shows when it is staged; an NFS export's only when it is mounted.)
+ * Returns 0, or -ENOENT with reply set. */
+static int check_directory_source(const struct volume_request *req, struct csi_reply *reply)
+{
+	const char *path = volume_spec_get(req->spec, "path");
+	struct stat st;
+
+	if (!streq(req->plugin->name, "local") || !path || plugin_uses_device(req->plugin, req->spec))
+		return 0;
+	if (stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR))
+		return 0;
+	csi_reply_set(reply, CSI_NOT_FOUND, "volume_context.path: %s does not exist", path);
+	return -ENOENT;
+}
+
 static int node_stage(void *userdata, const struct csi_stage_request *in, struct csi_reply *reply)
 {
 	struct volume_request *req;
@@ -262,6 +319,11 @@ static int node_stage(void *userdata, const struct csi_stage_request *in, struct
 
 	if (r < 0)
 		return r;
+	r = check_directory_source(req, reply);
+	if (r < 0) {
+		volume_request_free(req);
+		return r;
+	}
 	if (block_request_paths(req) < 0) {
 		volume_request_free(req);
 		return -ENOMEM;
@@ -513,6 +575,22 @@ static int expand_nothing_to_grow(struct csi_node_config *cfg, const struct csi_
 	return 0;
 }
 
+/* "Exceeds capabilities" (INVALID_ARGUMENT) of NodeExpandVolume: a capability whose access
+ * mode is not the one the volume was staged (or published) with.  Returns 0, or -EINVAL with
+ * reply set. */
+static int check_expand_capability(const struct csi_expand_request *in,
+				   const struct volume_request_result *info, struct csi_reply *reply)
+{
+	if (!in->capability.present || info->access_mode < 0 ||
+	    (int)in->capability.access_mode == info->access_mode)
+		return 0;
+	csi_reply_set(reply, CSI_INVALID_ARGUMENT,
+		      "volume_capability.access_mode: %s, but volume %s is used as %s",
+		      mode_name(in->capability.access_mode), in->volume_id,
+		      mode_name((enum csi_access_mode)info->access_mode));
+	return -EINVAL;
+}
+
 static int node_expand(void *userdata, const struct csi_expand_request *in, struct csi_reply *reply)
 {
 	struct csi_node_config *cfg = userdata;
@@ -536,6 +614,9 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 		return -ENOENT;
 	}
 	r = require_volume_at(cfg, in->volume_id, in->volume_path, &in->deadline, &place, reply);
+	if (r < 0)
+		return r;
+	r = check_expand_capability(in, &info, reply);
 	if (r < 0)
 		return r;
 	if (is_block_node(in->volume_path))
@@ -569,4 +650,5 @@ const struct csi_node_ops csi_node_ops = {
 	.unpublish = node_unpublish,
 	.get_volume_stats = node_get_volume_stats,
 	.expand = node_expand,
+	.single_node_multi_writer = true,
 };

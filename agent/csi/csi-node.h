@@ -6,7 +6,11 @@
  * plugin's fields (local: path, fsType), except "mountOptions" (comma-separated mount
  * options) and namespaced keys with a '/' (kubelet's csi.storage.k8s.io/pod.name, a
  * provisioner's storage.kubernetes.io/...), which are metadata, not plugin fields.  The capability's fs_type overrides fsType, its mount_flags are mount options, and
- * `secrets` reach the plugin as the spec's secrets, nowhere else. */
+ * `secrets` reach the plugin as the spec's secrets, nowhere else.
+ *
+ * Access modes (docs/csi.md): every SINGLE_NODE_* mode but SINGLE_NODE_MULTI_WRITER allows one
+ * publish target per node, reader modes mount read-only, a volume keeps the mode it was
+ * staged with, and a multi-node writer of an rbd volume is refused (FAILED_PRECONDITION). */
 #pragma once
 
 #include "csi-server.h"

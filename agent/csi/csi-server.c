@@ -359,10 +359,10 @@ static void reply_node_get_capabilities(const struct csi_server *s, const struct
 					struct gcore_call *call)
 {
 	Csi__V1__NodeGetCapabilitiesResponse resp = CSI__V1__NODE_GET_CAPABILITIES_RESPONSE__INIT;
-	Csi__V1__NodeServiceCapability__RPC rpc[4];
-	Csi__V1__NodeServiceCapability caps[4];
-	Csi__V1__NodeServiceCapability *list[4];
-	Csi__V1__NodeServiceCapability__RPC__Type types[4];
+	Csi__V1__NodeServiceCapability__RPC rpc[5];
+	Csi__V1__NodeServiceCapability caps[5];
+	Csi__V1__NodeServiceCapability *list[5];
+	Csi__V1__NodeServiceCapability__RPC__Type types[5];
 	size_t n = 0;
 
 	if (has_stage(s))
@@ -373,6 +373,9 @@ static void reply_node_get_capabilities(const struct csi_server *s, const struct
 	}
 	if (s->ops->expand)
 		types[n++] = CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME;
+	/* Without it kubelet sends SINGLE_NODE_WRITER for ReadWriteOncePod too. */
+	if (s->ops->publish && s->ops->single_node_multi_writer)
+		types[n++] = CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER;
 	for (size_t i = 0; i < n; i++) {
 		csi__v1__node_service_capability__rpc__init(&rpc[i]);
 		csi__v1__node_service_capability__init(&caps[i]);

@@ -197,6 +197,9 @@ struct csi_node_ops {
 	/* Fills reply->capacity_bytes (0: unknown). */
 	int (*expand)(void *userdata, const struct csi_expand_request *req,
 		      struct csi_reply *reply);
+	/* publish tells SINGLE_NODE_SINGLE_WRITER (one target per node) from
+	 * SINGLE_NODE_MULTI_WRITER (several): the SINGLE_NODE_MULTI_WRITER capability. */
+	bool single_node_multi_writer;
 };
 
 struct csi_server_config {

@@ -1,0 +1,386 @@
+/* test-csi-modes.c - CSI access modes on one node, through a real `volagent run --csi` and
+ * its real socket, driven by the independent Python client (tests/csi/csi_client.py), with
+ * real mounts: a local directory volume and a local block-device volume (a loop device with
+ * ext4, `type=local` with the device's path).  Root, private mount namespace.
+ *
+ * For each access mode: stage, publish at a first target, repeat it, publish at a second
+ * target; the second is OK or FAILED_PRECONDITION as the spec's table for plugins with
+ * SINGLE_NODE_MULTI_WRITER says, and reader modes are mounted read-only.  Then the conflicts:
+ * a publish with another mode than the stage's or another target's, and the error rows of
+ * the spec that need a device (unstage and unpublish of another volume's path, expand with
+ * another capability).  The rbd cases are in test-rbd-agent.c (they need a Ceph cluster). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "testlib.h"
+
+struct csi_env {
+	struct agent_fixture *f;
+	char kubelet[600];
+	char sock[700];
+	char stubs[600];
+	char src[600];	      /* the directory volume's source */
+	const char *dev;      /* the block volume's loop device, ext4 after the first stage */
+};
+
+static int setup(void **state)
+{
+	struct csi_env *e = calloc(1, sizeof(*e));
+
+	e->f = fixture_new("csimodes");
+	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
+	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
+	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
+	snprintf(e->src, sizeof(e->src), "%s/src", e->f->dir);
+	mkdir(e->kubelet, 0750);
+	mkdir(e->src, 0755);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct csi_env *e = *state;
+
+	fixture_free(e->f); /* stops the agent, unmounts, detaches the loop device */
+	free(e);
+	return 0;
+}
+
+static bool socket_exists(void *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static void start(struct csi_env *e)
+{
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", NULL }),
+			 0);
+	assert_true(test_wait_until(socket_exists, e->sock, 10000));
+	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", 10000));
+}
+
+static char *csi(struct csi_env *e, const char *calls)
+{
+	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
+
+	assert_non_null(out);
+	if (getenv("VERBOSE"))
+		fprintf(stderr, "%s", out);
+	return out;
+}
+
+static const char *line(const char *out, int n)
+{
+	static char buf[4096];
+	const char *p = out;
+
+	for (int i = 0; i < n && p; i++) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return "";
+	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(p, "\n"), p);
+	return buf;
+}
+
+#define assert_line(out, n, text)                                                      \
+	do {                                                                           \
+		const char *_l = line(out, n);                                         \
+		if (!strstr(_l, text))                                                 \
+			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
+	} while (0)
+
+/* Kubelet's publish target for pod uid and pv (its parent made, as kubelet does). */
+static const char *target(struct csi_env *e, const char *uid, const char *pv, char *buf)
+{
+	char parent[700];
+
+	snprintf(parent, sizeof(parent), "%s/pods/%s/volumes/kubernetes.io~csi/%s", e->kubelet, uid,
+		 pv);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
+	snprintf(buf, 700, "%s/mount", parent);
+	return buf;
+}
+
+static const char *staging(struct csi_env *e, const char *vol, char *buf)
+{
+	snprintf(buf, 700, "%s/plugins/kubernetes.io/csi/csi.volagent.io/%s/globalmount",
+		 e->kubelet, vol);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", buf, NULL }), 0);
+	return buf;
+}
+
+enum kind { DIRECTORY, BLOCK_DEVICE };
+
+/* The JSON of a stage or publish of volume id of kind, with access mode mode. */
+static void cap_and_ctx(struct csi_env *e, enum kind k, const char *mode, char *buf, size_t size)
+{
+	snprintf(buf, size,
+		 "\"volume_capability\": {\"mount\": {%s}, \"access_mode\": {\"mode\": \"%s\"}}, "
+		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}",
+		 k == BLOCK_DEVICE ? "\"fs_type\": \"ext4\"" : "", mode,
+		 k == BLOCK_DEVICE ? e->dev : e->src);
+}
+
+struct mode_case {
+	const char *mode;
+	bool second_ok;	  /* a second target on this node is allowed */
+	bool read_only;	  /* the mode mounts read-only */
+	bool second_ro;	  /* the second publish asks readonly */
+};
+
+/* Stage, publish at t1 (twice), publish at t2; check the answers and the mounts; clean up. */
+static void run_case(struct csi_env *e, enum kind k, const struct mode_case *c, int n)
+{
+	char vol[64], uid1[64], uid2[64], t1[700], t2[700], stg[700], cc[1024], calls[8192];
+	char file[800], *out, *data;
+
+	snprintf(vol, sizeof(vol), "%s-%d", k == BLOCK_DEVICE ? "blk" : "dir", n);
+	snprintf(uid1, sizeof(uid1), "pod-%s-a", vol);
+	snprintf(uid2, sizeof(uid2), "pod-%s-b", vol);
+	target(e, uid1, "pv", t1);
+	target(e, uid2, "pv", t2);
+	staging(e, vol, stg);
+	cap_and_ctx(e, k, c->mode, cc, sizeof(cc));
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"readonly\": %s, %s}\n",
+		 vol, stg, cc, vol, stg, t1, cc, vol, stg, t1, cc, vol, stg, t2,
+		 c->second_ro ? "true" : "false", cc);
+	print_message("%s volume, %s\n", k == BLOCK_DEVICE ? "block-device" : "directory", c->mode);
+	out = csi(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	assert_line(out, 2, "OK {}"); /* the same publish again */
+	if (c->second_ok) {
+		assert_line(out, 3, "OK {}");
+	} else {
+		assert_line(out, 3, "ERR FAILED_PRECONDITION");
+		assert_line(out, 3, c->mode);
+		assert_line(out, 3, t1); /* names the other target */
+	}
+	free(out);
+	assert_true(test_is_mountpoint(t1));
+	assert_int_equal(test_mount_is_ro(t1), c->read_only);
+	assert_int_equal(test_is_mountpoint(t2), c->second_ok);
+	if (c->second_ok)
+		assert_int_equal(test_mount_is_ro(t2), c->read_only || c->second_ro);
+	/* Several writers: what one target writes, the other reads. */
+	if (c->second_ok && !c->read_only && !c->second_ro) {
+		snprintf(file, sizeof(file), "%s/from-t2", t2);
+		assert_int_equal(test_write_file(file, vol), 0);
+		snprintf(file, sizeof(file), "%s/from-t2", t1);
+		data = test_read_file(file);
+		assert_non_null(data);
+		assert_string_equal(data, vol);
+		free(data);
+		unlink(file);
+	}
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\"}\n",
+		 vol, t1, vol, t2, vol, stg);
+	out = csi(e, calls);
+	for (int i = 0; i < 3; i++)
+		assert_line(out, i, "OK {}");
+	free(out);
+	assert_false(test_is_mountpoint(t1));
+	assert_false(test_is_mountpoint(t2));
+	assert_false(test_is_mountpoint(stg));
+}
+
+static const struct mode_case cases[] = {
+	/* today's behaviour: one target (the spec's "Non MULTI_NODE_..." row) */
+	{ "SINGLE_NODE_WRITER", false, false, false },
+	{ "SINGLE_NODE_READER_ONLY", false, true, true },
+	{ "MULTI_NODE_READER_ONLY", true, true, true },
+	/* local volumes exist on this node only: several targets here */
+	{ "MULTI_NODE_SINGLE_WRITER", true, false, false },
+	{ "MULTI_NODE_MULTI_WRITER", true, false, false },
+	/* ReadWriteOncePod: a second target is refused, even a read-only one */
+	{ "SINGLE_NODE_SINGLE_WRITER", false, false, true },
+	{ "SINGLE_NODE_MULTI_WRITER", true, false, false },
+};
+
+static void test_capability_advertised(void **state)
+{
+	struct csi_env *e = *state;
+	char *out;
+
+	start(e);
+	out = csi(e, "Node/NodeGetCapabilities {}\n");
+	assert_line(out, 0, "SINGLE_NODE_MULTI_WRITER");
+	free(out);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+static void test_modes_directory_volume(void **state)
+{
+	struct csi_env *e = *state;
+
+	start(e);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_case(e, DIRECTORY, &cases[i], (int)i);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+static void test_modes_block_device_volume(void **state)
+{
+	struct csi_env *e = *state;
+
+	e->dev = fixture_add_loop(e->f, 64 << 20);
+	assert_non_null(e->dev);
+	start(e);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_case(e, BLOCK_DEVICE, &cases[i], (int)i);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+/* Two publishes that ask different modes: the second is FAILED_PRECONDITION ("COs SHOULD NOT
+ * call NodePublishVolume a second time with a different volume_capability"), whether the
+ * first mode came from the stage or from another target; nothing mounted is touched. */
+static void test_mode_conflicts(void **state)
+{
+	struct csi_env *e = *state;
+	char t1[700], t2[700], t3[700], stg[700], stg2[700], ccm[1024], ccs[1024], ccn[1024];
+	char calls[8192], *out;
+	int id;
+
+	e->dev = fixture_add_loop(e->f, 64 << 20);
+	assert_non_null(e->dev);
+	target(e, "pod-c1", "pv", t1);
+	target(e, "pod-c2", "pv", t2);
+	target(e, "pod-c3", "pv", t3);
+	staging(e, "cb", stg);
+	staging(e, "cd", stg2);
+	start(e);
+	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_MULTI_WRITER", ccm, sizeof(ccm));
+	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_SINGLE_WRITER", ccs, sizeof(ccs));
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n",
+		 stg, ccm, stg, t1, ccm, stg, t2, ccs);
+	out = csi(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	assert_line(out, 2, "ERR FAILED_PRECONDITION volume cb is staged with access mode "
+			    "SINGLE_NODE_MULTI_WRITER, not SINGLE_NODE_SINGLE_WRITER");
+	free(out);
+	assert_true(test_is_mountpoint(t1));
+	assert_false(test_is_mountpoint(t2));
+	id = test_mount_id(t1);
+
+	/* A directory volume published without a stage: the first target's mode decides. */
+	cap_and_ctx(e, DIRECTORY, "SINGLE_NODE_MULTI_WRITER", ccm, sizeof(ccm));
+	cap_and_ctx(e, DIRECTORY, "MULTI_NODE_MULTI_WRITER", ccn, sizeof(ccn));
+	snprintf(calls, sizeof(calls),
+		 "Node/NodePublishVolume {\"volume_id\": \"cd\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"cd\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n",
+		 stg2, t2, ccm, stg2, t3, ccn);
+	out = csi(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "ERR FAILED_PRECONDITION");
+	assert_line(out, 1, "access mode SINGLE_NODE_MULTI_WRITER, not MULTI_NODE_MULTI_WRITER");
+	assert_line(out, 1, t2);
+	free(out);
+	assert_true(test_is_mountpoint(t2));
+	assert_false(test_is_mountpoint(t3));
+	assert_int_equal(test_mount_id(t1), id);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+/* The rows of the spec's error tables that need a device volume, in the spec's order:
+ * NodeUnstageVolume and NodeUnpublishVolume "Volume does not exist" (another volume is at the
+ * path: NOT_FOUND, and it stays mounted), NodeExpandVolume "Exceeds capabilities"
+ * (INVALID_ARGUMENT: another access mode than the volume's). */
+static void test_error_rows_with_a_device(void **state)
+{
+	struct csi_env *e = *state;
+	char t1[700], stg[700], cc[1024], calls[8192], *out;
+
+	e->dev = fixture_add_loop(e->f, 64 << 20);
+	assert_non_null(e->dev);
+	target(e, "pod-e", "pv", t1);
+	staging(e, "ev", stg);
+	start(e);
+	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_WRITER", cc, sizeof(cc));
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"ev\", \"staging_target_path\": \"%s\", %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"ev\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", %s}\n"
+		 /* NodeUnstageVolume: NOT_FOUND */
+		 "Node/NodeUnstageVolume {\"volume_id\": \"other\", \"staging_target_path\": "
+		 "\"%s\"}\n"
+		 /* NodeUnpublishVolume: NOT_FOUND */
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"other\", \"target_path\": \"%s\"}\n"
+		 /* NodeExpandVolume: INVALID_ARGUMENT (Exceeds capabilities), then OK */
+		 "Node/NodeExpandVolume {\"volume_id\": \"ev\", \"volume_path\": \"%s\", "
+		 "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
+		 "\"access_mode\": {\"mode\": \"MULTI_NODE_MULTI_WRITER\"}}}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"ev\", \"volume_path\": \"%s\", "
+		 "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
+		 "\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}}\n",
+		 stg, cc, stg, t1, cc, stg, t1, t1, stg, t1, stg);
+	out = csi(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	assert_line(out, 2, "ERR NOT_FOUND volume other is not staged at");
+	assert_line(out, 3, "ERR NOT_FOUND volume other is not published at");
+	assert_line(out, 4, "ERR INVALID_ARGUMENT volume_capability.access_mode: "
+			    "MULTI_NODE_MULTI_WRITER, but volume ev is used as SINGLE_NODE_WRITER");
+	assert_line(out, 5, "OK {\"capacity_bytes\"");
+	free(out);
+	assert_true(test_is_mountpoint(stg));
+	assert_true(test_is_mountpoint(t1));
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_capability_advertised, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_modes_directory_volume, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_modes_block_device_volume, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mode_conflicts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_error_rows_with_a_device, setup, teardown),
+	};
+
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	if (access("/usr/bin/python3", X_OK) < 0 ||
+	    test_run((const char *const[]){ "/usr/bin/python3", "-c", "import grpc, grpc_tools",
+					    NULL }) != 0) {
+		fprintf(stderr, "python3-grpcio or python3-grpc-tools missing: skipped\n");
+		return 77;
+	}
+	test_enter_private_mountns();
+	return cmocka_run_group_tests_name("csi access modes", tests, NULL, NULL);
+}
