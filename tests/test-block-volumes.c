@@ -646,6 +646,46 @@ static void test_pod_deleted_while_down_is_released(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* The journal lost while the agent was down: the held device is found in the mount table
+ * (volumeDevices/<name>/dev), adopted without re-mapping while a pod wants it, and released
+ * when none does. */
+static void test_journal_lost_held_device_found(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 16 << 20);
+	char target[600], held[800], journal[600];
+	int id_target, id_held;
+
+	assert_non_null(dev);
+	snprintf(journal, sizeof(journal), "%s/journal.json", f->state);
+	assert_int_equal(write_block_pod(f, "j.json", "pod-j", dev, "Block", false), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	pod_dev(f, "pod-j", "raw", target);
+	held_dev(f, dev, held);
+	assert_true(fixture_wait_mounted(target, WAIT_MS));
+	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
+	id_target = test_mount_id(target);
+	id_held = test_mount_id(held);
+
+	assert_int_equal(fixture_stop(f, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(unlink(journal), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "found a device mount the journal did not record", WAIT_MS));
+	assert_true(fixture_wait_pod_state(f, target, "mounted", 0, WAIT_MS));
+	assert_int_equal(test_mount_id(target), id_target);
+	assert_int_equal(test_mount_id(held), id_held);
+	assert_int_equal(test_count_mounts_under(f->root), 2);
+
+	assert_int_equal(fixture_stop(f, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(unlink(journal), 0);
+	assert_int_equal(fixture_remove_pod(f, "j.json"), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, held, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, target, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -661,6 +701,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_restart_adopts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pod_deleted_while_down_is_released, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_journal_lost_held_device_found, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csi_block_stage_publish_stats_expand,
 						csi_setup, csi_teardown),
