@@ -284,6 +284,7 @@ int cmd_run(int argc, char **argv)
 			.backoff_initial_ms = 500,
 			.backoff_max_ms = cfg.backoff_max_ms,
 			.resync_ms = cfg.resync_ms,
+			.mount_events_off = streq(cfg.mount_events, "off"),
 			.refresh_min_interval_ms = 100,
 			.sources = dm ? &dm_source : NULL,
 			.n_sources = dm ? 1 : 0,

@@ -8,3 +8,4 @@ int cmd_probe(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_osd_check(int argc, char **argv);
+int cmd_rbd_helper(int argc, char **argv);

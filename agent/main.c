@@ -21,6 +21,7 @@ static const struct command commands[] = {
 	{ "osd-check", cmd_osd_check, "may each saved Ceph OSD be removed now? (rename-safe)" },
 	{ "status", cmd_status, "show the running agent's volumes, devices and journal" },
 	{ "probe", cmd_probe, "ask a running agent's CSI service whether it is ready" },
+	{ "rbd-helper", cmd_rbd_helper, "one librados/librbd call for the rbd plugin (JSON)" },
 	{ "version", cmd_version, "print the version" },
 	{ "help", cmd_help, "show this help" },
 };

@@ -19,7 +19,7 @@ struct hashmap {
 	size_t size;
 };
 
-static uint32_t hash_string(const char *s)
+uint32_t hashmap_hash(const char *s)
 {
 	uint32_t h = 2166136261u;
 
@@ -105,7 +105,11 @@ static void grow(struct hashmap *h)
 
 int hashmap_put(struct hashmap *h, const char *key, void *value)
 {
-	uint32_t hash = hash_string(key);
+	return hashmap_put_hashed(h, key, hashmap_hash(key), value);
+}
+
+int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *value)
+{
 	struct entry *e;
 
 	if (find(h, key, hash))
@@ -126,14 +130,23 @@ int hashmap_put(struct hashmap *h, const char *key, void *value)
 
 void *hashmap_get(const struct hashmap *h, const char *key)
 {
-	struct entry *e = find(h, key, hash_string(key));
+	return hashmap_get_hashed(h, key, hashmap_hash(key));
+}
+
+void *hashmap_get_hashed(const struct hashmap *h, const char *key, uint32_t hash)
+{
+	struct entry *e = find(h, key, hash);
 
 	return e ? e->value : NULL;
 }
 
 void *hashmap_remove(struct hashmap *h, const char *key)
 {
-	uint32_t hash = hash_string(key);
+	return hashmap_remove_hashed(h, key, hashmap_hash(key));
+}
+
+void *hashmap_remove_hashed(struct hashmap *h, const char *key, uint32_t hash)
+{
 	struct entry **pp = &h->buckets[hash & (h->n_buckets - 1)];
 
 	for (; *pp; pp = &(*pp)->next) {

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct hashmap;
 
@@ -31,6 +32,12 @@ int hashmap_put(struct hashmap *h, const char *key, void *value);
 void *hashmap_get(const struct hashmap *h, const char *key);
 /* Removes key and returns its value, or NULL when absent. */
 void *hashmap_remove(struct hashmap *h, const char *key);
+/* The same with the key's hash computed once by the caller (hashmap_hash), for long keys
+ * looked up in several maps: hash must be hashmap_hash(key). */
+uint32_t hashmap_hash(const char *key);
+int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *value);
+void *hashmap_get_hashed(const struct hashmap *h, const char *key, uint32_t hash);
+void *hashmap_remove_hashed(struct hashmap *h, const char *key, uint32_t hash);
 size_t hashmap_size(const struct hashmap *h);
 /* Returns true and the next entry, or false at the end. */
 bool hashmap_iterate(const struct hashmap *h, struct hashmap_iter *it, void **ret_value,

@@ -3,7 +3,9 @@
 # mount namespace).  `make check` builds the benchmark programs too, so they never rot, but
 # runs none of them; CI times nothing.
 #
-#   make bench                       every figure (under 10 minutes on 2 cores)
+#   make bench                       every figure with its target, on the event path and
+#                                    (when the agent has --mount-events) the fallback path
+#                                    (3-4 minutes per path on 2 cores)
 #   make bench BENCH_ARGS=--quick    smaller N and fewer repetitions, for trying the runner
 
 BENCH_DIR := $(BUILD)/tests/bench
@@ -24,4 +26,4 @@ $(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o $(BENCH_DIR)/bench-ut
 # library only for its --self-test server (the CSI transport with a bind-mount test backend).
 # (LIBAGENT is defined after this file is included: spelled out here.)
 $(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BENCH_DIR)/bench-util.o $(BUILD)/libvolagent.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA) -lgrpc -lgpr

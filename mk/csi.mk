@@ -19,8 +19,16 @@ CSI_GEN_HDRS := $(CSI_GEN_SRCS:.c=.h)
 GEN_SRCS += $(CSI_GEN_SRCS)
 GEN_HDRS += $(CSI_GEN_HDRS)
 PKGS += libprotobuf-c
-# `pkg-config --libs grpc` lists ~70 absl libraries that only a static link needs.
-LIBS_EXTRA += -lgrpc -lgpr
+# gRPC core is not linked: agent/csi/grpc-core.c dlopen()s it when the CSI service (or a
+# client call) first needs it, so a daemon without CSI never maps it.  Its soname comes from
+# the installed library, so the dlopen and the binary's .note.dlopen follow the package.
+# (Programs that call gRPC themselves, like tests/bench/csi-bench, link -lgrpc -lgpr.)
+GRPC_SONAME := $(shell objdump -p $$($(CC) -print-file-name=libgrpc.so) 2>/dev/null | \
+		 awk '$$1 == "SONAME" {print $$2}')
+# Every build of the file (normal, sanitizer, fuzz) gets it.
+GCORE_DEFS := -DGCORE_GRPC_SONAME='"$(GRPC_SONAME)"'
+%/agent/csi/grpc-core.o: CFLAGS += $(GCORE_DEFS)
+%/agent/csi/grpc-core.o: FUZZ_CFLAGS += $(GCORE_DEFS)
 
 # Keep the generated sources: they are reached only through pattern rules.
 .SECONDARY: $(CSI_GEN_SRCS) $(CSI_GEN_HDRS)

@@ -1,10 +1,12 @@
-/* test-backoff.c - the retry schedule: 500 ms doubling to the cap, reset on success, and the
- * last error reported once per change rather than on every retry. */
+/* test-backoff.c - the retry schedule: 500 ms doubling to the cap, reset on success, the
+ * last error reported once per change rather than on every retry, and each key reported due
+ * once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backoff.h"
 
@@ -76,6 +78,50 @@ static void test_keys_independent(void **state)
 	backoff_free(b);
 }
 
+struct due {
+	char keys[4][8];
+	unsigned n;
+};
+
+static void note_due(void *userdata, const char *key)
+{
+	struct due *d = userdata;
+
+	if (d->n < 4)
+		snprintf(d->keys[d->n], sizeof(d->keys[0]), "%s", key);
+	d->n++;
+}
+
+/* Each key is reported due once per failure, when its delay is over, and then no longer
+ * counts for the next deadline (so the caller's timer does not fire again for it). */
+static void test_due_reported_once(void **state)
+{
+	struct backoff *b = backoff_new(500, 120000);
+	struct due d = { 0 };
+
+	backoff_failed(b, "a", 0, "x");
+	backoff_failed(b, "b", 100, "y");
+	backoff_take_due(b, 499, note_due, &d);
+	assert_int_equal(d.n, 0);
+	backoff_take_due(b, 500, note_due, &d);
+	assert_int_equal(d.n, 1);
+	assert_string_equal(d.keys[0], "a");
+	assert_int_equal(backoff_next_deadline(b), 600);
+	backoff_take_due(b, 700, note_due, &d);
+	assert_int_equal(d.n, 2);
+	assert_string_equal(d.keys[1], "b");
+	assert_true(backoff_next_deadline(b) == UINT64_MAX);
+	backoff_take_due(b, 5000, note_due, &d);
+	assert_int_equal(d.n, 2);
+	/* Failing again makes it due again, after the doubled delay. */
+	backoff_failed(b, "a", 800, "x");
+	assert_int_equal(backoff_next_deadline(b), 1800);
+	backoff_take_due(b, 1800, note_due, &d);
+	assert_int_equal(d.n, 3);
+	assert_string_equal(d.keys[2], "a");
+	backoff_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -83,6 +129,7 @@ int main(void)
 		cmocka_unit_test(test_reset_on_success),
 		cmocka_unit_test(test_error_change_reported_once),
 		cmocka_unit_test(test_keys_independent),
+		cmocka_unit_test(test_due_reported_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,7 +64,11 @@ static void test_defaults_file_and_flags(void **state)
 	assert_string_equal(cfg.pods_dir, "/etc/volagent/pods.d"); /* the default */
 	assert_string_equal(cfg.state_dir, "/var/lib/volagent/state");
 	assert_int_equal(cfg.resync_ms, 60000);
+	assert_string_equal(cfg.mount_events, "auto");
 	assert_false(cfg.csi);
+	config_done(&cfg);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--mount-events=off", NULL }), 0);
+	assert_string_equal(cfg.mount_events, "off");
 	config_done(&cfg);
 	/* A bool flag alone is true and does not swallow the next flag. */
 	assert_int_equal(parse(&cfg, &err,
@@ -119,6 +123,8 @@ static void test_errors_name_the_culprit(void **state)
 		     "--rbd-attach-methods: must name at least one method");
 	expect_error((const char *[]){ "--nfs-timeout", "0s", NULL }, "--nfs-timeout: \"0s\"");
 	expect_error((const char *[]){ "--device-inventory=yes", NULL }, "not true or false");
+	expect_error((const char *[]){ "--mount-events", "on", NULL },
+		     "--mount-events: \"on\" is not auto or off");
 	expect_error((const char *[]){ "--config", "/nonexistent/volagent.json", NULL },
 		     "/nonexistent/volagent.json");
 	snprintf(bad, sizeof(bad), "%s/bad.json", dir);

@@ -1,4 +1,5 @@
-/* test-hashmap.c - put, get, remove while iterating, growth past many buckets. */
+/* test-hashmap.c - put, get, remove while iterating, growth past many buckets, lookups with a
+ * hash computed once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,12 +99,42 @@ static void test_free_values(void **state)
 	assert_int_equal(n_freed, 100);
 }
 
+/* A key hashed once works in several maps, past growth, and the same as the plain calls. */
+static void test_hashed(void **state)
+{
+	struct hashmap *h1 = hashmap_new(), *h2 = hashmap_new();
+	const char *key = "/var/lib/volagent/pods/u1/volumes/kubernetes.io~local/data";
+	uint32_t hash = hashmap_hash(key);
+	char keys[300][16];
+	int a = 1, b = 2;
+
+	assert_int_equal(hashmap_put_hashed(h1, key, hash, &a), 0);
+	assert_int_equal(hashmap_put_hashed(h1, key, hash, &b), -EEXIST);
+	assert_int_equal(hashmap_put(h2, key, &b), 0);
+	for (int i = 0; i < 300; i++) { /* grows past the first bucket count */
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		assert_int_equal(hashmap_put(h1, keys[i], keys[i]), 0);
+	}
+	assert_ptr_equal(hashmap_get(h1, key), &a);
+	assert_ptr_equal(hashmap_get_hashed(h1, key, hash), &a);
+	assert_ptr_equal(hashmap_get_hashed(h2, key, hash), &b);
+	assert_ptr_equal(hashmap_get_hashed(h1, "k7", hashmap_hash("k7")), keys[7]);
+	assert_null(hashmap_get_hashed(h1, "nope", hashmap_hash("nope")));
+	assert_ptr_equal(hashmap_remove_hashed(h1, key, hash), &a);
+	assert_null(hashmap_get(h1, key));
+	assert_null(hashmap_remove_hashed(h1, key, hash));
+	assert_int_equal(hashmap_size(h1), 300);
+	hashmap_free(h1);
+	hashmap_free(h2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic),
 		cmocka_unit_test(test_many_and_remove_while_iterating),
 		cmocka_unit_test(test_free_values),
+		cmocka_unit_test(test_hashed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

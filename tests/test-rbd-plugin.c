@@ -22,6 +22,7 @@
 #include "macro.h"
 #include "plugin-option.h"
 #include "plugin.h"
+#include "rbd-cluster.h"
 #include "rbd/rbd-testlib.h"
 #include "testlib.h"
 
@@ -416,6 +417,8 @@ int main(void)
 	};
 
 	rt_init();
+	/* The plugin's Ceph calls run in `volagent rbd-helper`. */
+	rbd_cluster_set_helper(test_volagent_bin());
 	test_enter_private_mountns();
 	return cmocka_run_group_tests_name("rbd plugin", tests, NULL, NULL);
 }

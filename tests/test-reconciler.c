@@ -7,6 +7,11 @@
  * call with a sequence number and a timestamp.  Its failures are injected per volume: a mock,
  * because no real, repeatable way makes one bind mount fail on demand while another works.
  *
+ * The rule cases run twice: with every pass a full one, and with incremental passes (what
+ * the agent runs once started), where only the keys an event touched are visited.  Other
+ * cases show the incremental pass is incremental: a CSI request converges without a full
+ * pass, visiting a few keys, and stray state nothing touched waits for a full pass.
+ *
  * Each case runs in its own private mount namespace (root only; skipped otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +30,7 @@
 
 #include "macro.h"
 #include "mount-util.h"
+#include "path-util.h"
 #include "plugin.h"
 #include "reconciler-internal.h"
 #include "testlib.h"
@@ -273,8 +279,11 @@ static const struct volume_plugin *const fake_table[] = { &fake_plugin };
 
 struct fix {
 	char *dir;
-	char root[512], state[512], pods[512];
+	char root[512], state[512], pods[512], kubelet[512];
 	struct reconciler *r;
+	bool full;		    /* every pass is a full one */
+	uint64_t refresh_ms;	    /* refresh_min_interval_ms; 0: 10 ms */
+	bool mount_events_off; /* the libmount fallback (whose table read can be made to fail) */
 };
 
 static int scaled(int ms)
@@ -299,13 +308,16 @@ static int rec_start(struct fix *f)
 			.backoff_initial_ms = BACKOFF_INITIAL_MS,
 			.backoff_max_ms = 60000,
 			.resync_ms = 600000,
-			.refresh_min_interval_ms = 10,
+			.refresh_min_interval_ms = f->refresh_ms ? f->refresh_ms : 10,
+			.kubelet_root = f->kubelet,
+			.mount_events_off = f->mount_events_off,
 		},
 		&f->r, &err);
 	if (k < 0) {
 		print_error("reconciler_new: %s\n", err_msg(&err));
 		return k;
 	}
+	f->r->always_full = f->full;
 	k = reconciler_start(f->r, &err);
 	if (k < 0)
 		print_error("reconciler_start: %s\n", err_msg(&err));
@@ -323,10 +335,20 @@ static int setup(void **state)
 	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
 	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
 	snprintf(f->pods, sizeof(f->pods), "%s/pods.d", f->dir);
+	snprintf(f->kubelet, sizeof(f->kubelet), "%s/kubelet", f->dir);
 	mkdir(f->root, 0755);
 	mkdir(f->state, 0700);
 	mkdir(f->pods, 0755);
+	mkdir(f->kubelet, 0755);
 	*state = f;
+	return 0;
+}
+
+/* The same, with every pass a full one. */
+static int setup_full(void **state)
+{
+	setup(state);
+	((struct fix *)*state)->full = true;
 	return 0;
 }
 
@@ -419,6 +441,9 @@ struct probe {
 	uint64_t delay_ms;
 	unsigned failing; /* backoff entries in all */
 	unsigned long passes;
+	unsigned long full_passes;
+	unsigned long incremental_passes;
+	unsigned long keys_visited;
 	bool ready;
 };
 
@@ -439,6 +464,9 @@ static void probe_on_thread(struct reconciler *r, void *arg)
 	p->delay_ms = e ? e->delay_ms : 0;
 	p->failing = backoff_count(r->backoff);
 	p->passes = r->stats.passes;
+	p->full_passes = r->stats.full_passes;
+	p->incremental_passes = r->stats.incremental_passes;
+	p->keys_visited = r->stats.keys_visited;
 	p->ready = r->ready;
 }
 
@@ -594,6 +622,11 @@ static void test_device_released_after_last_pod(void **state)
 	assert_int_equal(test_count_mounts_under(devdir), 0);
 }
 
+static bool failed_once(const struct probe *p)
+{
+	return p->failures >= 1;
+}
+
 static bool failed_three_times(const struct probe *p)
 {
 	return p->failures >= 3;
@@ -606,6 +639,7 @@ static void test_backoff_grows_and_resets(void **state)
 	struct fix *f = *state;
 	char src[600], t[600], vol[620];
 	struct fake_event ev[8];
+	unsigned long full_before;
 	struct probe p;
 	unsigned n;
 
@@ -615,10 +649,15 @@ static void test_backoff_grows_and_resets(void **state)
 	fake_set_failing(src);
 	assert_int_equal(rec_start(f), 0);
 	write_pod1(f, "f.json", "pod-f", src, false);
+	assert_true(wait_state(f, t, vol, failed_once, 5000));
+	full_before = probe(f, NULL, NULL).full_passes;
 	assert_true(wait_state(f, t, vol, failed_three_times, 10000));
 	p = probe(f, t, vol);
 	assert_false(p.mounted);
 	assert_int_equal(p.failing, 1);
+	/* The retries came from the backoff timer's touch of the key: incremental passes. */
+	if (!f->full)
+		assert_int_equal(p.full_passes, full_before);
 	assert_int_equal(p.delay_ms, BACKOFF_INITIAL_MS << (p.failures - 1));
 	n = fake_find("set_up", src, ev, ARRAY_SIZE(ev));
 	assert_true(n >= 3);
@@ -692,6 +731,31 @@ static void test_failing_volume_does_not_hold_up_another(void **state)
 	}
 }
 
+static bool device_failed_twice(const struct probe *p)
+{
+	return p->failing >= 1 && fake_count("mount_device.failed", NULL) >= 2;
+}
+
+/* A device whose staging fails is staged again after its backoff, and its pod then mounted. */
+static void test_failed_device_retried(void **state)
+{
+	struct fix *f = *state;
+	char src[600], t[600], vol[620];
+
+	make_src(f, "src-devfail", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-d", "v", t, sizeof(t));
+	fake_set_failing(src);
+	assert_int_equal(rec_start(f), 0);
+	write_pod1(f, "d.json", "pod-d", src, true);
+	assert_true(wait_state(f, t, vol, device_failed_twice, 10000));
+	assert_false(probe(f, t, vol).mounted);
+	fake_set_failing(NULL);
+	assert_true(wait_state(f, t, vol, is_mounted, 10000));
+	assert_true(probe(f, t, vol).device_mounted);
+	assert_int_equal(probe(f, t, vol).failing, 0);
+}
+
 static bool ready_and_mounted(const struct probe *p)
 {
 	return p->ready && p->mounted && p->device_mounted;
@@ -744,6 +808,194 @@ static void test_reconstruction_adopts_mounts(void **state)
 	assert_int_equal(fake_count("check_set_up", psrc), 1);
 	assert_int_equal(test_mount_id(td), id_d);
 	assert_int_equal(test_mount_id(tp), id_p);
+}
+
+/* --- the incremental pass is incremental --- */
+
+/* Writes n pods pod-0..pod-<n-1>, each with one plain volume of its own, and waits until all
+ * are mounted. */
+static void mount_pods(struct fix *f, unsigned n)
+{
+	char src[600], t[600], vol[620], name[64], file[64];
+
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "src-%u", i);
+		snprintf(file, sizeof(file), "pod-%u.json", i);
+		make_src(f, name, src, sizeof(src));
+		snprintf(name, sizeof(name), "pod-%u", i);
+		write_pod1(f, file, name, src, false);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "src-%u", i);
+		snprintf(src, sizeof(src), "%s/%s", f->dir, name);
+		snprintf(vol, sizeof(vol), "fake:%s", src);
+		snprintf(name, sizeof(name), "pod-%u", i);
+		target_of(f, name, "v", t, sizeof(t));
+		assert_true(wait_state(f, t, vol, is_mounted, 5000));
+	}
+}
+
+static struct volume_request *csi_request(enum volume_request_kind kind, const char *id,
+					  const char *target, const char *src)
+{
+	struct volume_request *req = volume_request_new(kind);
+
+	assert_non_null(req);
+	req->volume_id = strdup(id);
+	req->path = strdup(target);
+	if (src) {
+		req->spec = volume_spec_new("fake");
+		assert_non_null(req->spec);
+		assert_int_equal(volume_spec_set(req->spec, "path", src), 0);
+		req->plugin = &fake_plugin;
+		req->fingerprint = strdup("fp");
+	}
+	return req;
+}
+
+/* A CSI publish and unpublish, with 20 pod volumes already mounted, converge through
+ * incremental passes alone (the table is not re-read meanwhile: refresh_min_interval_ms is
+ * long), each visiting a handful of keys rather than every volume. */
+static void test_csi_request_converges_incrementally(void **state)
+{
+	struct fix *f = *state;
+	struct volume_request_result res;
+	char src[600], parent[700], target[720], vol[620];
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	make_src(f, "src-csi", src, sizeof(src));
+	snprintf(parent, sizeof(parent), "%s/pods/uid-c/volumes/kubernetes.io~csi/pv-c", f->kubelet);
+	snprintf(target, sizeof(target), "%s/mount", parent);
+	snprintf(vol, sizeof(vol), "csi:vol-c");
+	assert_int_equal(path_mkdir_p(parent, 0750), 0);
+	assert_int_equal(rec_start(f), 0);
+	mount_pods(f, 20);
+
+	before = probe(f, NULL, NULL);
+	memset(&res, 0, sizeof(res));
+	assert_int_equal(reconciler_request(f->r,
+					    csi_request(VOLUME_REQUEST_PUBLISH, "vol-c", target, src),
+					    scaled(5000), &res),
+			 0);
+	assert_int_equal(res.error, 0);
+	assert_true(test_is_mountpoint(target));
+	after = probe(f, target, vol);
+	assert_true(after.desired && after.mounted);
+	assert_int_equal(after.full_passes, before.full_passes);
+	assert_true(after.incremental_passes > before.incremental_passes);
+	/* A few keys per pass (the target, the volume's device): not the 20 other volumes. */
+	assert_true(after.keys_visited - before.keys_visited <=
+		    4 * (after.incremental_passes - before.incremental_passes));
+	assert_true(after.keys_visited - before.keys_visited < 20);
+
+	before = after;
+	memset(&res, 0, sizeof(res));
+	assert_int_equal(reconciler_request(f->r,
+					    csi_request(VOLUME_REQUEST_UNPUBLISH, "vol-c", target,
+							NULL),
+					    scaled(5000), &res),
+			 0);
+	assert_int_equal(res.error, 0);
+	assert_false(test_is_mountpoint(target));
+	after = probe(f, target, vol);
+	assert_false(after.desired || after.mounted);
+	assert_int_equal(after.full_passes, before.full_passes);
+	assert_true(after.keys_visited - before.keys_visited < 20);
+}
+
+/* k pods sharing one volume converge in O(k) key visits: a set-up finishing touches its
+ * target and the volume's device, not every pod of the volume. */
+static void test_shared_volume_visits_linear(void **state)
+{
+	enum { K = 16 };
+	struct fix *f = *state;
+	char src[600], t[600], vol[620], name[32], file[32];
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	make_src(f, "src-shared", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	before = probe(f, NULL, NULL);
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		snprintf(file, sizeof(file), "pod-%d.json", i);
+		write_pod1(f, file, name, src, false);
+	}
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		target_of(f, name, "v", t, sizeof(t));
+		assert_true(wait_state(f, t, vol, is_mounted, 5000));
+	}
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes);
+	/* About 2 per pod (its spec, its set-up); k^2/2 = 128 if each set-up visited all. */
+	assert_true(after.keys_visited - before.keys_visited <= 4 * K);
+}
+
+struct stray {
+	const char *src, *target, *volume;
+};
+
+/* Mounts src at target and records it in the actual state, touching nothing: what a pass
+ * never asked to look at there cannot know. */
+static void inject_stray(struct reconciler *r, void *arg)
+{
+	struct stray *s = arg;
+
+	assert_int_equal(path_mkdir_p(s->target, 0750), 0);
+	assert_int_equal(mount(s->src, s->target, NULL, MS_BIND, NULL), 0);
+	assert_non_null(asw_set_pod_mount(r->asw, s->target, "pod-s", "v", "fake", s->volume,
+					  false, -1, 0));
+}
+
+static bool stray_gone(void *arg)
+{
+	const struct stray *s = arg;
+
+	return fake_count("tear_down.done", s->src) == 1 && !test_is_mountpoint(s->target);
+}
+
+/* A pod mount no spec wants, that nothing touched, is torn down by the next full pass (a
+ * forced resync); incremental passes for other volumes meanwhile leave it alone.  With every
+ * pass a full one, the first pass for another volume takes it down. */
+static void test_untouched_stray_waits_for_full_pass(void **state)
+{
+	struct fix *f = *state;
+	char ssrc[600], starget[600], svol[620], osrc[600], otarget[600], ovol[620];
+	struct stray s = { ssrc, starget, svol };
+
+	/* No table re-read meanwhile: one racing a set-up's result sees a mount the state does
+	 * not know yet, and asks for a full pass.  On the libmount fallback, whose re-reads the
+	 * interval holds off: with mount events, the stray's own attach event touches it. */
+	f->refresh_ms = 600000;
+	f->mount_events_off = true;
+	make_src(f, "src-stray", ssrc, sizeof(ssrc));
+	make_src(f, "src-other", osrc, sizeof(osrc));
+	snprintf(svol, sizeof(svol), "fake:%s", ssrc);
+	snprintf(ovol, sizeof(ovol), "fake:%s", osrc);
+	target_of(f, "pod-s", "v", starget, sizeof(starget));
+	target_of(f, "pod-o", "v", otarget, sizeof(otarget));
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	rec_run_on_thread(f->r, inject_stray, &s);
+
+	write_pod1(f, "o.json", "pod-o", osrc, false);
+	assert_true(wait_state(f, otarget, ovol, is_mounted, 5000));
+	if (f->full) {
+		assert_true(test_wait_until(stray_gone, &s, scaled(5000)));
+		return;
+	}
+	/* Incremental passes ran for pod-o; the stray is still there, untouched. */
+	assert_true(probe(f, NULL, NULL).incremental_passes > 0);
+	assert_true(test_is_mountpoint(starget));
+	assert_int_equal(fake_count("tear_down", ssrc), 0);
+
+	reconciler_request_resync(f->r);
+	assert_true(test_wait_until(stray_gone, &s, scaled(5000)));
+	assert_true(test_is_mountpoint(otarget));
 }
 
 /* --- defect 4: a mount-table read failure is logged once, at the boundary --- */
@@ -821,6 +1073,7 @@ static void test_table_unreadable_at_start_is_returned_not_logged(void **state)
 					 .backoff_max_ms = 1000,
 					 .resync_ms = 600000,
 					 .refresh_min_interval_ms = 10,
+					 .mount_events_off = true, /* reads mountinfo */
 				 },
 				 &f->r, &err),
 			 0);
@@ -850,6 +1103,7 @@ static void test_table_unreadable_while_running_logged_once(void **state)
 	struct log_capture c;
 	_cleanup_free_ char *log = NULL;
 
+	f->mount_events_off = true; /* mount events need no /proc: only mountinfo can fail */
 	assert_int_equal(rec_start(f), 0);
 	wait_two_passes(f);
 	log_capture_begin(&c);
@@ -864,16 +1118,24 @@ static void test_table_unreadable_while_running_logged_once(void **state)
 	assert_int_equal(count_lines_with(log, "mount table is readable again"), 1);
 }
 
+/* A case run under incremental passes, then under full passes only. */
+#define BOTH_KINDS(f)                                                   \
+	{ #f " (incremental)", f, setup, teardown, NULL }, { #f " (full)", f, setup_full, \
+							     teardown, NULL }
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_move_between_pods_unmounts_first, setup,
+		/* The rules, under incremental passes and under full passes only. */
+		BOTH_KINDS(test_move_between_pods_unmounts_first),
+		BOTH_KINDS(test_device_released_after_last_pod),
+		BOTH_KINDS(test_backoff_grows_and_resets),
+		BOTH_KINDS(test_failing_volume_does_not_hold_up_another),
+		BOTH_KINDS(test_failed_device_retried),
+		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_device_released_after_last_pod, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_backoff_grows_and_resets, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_failing_volume_does_not_hold_up_another, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
+		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_table_unreadable_at_start_is_returned_not_logged, setup, teardown),

@@ -12,6 +12,7 @@ struct actual_state {
 	char *pods_prefix;	    /* "<root>/pods/" */
 	struct hashmap *pod_mounts; /* target -> asw_pod_mount */
 	struct hashmap *devices;    /* volume name -> asw_device */
+	struct hashmap *device_paths; /* mount path -> asw_device */
 	/* Targets unmounted since the last table refresh, with the generation then: a table
 	 * read before the unmount must not bring them back as unverified mounts. */
 	struct hashmap *unmounted;
@@ -51,9 +52,11 @@ struct actual_state *asw_new(const char *root_dir)
 	a->pods_prefix = strdup_printf("%s/pods/", root_dir);
 	a->pod_mounts = hashmap_new();
 	a->devices = hashmap_new();
+	a->device_paths = hashmap_new();
 	a->unmounted = hashmap_new();
 	a->tracked = hashmap_new();
-	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->unmounted ||
+	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->device_paths ||
+	    !a->unmounted ||
 	    !a->tracked)
 		return asw_free(a);
 	return a;
@@ -101,6 +104,7 @@ struct actual_state *asw_free(struct actual_state *a)
 	if (!a)
 		return NULL;
 	hashmap_free_values(a->pod_mounts, pod_mount_free);
+	hashmap_free(a->device_paths);
 	hashmap_free_values(a->devices, device_free);
 	if (a->unmounted)
 		clear_unmounted(a->unmounted);
@@ -211,6 +215,8 @@ struct asw_device *asw_add_device(struct actual_state *a, const char *volume_nam
 		device_free(d);
 		return NULL;
 	}
+	/* A second device at one path (never made by the agent) is found by the full sync. */
+	(void)hashmap_put(a->device_paths, d->mount_path, d);
 	return d;
 }
 
@@ -223,8 +229,11 @@ void asw_remove_device(struct actual_state *a, const char *volume_name)
 {
 	struct asw_device *d = hashmap_remove(a->devices, volume_name);
 
-	if (d)
-		device_free(d);
+	if (!d)
+		return;
+	if (hashmap_get(a->device_paths, d->mount_path) == d)
+		hashmap_remove(a->device_paths, d->mount_path);
+	device_free(d);
 }
 
 const struct hashmap *asw_devices(const struct actual_state *a)
@@ -308,7 +317,15 @@ bool asw_is_tracked(const struct actual_state *a, const char *target)
 	return hashmap_get(a->tracked, target) != NULL;
 }
 
-bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
+static void report(void (*changed)(const char *target, void *userdata), void *userdata,
+		   const char *target)
+{
+	if (changed)
+		changed(target, userdata);
+}
+
+bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
+			 void (*changed_fn)(const char *target, void *userdata), void *userdata)
 {
 	uint64_t gen = mount_table_generation(t);
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
@@ -324,6 +341,7 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 			continue; /* learned after this table was read */
 		if (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id)) {
 			hashmap_remove(a->pod_mounts, pm->target);
+			report(changed_fn, userdata, pm->target);
 			pod_mount_free(pm);
 			changed = true;
 		}
@@ -347,12 +365,14 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 		if (tt) {
 			asw_set_pod_mount(a, mi->target, tt->pod_uid, tt->outer_name,
 					  tt->plugin_name, NULL, mi->read_only, mi->id, 0);
+			report(changed_fn, userdata, mi->target);
 			changed = true;
 			continue;
 		}
 		if (!asw_parse_pod_volume_dir(a->root_dir, mi->target, &buf, &uid, &plugin, &name))
 			continue;
 		asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only, mi->id, 0);
+		report(changed_fn, userdata, mi->target);
 		free(buf);
 		changed = true;
 	}
@@ -367,6 +387,69 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t)
 		if (d->learned_gen >= gen || mounted == d->mounted)
 			continue;
 		d->mounted = mounted;
+		d->mount_id = mi ? mi->id : -1;
+		report(changed_fn, userdata, d->mount_path);
+		changed = true;
+	}
+	return changed;
+}
+
+/* Forgets target's "unmounted since" note once the table is newer than the unmount. */
+static void drop_unmounted_before(struct actual_state *a, const char *target, uint32_t hash,
+				  uint64_t gen)
+{
+	struct unmounted *u = hashmap_get_hashed(a->unmounted, target, hash);
+
+	if (!u || u->gen >= gen)
+		return;
+	hashmap_remove_hashed(a->unmounted, target, hash);
+	free(u->target);
+	free(u);
+}
+
+bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const char *target,
+		     uint32_t hash)
+{
+	const struct mount_info *mi = mount_table_get_hashed(t, target, hash);
+	struct asw_pod_mount *pm = hashmap_get_hashed(a->pod_mounts, target, hash);
+	struct asw_device *d = hashmap_get_hashed(a->device_paths, target, hash);
+	uint64_t gen = mount_table_generation(t);
+	const struct tracked_target *tt;
+	const struct unmounted *u;
+	bool changed = false;
+
+	/* The pod mount the table no longer shows, or another mount now covers. */
+	if (pm && pm->learned_gen < gen &&
+	    (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id))) {
+		hashmap_remove_hashed(a->pod_mounts, target, hash);
+		pod_mount_free(pm);
+		pm = NULL;
+		changed = true;
+	}
+	/* A mount nothing told us about, at a tracked target or a pod volume dir. */
+	u = hashmap_get_hashed(a->unmounted, target, hash);
+	if (mi && !pm && !(u && u->gen >= gen)) {
+		const char *uid, *plugin, *name;
+		char *buf;
+
+		tt = hashmap_get_hashed(a->tracked, target, hash);
+		if (tt) {
+			asw_set_pod_mount(a, mi->target, tt->pod_uid, tt->outer_name,
+					  tt->plugin_name, NULL, mi->read_only, mi->id, 0);
+			changed = true;
+		} else if (startswith(target, a->pods_prefix) &&
+			   asw_parse_pod_volume_dir(a->root_dir, target, &buf, &uid, &plugin,
+						    &name)) {
+			asw_set_pod_mount(a, mi->target, uid, name, plugin, NULL, mi->read_only,
+					  mi->id, 0);
+			free(buf);
+			changed = true;
+		}
+	}
+	drop_unmounted_before(a, target, hash, gen);
+	/* A device's node-wide mount is there or not. */
+	if (d && d->learned_gen < gen && (mi != NULL) != d->mounted) {
+		d->mounted = mi != NULL;
 		d->mount_id = mi ? mi->id : -1;
 		changed = true;
 	}

@@ -74,8 +74,14 @@ bool asw_is_tracked(const struct actual_state *a, const char *target);
 /* Brings the state in line with a freshly read table: pod mounts that the table no longer
  * shows are dropped (unless learned after the table was read), mounts under <root>/pods or at
  * a tracked target that the state does not know are added as unverified, and each device's mounted flag follows the
- * table.  Returns true when anything changed. */
-bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t);
+ * table.  changed (may be NULL) gets each target whose record changed.  Returns true when
+ * anything changed. */
+bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
+			 void (*changed)(const char *target, void *userdata), void *userdata);
+/* The same for one target whose mounts changed (hash: hashmap_hash(target)), after a mount
+ * event or a read that reported it.  Returns true when anything changed. */
+bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const char *target,
+		     uint32_t hash);
 
 /* Splits "<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>" (or volumeDevices/ in
  * place of volumes/: a raw block volume's file) into its parts (pointers

@@ -81,6 +81,7 @@ bool backoff_failed(struct backoff *b, const char *key, uint64_t now, const char
 		e->last_error = strdup(error);
 	}
 	e->failures++;
+	e->due_reported = false;
 	e->delay_ms = e->delay_ms ? e->delay_ms * 2 : b->initial_ms;
 	if (e->delay_ms > b->max_ms)
 		e->delay_ms = b->max_ms;
@@ -117,10 +118,25 @@ uint64_t backoff_next_deadline(const struct backoff *b)
 
 	while (hashmap_iterate(b->entries, &it, &v, NULL)) {
 		const struct backoff_entry *e = v;
-		if (e->next_try_ms < min)
+		if (!e->due_reported && e->next_try_ms < min)
 			min = e->next_try_ms;
 	}
 	return min;
+}
+
+void backoff_take_due(struct backoff *b, uint64_t now, void (*fn)(void *userdata, const char *key),
+		      void *userdata)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(b->entries, &it, &v, NULL)) {
+		struct backoff_entry *e = v;
+		if (e->due_reported || now < e->next_try_ms)
+			continue;
+		e->due_reported = true;
+		fn(userdata, e->key);
+	}
 }
 
 unsigned backoff_count(const struct backoff *b)

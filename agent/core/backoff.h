@@ -14,6 +14,7 @@ struct backoff_entry {
 	uint64_t next_try_ms;
 	char *last_error;
 	uint64_t last_error_ms;
+	bool due_reported; /* backoff_take_due() reported its delay over */
 };
 
 struct backoff;
@@ -30,8 +31,12 @@ bool backoff_succeeded(struct backoff *b, const char *key);
 /* Forgets key without it counting as a recovery (the work is no longer wanted). */
 void backoff_forget(struct backoff *b, const char *key);
 const struct backoff_entry *backoff_get(const struct backoff *b, const char *key);
-/* The earliest next_try_ms of all entries, or UINT64_MAX. */
+/* The earliest next_try_ms of the entries not yet reported due, or UINT64_MAX. */
 uint64_t backoff_next_deadline(const struct backoff *b);
+/* Calls fn(key) once for each entry whose delay is over at now_ms (until it fails again), so
+ * the caller can retry exactly those keys. */
+void backoff_take_due(struct backoff *b, uint64_t now_ms, void (*fn)(void *userdata, const char *key),
+		      void *userdata);
 unsigned backoff_count(const struct backoff *b);
 
 uint64_t now_ms(void);

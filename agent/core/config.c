@@ -55,6 +55,9 @@ static const struct option_def options[] = {
 	  "longest wait between retries of a failing operation (the first is 500ms)" },
 	{ "resync-interval", OPT_DURATION, OFF(resync_ms), "60s",
 	  "full pass with a fresh read of the mount table this often" },
+	{ "mount-events", OPT_STRING, OFF(mount_events), "auto",
+	  "follow the mount table by the kernel's mount events where it has them (auto), or "
+	  "always by libmount's monitor and mountinfo (off)" },
 	{ "device-inventory", OPT_BOOL, OFF(device_inventory), "true",
 	  "keep <state-dir>/devices.json current from udev events and log device renames" },
 	{ "health-interval", OPT_DURATION, OFF(health_interval_ms), "10s",
@@ -146,6 +149,8 @@ static int set_option(struct agent_config *cfg, const struct option_entry *e, co
 				       where, value);
 		/* fall through */
 	case OPT_STRING:
+		if (o->offset == OFF(mount_events) && !streq(value, "auto") && !streq(value, "off"))
+			return err_set(err, -EINVAL, "%s: \"%s\" is not auto or off", where, value);
 		free(*(char **)field);
 		*(char **)field = strdup(value);
 		return *(char **)field ? 0 : -ENOMEM;

@@ -24,6 +24,7 @@ struct agent_config {
 	unsigned workers;
 	uint64_t backoff_max_ms;
 	uint64_t resync_ms;
+	char *mount_events; /* "auto" or "off" */
 	bool device_inventory;
 	uint64_t health_interval_ms;
 	/* CSI */

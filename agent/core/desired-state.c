@@ -20,7 +20,53 @@ struct desired_state {
 	struct hashmap *volumes;     /* name -> dsw_volume */
 	struct hashmap *pod_volumes; /* target -> dsw_pod_volume */
 	struct hashmap *pods;	     /* uid -> dsw_pod */
+	size_t n_mounted;	     /* pod volumes with mounted set */
+	dsw_change_fn change_fn;
+	void *change_userdata;
 };
+
+void dsw_set_change_hook(struct desired_state *d, dsw_change_fn fn, void *userdata)
+{
+	d->change_fn = fn;
+	d->change_userdata = userdata;
+}
+
+static void changed(struct desired_state *d, const char *target, const char *volume_name)
+{
+	if (d->change_fn)
+		d->change_fn(d->change_userdata, target, volume_name);
+}
+
+/* Puts pv on its volume's list and counts it. */
+static void link_pod_volume(struct dsw_pod_volume *pv)
+{
+	struct dsw_volume *v = pv->volume;
+
+	pv->prev_of_volume = NULL;
+	pv->next_of_volume = v->pod_volumes;
+	if (v->pod_volumes)
+		v->pod_volumes->prev_of_volume = pv;
+	v->pod_volumes = pv;
+	v->n_pod_volumes++;
+	if (!pv->read_only)
+		v->n_read_write++;
+}
+
+static void unlink_pod_volume(struct dsw_pod_volume *pv)
+{
+	struct dsw_volume *v = pv->volume;
+
+	if (pv->prev_of_volume)
+		pv->prev_of_volume->next_of_volume = pv->next_of_volume;
+	else
+		v->pod_volumes = pv->next_of_volume;
+	if (pv->next_of_volume)
+		pv->next_of_volume->prev_of_volume = pv->prev_of_volume;
+	pv->next_of_volume = pv->prev_of_volume = NULL;
+	v->n_pod_volumes--;
+	if (!pv->read_only)
+		v->n_read_write--;
+}
 
 char *dsw_pod_volume_dir(const char *root_dir, const char *pod_uid, const char *plugin,
 			 const char *outer_name)
@@ -103,9 +149,11 @@ static void drop_pod_volume(struct desired_state *d, const char *target)
 
 	if (!pv)
 		return;
-	if (!pv->read_only)
-		pv->volume->n_read_write--;
-	if (--pv->volume->n_pod_volumes == 0 && !pv->volume->staged) {
+	unlink_pod_volume(pv);
+	if (pv->mounted)
+		d->n_mounted--;
+	changed(d, pv->target, pv->volume->name);
+	if (pv->volume->n_pod_volumes == 0 && !pv->volume->staged) {
 		hashmap_remove(d->volumes, pv->volume->name);
 		volume_free(pv->volume);
 	}
@@ -131,6 +179,7 @@ struct desired_state *dsw_free(struct desired_state *d)
 
 	if (!d)
 		return NULL;
+	d->change_fn = NULL;
 	while (hashmap_iterate(d->pods, &it, &v, NULL)) {
 		struct dsw_pod *p = v;
 		dsw_remove_pod(d, p->uid);
@@ -245,10 +294,9 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 			pod_volume_free(pv);
 			return -ENOMEM;
 		}
-		pv->volume->n_pod_volumes++;
-		if (!pv->read_only)
-			pv->volume->n_read_write++;
+		link_pod_volume(pv);
 		pod->targets[pod->n_targets++] = pv->target;
+		changed(d, pv->target, pv->volume->name);
 	}
 	return 0;
 }
@@ -291,6 +339,7 @@ struct dsw_volume *dsw_csi_stage(struct desired_state *d, const char *name, cons
 		volume_free(v);
 		return NULL;
 	}
+	changed(d, NULL, v->name);
 	return v;
 }
 
@@ -303,6 +352,7 @@ struct dsw_volume *dsw_csi_volume(struct desired_state *d, const char *name, con
 void dsw_csi_unstage(struct desired_state *d, struct dsw_volume *v)
 {
 	v->staged = false;
+	changed(d, NULL, v->name);
 	if (v->n_pod_volumes == 0) {
 		hashmap_remove(d->volumes, v->name);
 		volume_free(v);
@@ -330,9 +380,8 @@ struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volum
 		pod_volume_free(pv);
 		return NULL;
 	}
-	v->n_pod_volumes++;
-	if (!pv->read_only)
-		v->n_read_write++;
+	link_pod_volume(pv);
+	changed(d, pv->target, v->name);
 	return pv;
 }
 
@@ -369,4 +418,20 @@ const struct hashmap *dsw_pod_volumes(const struct desired_state *d)
 size_t dsw_pod_count(const struct desired_state *d)
 {
 	return hashmap_size(d->pods);
+}
+
+void dsw_pod_volume_set_mounted(struct desired_state *d, struct dsw_pod_volume *pv, bool mounted)
+{
+	if (pv->mounted == mounted)
+		return;
+	pv->mounted = mounted;
+	if (mounted)
+		d->n_mounted++;
+	else
+		d->n_mounted--;
+}
+
+size_t dsw_mounted_count(const struct desired_state *d)
+{
+	return d->n_mounted;
 }

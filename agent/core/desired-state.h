@@ -1,8 +1,10 @@
 /* desired-state.h - the desired state of the world (kubelet's desired_state_of_world): which
  * volumes must be mounted, and where, for which pods.
  *
- * Two indexes: volumes by node-wide volume name (one per source, shared by the pods that
- * use it), and pod volumes by target directory.  Owned by the reconciler thread; no locking. */
+ * Three indexes: volumes by node-wide volume name (one per source, shared by the pods that
+ * use it), pod volumes by target directory, and each volume's pod volumes (a list in the
+ * volume).  A change hook tells the owner which targets and volumes each change touched, so
+ * it can revisit just those.  Owned by the reconciler thread; no locking. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,6 +30,7 @@ struct dsw_volume {
 	bool staged;
 	char *volume_id;
 	char *fingerprint; /* what NodeStage asked, to tell a compatible repeat */
+	struct dsw_pod_volume *pod_volumes; /* the n_pod_volumes that use it (next_of_volume) */
 };
 
 struct dsw_pod_volume {
@@ -38,6 +41,10 @@ struct dsw_pod_volume {
 	struct dsw_volume *volume;
 	bool csi;	   /* from NodePublish: target is below the kubelet root */
 	char *fingerprint; /* CSI: what NodePublish asked */
+	/* The other pod volumes of the same volume (its pod_volumes list). */
+	struct dsw_pod_volume *next_of_volume, *prev_of_volume;
+	/* The last pass found it mounted as wanted: counted in dsw_mounted_count(). */
+	bool mounted;
 };
 
 struct desired_state;
@@ -45,6 +52,12 @@ struct desired_state;
 /* root_dir: pod volume dirs are <root_dir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>. */
 struct desired_state *dsw_new(const char *root_dir);
 struct desired_state *dsw_free(struct desired_state *d);
+
+/* Called after each change: a pod volume added or dropped (target and its volume's name), or
+ * a volume added or dropped without a pod volume (target NULL).  The strings are valid during
+ * the call only.  NULL: no hook. */
+typedef void (*dsw_change_fn)(void *userdata, const char *target, const char *volume_name);
+void dsw_set_change_hook(struct desired_state *d, dsw_change_fn fn, void *userdata);
 
 /* Replaces everything pod p->uid wanted with what p wants now.  Fails (changing nothing) with
  * -EEXIST when one of p's sources is already used by another pod with a different spec. */
@@ -77,6 +90,10 @@ struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const c
 const struct hashmap *dsw_volumes(const struct desired_state *d);
 const struct hashmap *dsw_pod_volumes(const struct desired_state *d);
 size_t dsw_pod_count(const struct desired_state *d);
+/* Records whether pv is mounted as wanted; dsw_mounted_count() is how many are (a pod volume
+ * dropped from the state stops counting). */
+void dsw_pod_volume_set_mounted(struct desired_state *d, struct dsw_pod_volume *pv, bool mounted);
+size_t dsw_mounted_count(const struct desired_state *d);
 
 /* "<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>"; caller frees. */
 char *dsw_pod_volume_dir(const char *root_dir, const char *pod_uid, const char *plugin,

@@ -50,8 +50,16 @@ struct reconciler {
 	struct hashmap *inflight_pod;	/* target -> volume_op */
 	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
 	struct hashmap *busy;		/* volume name -> vol_busy */
-	struct hashmap *pass_releasing; /* per pass, kept to save allocations: volumes */
-	struct hashmap *pass_held;	/* being released, and held by some pod mount */
+	/* What the next pass visits (see rec_touch_target): sets of owned strings. */
+	struct hashmap *touched_targets;
+	struct hashmap *touched_volumes; /* the device and every pod volume and mount */
+	struct hashmap *touched_devices; /* the device (and CSI stage) only */
+	/* The pass's own sets, swapped with the touched ones when it starts (kept to save
+	 * allocations of the tables). */
+	struct hashmap *visit_targets, *visit_volumes, *visit_devices;
+	/* volume name -> struct vol_holders: the targets whose pod mount may hold the volume (a
+	 * superset, checked against the actual state when read). */
+	struct hashmap *holders;
 
 	int epoll_fd;
 	int timer_fd;
@@ -62,8 +70,13 @@ struct reconciler {
 	bool resync_requested; /* set under stats_lock */
 
 	bool table_dirty;
+	unsigned long table_reads;	     /* full reads of the mount table */
+	unsigned long mount_event_batches;   /* reads of the mount event queue */
+	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
 	bool table_unreadable; /* the last read of the mount table failed (logged once) */
-	bool pass_needed;
+	bool full_pass_due; /* the next pass visits every key */
+	bool always_full;   /* tests: every pass is a full one */
+	bool holders_incomplete; /* the next full pass rebuilds r->holders */
 	unsigned long ops_started;
 	unsigned long ops_failed;
 	bool ready;
@@ -120,13 +133,30 @@ double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 /* Applies the results of the operations the executor finished. */
 void rec_drain_completed(struct reconciler *r);
 
-/* reconciler-pass.c: one pass (see reconciler.h). */
+/* reconciler-pass.c: one pass (see reconciler.h): a full one when asked for (or until the
+ * startup reconstruction is complete), else an incremental one over what was touched. */
 void rec_pass(struct reconciler *r);
+/* Whether anything asks for a pass. */
+bool rec_pass_pending(struct reconciler *r);
+/* Frees the pass's sets and indexes (reconciler_free); accepts a half-built reconciler. */
+void rec_pass_fini(struct reconciler *r);
+/* Allocates them: 0 or -ENOMEM. */
+int rec_pass_init(struct reconciler *r);
+/* The pod mount at target now holds volume_name (a set-up or an adoption). */
+void rec_note_holder(struct reconciler *r, const char *volume_name, const char *target);
+/* Only the device of volume_name (and its CSI stage) is visited: a pod volume of it came or
+ * went, which needs no visit of the others. */
+void rec_touch_device(struct reconciler *r, const char *volume_name);
+/* A backoff key ("pod:<target>", "dev:<volume>") whose delay is over: its target or volume. */
+void rec_touch_key(struct reconciler *r, const char *key);
+/* The desired state's change hook (dsw_set_change_hook): touches the target and the device. */
+void rec_dsw_changed(void *userdata, const char *target, const char *volume_name);
 /* What the next pass visits.  rec_touch_target: a path the agent mounts changed (a pod volume
- * dir, a CSI target or staging path, a device's node-wide mount path): whatever holds it or
- * wants it is visited.  rec_touch_volume: everything of one volume (its device and every pod
- * that wants or holds it).  rec_want_full_pass: every key (start-up, SIGHUP, the resync
- * timer, a table read that could not say what changed). */
+ * dir, a CSI target or staging path, a device's node-wide mount path): the desired pod volume
+ * and the actual pod mount at that path, and the device of their volumes.
+ * rec_touch_volume: everything of one volume (its device and every pod volume that wants it
+ * or pod mount that holds it).  rec_want_full_pass: every key (start-up, SIGHUP, the resync
+ * timer, health check rounds, a table read that could not say what changed). */
 void rec_touch_target(struct reconciler *r, const char *target);
 void rec_touch_volume(struct reconciler *r, const char *volume_name);
 void rec_want_full_pass(struct reconciler *r);
@@ -136,7 +166,8 @@ void rec_want_full_pass(struct reconciler *r);
 int rec_reconstruct(struct reconciler *r, struct error_info *err);
 
 /* reconciler.c */
-/* Re-reads the mount table and syncs the actual state with it.  Does not log: returns 0, or a
+/* Re-reads the mount table (a full read) and syncs the actual state with it; the targets that
+ * changed are touched (the first read asks for a full pass).  Does not log: returns 0, or a
  * negative errno with err set and the last table read kept. */
 int rec_refresh_table(struct reconciler *r, struct error_info *err);
 /* For tests: runs fn(r, arg) on the reconciler thread between two events and waits for it to

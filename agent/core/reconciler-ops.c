@@ -213,7 +213,44 @@ static void apply_health(struct reconciler *r, struct volume_op *op)
 		d->broken = true;
 	else
 		pm->broken = true;
-	r->pass_needed = true;
+	/* Every pod bind of a broken device goes first: the whole volume is visited. */
+	rec_touch_target(r, op->target);
+	rec_touch_volume(r, op->volume_name);
+}
+
+/* Whether pod volumes of volume_name may be waiting for its device to be staged, which waits
+ * for the pod operations on the volume to end. */
+static bool device_wanted_unmounted(struct reconciler *r, const char *volume_name)
+{
+	const struct dsw_volume *v = dsw_get_volume(r->dsw, volume_name);
+	const struct asw_device *d;
+
+	if (!v || !v->uses_device)
+		return false;
+	d = asw_get_device(r->asw, volume_name);
+	return !d || !d->mounted || d->broken;
+}
+
+/* What may have waited on op, for the next pass to visit: its target always.  Everything of
+ * its volume after a tear-down (a pod waiting for the volume elsewhere may mount it now, the
+ * last one lets the device go), a device operation (its pods may bind it, or stage it
+ * again), and the last pod operation on a volume whose device waits to be staged; otherwise
+ * only its device, so the k set-ups of a volume k pods share do not visit all k pods each.  A
+ * mount that was not verified held up every device release: its verification or removal
+ * asks for a full pass. */
+static void touch_after(struct reconciler *r, const struct volume_op *op)
+{
+	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE;
+
+	rec_touch_target(r, op->target);
+	if (!op->volume_name || op->kind == VOLUME_OP_VERIFY)
+		rec_want_full_pass(r);
+	else if (device || op->kind == VOLUME_OP_TEAR_DOWN ||
+		 (!rec_busy_get(r, op->volume_name, false) &&
+		  device_wanted_unmounted(r, op->volume_name)))
+		rec_touch_volume(r, op->volume_name);
+	else
+		rec_touch_device(r, op->volume_name);
 }
 
 static void apply_result(struct reconciler *r, struct volume_op *op)
@@ -227,6 +264,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	volume_spec_mask_text(op->spec, op->err.msg, sizeof(op->err.msg));
 	if (op->kind == VOLUME_OP_CHECK_HEALTH) {
 		apply_health(r, op);
+		touch_after(r, op);
 		return;
 	}
 	report_result(r, op);
@@ -240,6 +278,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
 				  op->volume_name, op->read_only || op->spec->read_only,
 				  op->mount_id, gen);
+		rec_note_holder(r, op->volume_name, op->target);
 		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
 			 "pod", op->pod_uid, "target", op->target, "read_only",
 			 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
@@ -263,6 +302,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			pm->volume_name = strdup(op->volume_name);
 			pm->read_only = op->read_only || op->spec->read_only;
 			pm->mount_id = op->mount_id;
+			rec_note_holder(r, op->volume_name, op->target);
 			log_info("adopted existing mount", "volume", op->volume_name, "pod",
 				 op->pod_uid, "target", op->target);
 		} else {
@@ -315,7 +355,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	case VOLUME_OP_CHECK_HEALTH:
 		break; /* handled by apply_health */
 	}
-	r->pass_needed = true;
+	touch_after(r, op);
 }
 
 void rec_drain_completed(struct reconciler *r)

@@ -1,6 +1,17 @@
 /* reconciler-pass.c - one reconcile pass: compares the desired state with the actual state
  * and queues the operations that converge them (see the order in reconciler.h), then
- * publishes the pass's counters. */
+ * publishes the pass's counters.
+ *
+ * Two kinds of pass apply the same rules.  A full pass visits every pod mount, pod volume,
+ * staged volume and device.  An incremental pass visits only what was touched since the last
+ * pass (rec_touch_target, rec_touch_volume, rec_touch_device), expanded so the rules still
+ * see everything they depend on: a target brings the device of the volume wanted or held
+ * there; a volume brings its device, every pod volume that wants it and every pod mount that
+ * holds it.  Whether a volume is still held or being released elsewhere is read from an index
+ * (r->holders), not from what the pass happened to visit. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,17 +22,242 @@
 #include "metrics.h"
 #include "reconciler-internal.h"
 
+/* The targets whose pod mount may hold one volume (r->holders). */
+struct vol_holders {
+	char *name;
+	char **targets;
+	size_t n, cap;
+};
+
+/* What one pass found. */
+struct pass_ctx {
+	bool full;
+	size_t keys;	   /* keys visited */
+	size_t unverified; /* full pass: pod mounts not verified yet */
+	int any_unverified; /* incremental pass: -1 not known yet, else 0 or 1 */
+	struct volume_op **tail;
+};
+
+/* --- sets of owned strings --- */
+
+static bool set_add(struct hashmap *h, const char *s)
+{
+	char *dup;
+
+	if (hashmap_get(h, s))
+		return true;
+	dup = strdup(s);
+	if (!dup || hashmap_put(h, dup, dup) < 0) {
+		free(dup);
+		return false;
+	}
+	return true;
+}
+
+static void set_clear(struct hashmap *h)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(h, &it, &v, NULL)) {
+		hashmap_remove(h, v);
+		free(v);
+	}
+}
+
+static void swap_maps(struct hashmap **a, struct hashmap **b)
+{
+	struct hashmap *t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/* --- touches --- */
+
+void rec_touch_target(struct reconciler *r, const char *target)
+{
+	if (target && !set_add(r->touched_targets, target))
+		r->full_pass_due = true; /* out of memory: nothing is missed */
+}
+
+void rec_touch_volume(struct reconciler *r, const char *volume_name)
+{
+	if (volume_name && !set_add(r->touched_volumes, volume_name))
+		r->full_pass_due = true;
+}
+
+void rec_touch_device(struct reconciler *r, const char *volume_name)
+{
+	if (volume_name && !set_add(r->touched_devices, volume_name))
+		r->full_pass_due = true;
+}
+
+void rec_want_full_pass(struct reconciler *r)
+{
+	r->full_pass_due = true;
+}
+
+void rec_touch_key(struct reconciler *r, const char *key)
+{
+	if (startswith(key, "pod:"))
+		rec_touch_target(r, key + strlen("pod:"));
+	else if (startswith(key, "dev:"))
+		rec_touch_volume(r, key + strlen("dev:"));
+	else
+		rec_want_full_pass(r);
+}
+
+void rec_dsw_changed(void *userdata, const char *target, const char *volume_name)
+{
+	struct reconciler *r = userdata;
+
+	rec_touch_target(r, target);
+	rec_touch_device(r, volume_name);
+}
+
+bool rec_pass_pending(struct reconciler *r)
+{
+	return r->full_pass_due || hashmap_size(r->touched_targets) ||
+	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices);
+}
+
+/* --- the holders index --- */
+
+static void holders_free(struct vol_holders *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->targets[i]);
+	free(h->targets);
+	free(h->name);
+	free(h);
+}
+
+void rec_note_holder(struct reconciler *r, const char *volume_name, const char *target)
+{
+	struct vol_holders *h = hashmap_get(r->holders, volume_name);
+	char *t;
+
+	if (!h) {
+		h = calloc(1, sizeof(*h));
+		if (!h || !(h->name = strdup(volume_name)) || hashmap_put(r->holders, h->name, h) < 0) {
+			if (h)
+				free(h->name);
+			free(h);
+			goto lost;
+		}
+	}
+	for (size_t i = 0; i < h->n; i++)
+		if (streq(h->targets[i], target))
+			return;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 2;
+		char **n = realloc(h->targets, cap * sizeof(char *));
+		if (!n)
+			goto lost;
+		h->targets = n;
+		h->cap = cap;
+	}
+	t = strdup(target);
+	if (!t)
+		goto lost;
+	h->targets[h->n++] = t;
+	return;
+lost:
+	/* The next full pass rebuilds the index. */
+	r->holders_incomplete = true;
+	r->full_pass_due = true;
+}
+
+/* The holders of volume_name after dropping the targets that no longer hold it; NULL when
+ * none is left. */
+static struct vol_holders *holders_get(struct reconciler *r, const char *volume_name)
+{
+	struct vol_holders *h = hashmap_get(r->holders, volume_name);
+
+	if (!h)
+		return NULL;
+	for (size_t i = 0; i < h->n;) {
+		const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, h->targets[i]);
+		if (pm && streq_ptr(pm->volume_name, volume_name)) {
+			i++;
+			continue;
+		}
+		free(h->targets[i]);
+		h->targets[i] = h->targets[--h->n];
+	}
+	if (h->n > 0)
+		return h;
+	hashmap_remove(r->holders, h->name);
+	holders_free(h);
+	return NULL;
+}
+
+/* Drops the holders of volumes nothing holds any more, when they have grown to outnumber the
+ * volumes in use (so the cost spreads over many passes). */
+static void holders_prune(struct reconciler *r)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	if (hashmap_size(r->holders) <= 2 * hashmap_size(dsw_volumes(r->dsw)) + 64)
+		return;
+	while (hashmap_iterate(r->holders, &it, &v, NULL))
+		holders_get(r, ((struct vol_holders *)v)->name);
+}
+
+int rec_pass_init(struct reconciler *r)
+{
+	struct hashmap **maps[] = { &r->touched_targets, &r->touched_volumes, &r->touched_devices,
+				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices,
+				    &r->holders };
+
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
+		if (!(*maps[i] = hashmap_new()))
+			return -ENOMEM;
+	return 0;
+}
+
+void rec_pass_fini(struct reconciler *r)
+{
+	struct hashmap **sets[] = { &r->touched_targets, &r->touched_volumes, &r->touched_devices,
+				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices };
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
+		if (*sets[i])
+			set_clear(*sets[i]);
+		*sets[i] = hashmap_free(*sets[i]);
+	}
+	while (r->holders && hashmap_iterate(r->holders, &it, &v, NULL))
+		holders_free(v);
+	r->holders = hashmap_free(r->holders);
+}
+
+/* --- queueing operations --- */
+
+/* The backoff key of an operation ("<kind>:<name>", as key_for) in buf, without allocating;
+ * false when it does not fit. */
+static bool format_key(char *buf, size_t size, const char *kind, const char *name)
+{
+	int n = snprintf(buf, size, "%s:%s", kind, name);
+
+	return n >= 0 && (size_t)n < size;
+}
+
 static bool ready_to_try(struct reconciler *r, const char *key, uint64_t now)
 {
 	return backoff_ready(r->backoff, key, now);
 }
+
 static void queue_tear_down(struct reconciler *r, const struct asw_pod_mount *pm,
 			    struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("pod", pm->target);
+	char key[PATH_MAX + 16];
 	struct volume_op *op;
 
-	if (!key || !ready_to_try(r, key, now_ms()))
+	if (!format_key(key, sizeof(key), "pod", pm->target) || !ready_to_try(r, key, now_ms()))
 		return;
 	op = rec_op_new(r, VOLUME_OP_TEAR_DOWN, key, pm->target, pm->volume_name,
 			plugin_find_by_name(pm->plugin_name), NULL);
@@ -35,11 +271,12 @@ static void queue_tear_down(struct reconciler *r, const struct asw_pod_mount *pm
 static void queue_verify(struct reconciler *r, const struct asw_pod_mount *pm,
 			 const struct dsw_pod_volume *pv, struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("pod", pm->target);
 	struct dsw_volume *v = pv->volume;
+	char key[PATH_MAX + 16];
 	struct volume_op *op;
 
-	if (!key || !ready_to_try(r, key, now_ms()) || rec_device_op_running(r, v->name))
+	if (!format_key(key, sizeof(key), "pod", pm->target) || !ready_to_try(r, key, now_ms()) ||
+	    rec_device_op_running(r, v->name))
 		return;
 	op = rec_op_new(r, VOLUME_OP_VERIFY, key, pm->target, v->name, v->plugin, v->spec);
 	if (!op)
@@ -54,11 +291,11 @@ static void queue_verify(struct reconciler *r, const struct asw_pod_mount *pm,
 static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 			 struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("pod", pv->target);
 	struct dsw_volume *v = pv->volume;
+	char key[PATH_MAX + 16];
 	struct volume_op *op;
 
-	if (!key || !ready_to_try(r, key, now_ms()))
+	if (!format_key(key, sizeof(key), "pod", pv->target) || !ready_to_try(r, key, now_ms()))
 		return;
 	op = rec_op_new(r, VOLUME_OP_SET_UP, key, pv->target, v->name, v->plugin, v->spec);
 	if (!op)
@@ -72,11 +309,11 @@ static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 
 static void queue_mount_device(struct reconciler *r, struct dsw_volume *v, struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("dev", v->name);
+	char key[PATH_MAX + 16];
 	struct asw_device *d;
 	struct volume_op *op;
 
-	if (!key || !ready_to_try(r, key, now_ms()))
+	if (!format_key(key, sizeof(key), "dev", v->name) || !ready_to_try(r, key, now_ms()))
 		return;
 	d = asw_add_device(r->asw, v->name, v->plugin->name, v->spec, v->device_mount_path);
 	if (!d)
@@ -99,10 +336,10 @@ static void queue_mount_device(struct reconciler *r, struct dsw_volume *v, struc
 static void queue_unmount_device(struct reconciler *r, const struct asw_device *d,
 				 struct volume_op ***tail)
 {
-	_cleanup_free_ char *key = key_for("dev", d->volume_name);
+	char key[PATH_MAX + 16];
 	struct volume_op *op;
 
-	if (!key || !ready_to_try(r, key, now_ms()))
+	if (!format_key(key, sizeof(key), "dev", d->volume_name) || !ready_to_try(r, key, now_ms()))
 		return;
 	op = rec_op_new(r, VOLUME_OP_UNMOUNT_DEVICE, key, d->mount_path, d->volume_name,
 			plugin_find_by_name(d->plugin_name), d->spec);
@@ -173,119 +410,243 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	}
 }
 
-/* Until the pass is incremental, every touch asks for a full pass. */
-void rec_touch_target(struct reconciler *r, const char *target)
+
+/* Whether some pod mount holds volume_name; *ret_releasing: one of them is not wanted (so a
+ * pod waiting for the volume waits until it is torn down). */
+static bool volume_held(struct reconciler *r, const char *volume_name, bool *ret_releasing)
 {
-	r->pass_needed = true;
+	struct vol_holders *h = holders_get(r, volume_name);
+	bool releasing = false;
+
+	for (size_t i = 0; h && i < h->n && !releasing; i++) {
+		const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, h->targets[i]);
+		releasing = !pod_mount_is_wanted(r, pm, dsw_get_pod_volume(r->dsw, pm->target));
+	}
+	if (ret_releasing)
+		*ret_releasing = releasing;
+	return h != NULL;
 }
 
-void rec_touch_volume(struct reconciler *r, const char *volume_name)
+/* Whether a pod mount is still unverified: no device is released meanwhile, as it may hold
+ * one.  A full pass has counted them; an incremental one looks once, when it needs to. */
+static bool any_unverified(struct reconciler *r, struct pass_ctx *c)
 {
-	r->pass_needed = true;
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	if (c->full)
+		return c->unverified > 0;
+	if (c->any_unverified < 0) {
+		c->any_unverified = 0;
+		while (!c->any_unverified &&
+		       hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
+			const struct asw_pod_mount *pm = v;
+			c->any_unverified = !pm->volume_name && !pm->foreign;
+		}
+	}
+	return c->any_unverified;
 }
 
-void rec_want_full_pass(struct reconciler *r)
+/* 1. Unmounts a pod mount no longer wanted (and checks one a restart found). */
+static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, struct pass_ctx *c)
 {
-	r->pass_needed = true;
+	struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
+	bool wanted;
+
+	c->keys++;
+	if (r->holders_incomplete && pm->volume_name)
+		rec_note_holder(r, pm->volume_name, pm->target);
+	if (!pm->volume_name && !pm->foreign) {
+		c->unverified++;
+		if (pv)
+			dsw_pod_volume_set_mounted(r->dsw, pv, false);
+		if (hashmap_get(r->inflight_pod, pm->target))
+			return;
+		if (pv)
+			queue_verify(r, pm, pv, &c->tail);
+		else
+			queue_tear_down(r, pm, &c->tail);
+		return;
+	}
+	wanted = pod_mount_is_wanted(r, pm, pv);
+	if (pv)
+		dsw_pod_volume_set_mounted(r->dsw, pv, wanted);
+	if (!wanted && rec_pod_op_allowed(r, pm->target, pm->volume_name))
+		queue_tear_down(r, pm, &c->tail);
+}
+
+/* 2. Mounts a desired pod volume that has no pod mount; a volume still being released waits. */
+static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, struct pass_ctx *c)
+{
+	struct dsw_volume *vol = pv->volume;
+	struct vol_busy *b;
+	bool releasing;
+
+	c->keys++;
+	dsw_pod_volume_set_mounted(r->dsw, pv, false);
+	if (hashmap_get(r->inflight_pod, pv->target))
+		return;
+	b = rec_busy_get(r, vol->name, false);
+	if (b && (b->releasing || b->device_op))
+		return;
+	if (volume_held(r, vol->name, &releasing) && releasing)
+		return;
+	if (vol->uses_device) {
+		struct asw_device *d = asw_get_device(r->asw, vol->name);
+		if (d && d->broken)
+			return; /* released first, then staged again */
+		if (!d || !d->mounted) {
+			if (rec_device_op_allowed(r, vol->name))
+				queue_mount_device(r, vol, &c->tail);
+			return;
+		}
+	}
+	queue_set_up(r, pv, &c->tail);
+}
+
+/* 2b. A CSI volume staged before any pod is published needs its device too. */
+static void visit_staged_volume(struct reconciler *r, struct dsw_volume *vol, struct pass_ctx *c)
+{
+	struct asw_device *d;
+	struct vol_busy *b;
+
+	if (!vol->staged || !vol->uses_device || vol->n_pod_volumes > 0)
+		return;
+	c->keys++;
+	d = asw_get_device(r->asw, vol->name);
+	b = rec_busy_get(r, vol->name, false);
+	if ((d && (d->mounted || d->broken)) || (b && (b->releasing || b->device_op)) ||
+	    !rec_device_op_allowed(r, vol->name))
+		return;
+	queue_mount_device(r, vol, &c->tail);
+}
+
+/* 3. Releases a device that no pod uses any more. */
+static void visit_device(struct reconciler *r, struct asw_device *d, struct pass_ctx *c)
+{
+	c->keys++;
+	if ((dsw_get_volume(r->dsw, d->volume_name) && !d->broken) ||
+	    !rec_device_op_allowed(r, d->volume_name) || any_unverified(r, c) ||
+	    volume_held(r, d->volume_name, NULL))
+		return;
+	queue_unmount_device(r, d, &c->tail);
+}
+
+static void full_pass(struct reconciler *r, struct pass_ctx *c)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	set_clear(r->touched_targets);
+	set_clear(r->touched_volumes);
+	set_clear(r->touched_devices);
+	/* Each pod volume's mounted flag is set again by the pod mount that serves it. */
+	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL))
+		dsw_pod_volume_set_mounted(r->dsw, v, false);
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL))
+		visit_pod_mount(r, v, c);
+	r->holders_incomplete = false;
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
+		struct dsw_pod_volume *pv = v;
+		/* Mounted as wanted (step 1 just said so): nothing to look up. */
+		if (pv->mounted || asw_get_pod_mount(r->asw, pv->target))
+			continue;
+		visit_pod_volume(r, pv, c);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL))
+		visit_staged_volume(r, v, c);
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL))
+		visit_device(r, v, c);
+	holders_prune(r);
+	if (r->health_due) {
+		r->health_due = false;
+		queue_health_checks(r, &c->tail);
+	}
+}
+
+static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	const char *key;
+
+	swap_maps(&r->touched_targets, &r->visit_targets);
+	swap_maps(&r->touched_volumes, &r->visit_volumes);
+	swap_maps(&r->touched_devices, &r->visit_devices);
+	/* A volume: its device, the pod volumes that want it and the pod mounts that hold it. */
+	while (hashmap_iterate(r->visit_volumes, &it, NULL, &key)) {
+		struct dsw_volume *vol = dsw_get_volume(r->dsw, key);
+		struct vol_holders *h = holders_get(r, key);
+		bool ok = set_add(r->visit_devices, key);
+
+		for (struct dsw_pod_volume *pv = vol ? vol->pod_volumes : NULL; pv;
+		     pv = pv->next_of_volume)
+			ok = set_add(r->visit_targets, pv->target) && ok;
+		for (size_t i = 0; h && i < h->n; i++)
+			ok = set_add(r->visit_targets, h->targets[i]) && ok;
+		if (!ok)
+			r->full_pass_due = true;
+	}
+	/* A target: the device of what is wanted or held there. */
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
+		const struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, key);
+		const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, key);
+
+		if ((pv && !set_add(r->visit_devices, pv->volume->name)) ||
+		    (pm && pm->volume_name && !set_add(r->visit_devices, pm->volume_name)))
+			r->full_pass_due = true;
+	}
+	/* The steps in the order of a full pass. */
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
+		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, key);
+		if (pm)
+			visit_pod_mount(r, pm, c);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
+		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, key);
+		if (pv && !asw_get_pod_mount(r->asw, key))
+			visit_pod_volume(r, pv, c);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(r->visit_devices, &it, NULL, &key)) {
+		struct dsw_volume *vol = dsw_get_volume(r->dsw, key);
+		if (vol)
+			visit_staged_volume(r, vol, c);
+	}
+	it = HASHMAP_ITER_INIT;
+	while (hashmap_iterate(r->visit_devices, &it, NULL, &key)) {
+		struct asw_device *d = asw_get_device(r->asw, key);
+		if (d)
+			visit_device(r, d, c);
+	}
+	set_clear(r->visit_targets);
+	set_clear(r->visit_volumes);
+	set_clear(r->visit_devices);
 }
 
 void rec_pass(struct reconciler *r)
 {
-	struct hashmap *releasing = r->pass_releasing, *held = r->pass_held;
-	struct volume_op *list = NULL, **tail = &list;
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	struct volume_op *list = NULL;
+	struct pass_ctx c = { .any_unverified = -1, .tail = &list };
 	struct timespec start, end;
-	size_t unverified = 0, mounted = 0;
+	size_t mounted;
 	double seconds;
-	void *v;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	hashmap_clear(releasing);
-	hashmap_clear(held);
-	/* 1. Unmount what is no longer wanted (and check what a restart found). */
-	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
-		struct asw_pod_mount *pm = v;
-		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
-
-		if (pm->volume_name)
-			hashmap_put(held, pm->volume_name, pm);
-		if (!pm->volume_name && !pm->foreign) {
-			unverified++;
-			if (hashmap_get(r->inflight_pod, pm->target))
-				continue;
-			if (pv)
-				queue_verify(r, pm, pv, &tail);
-			else
-				queue_tear_down(r, pm, &tail);
-			continue;
-		}
-		if (pod_mount_is_wanted(r, pm, pv)) {
-			mounted++;
-			continue;
-		}
-		if (pm->volume_name)
-			hashmap_put(releasing, pm->volume_name, pm);
-		if (rec_pod_op_allowed(r, pm->target, pm->volume_name))
-			queue_tear_down(r, pm, &tail);
-	}
-	/* 2. Mount what is wanted and missing; a volume still being released waits. */
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
-		struct dsw_pod_volume *pv = v;
-		struct dsw_volume *vol = pv->volume;
-		struct vol_busy *b;
-
-		if (asw_get_pod_mount(r->asw, pv->target) ||
-		    hashmap_get(r->inflight_pod, pv->target))
-			continue;
-		b = rec_busy_get(r, vol->name, false);
-		if (hashmap_get(releasing, vol->name) || (b && (b->releasing || b->device_op)))
-			continue;
-		if (vol->uses_device) {
-			struct asw_device *d = asw_get_device(r->asw, vol->name);
-			if (d && d->broken)
-				continue; /* released first, then staged again */
-			if (!d || !d->mounted) {
-				if (rec_device_op_allowed(r, vol->name))
-					queue_mount_device(r, vol, &tail);
-				continue;
-			}
-		}
-		queue_set_up(r, pv, &tail);
-	}
-	/* 2b. CSI volumes staged before any pod is published need their device too. */
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
-		struct dsw_volume *vol = v;
-		struct asw_device *d;
-		struct vol_busy *b;
-
-		if (!vol->staged || !vol->uses_device || vol->n_pod_volumes > 0)
-			continue;
-		d = asw_get_device(r->asw, vol->name);
-		b = rec_busy_get(r, vol->name, false);
-		if ((d && (d->mounted || d->broken)) || (b && (b->releasing || b->device_op)) ||
-		    !rec_device_op_allowed(r, vol->name))
-			continue;
-		queue_mount_device(r, vol, &tail);
-	}
-	/* 3. Release devices that no pod uses any more. */
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
-		struct asw_device *d = v;
-
-		if ((dsw_get_volume(r->dsw, d->volume_name) && !d->broken) || unverified > 0 ||
-		    hashmap_get(held, d->volume_name) || !rec_device_op_allowed(r, d->volume_name))
-			continue;
-		queue_unmount_device(r, d, &tail);
-	}
-	/* The keys point into pod mounts an operation's result may free: empty them now. */
-	hashmap_clear(releasing);
-	hashmap_clear(held);
-	if (r->health_due) {
-		r->health_due = false;
-		queue_health_checks(r, &tail);
-	}
+	/* Until the startup reconstruction is complete, every pass is a full one. */
+	c.full = r->full_pass_due || r->always_full || !r->ready || r->health_due ||
+		 r->holders_incomplete;
+	r->full_pass_due = false;
+	if (c.full)
+		full_pass(r, &c);
+	else
+		incremental_pass(r, &c);
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
 	rec_save_journal(r, false);
@@ -296,8 +657,9 @@ void rec_pass(struct reconciler *r)
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
+	mounted = dsw_mounted_count(r->dsw);
 	pthread_mutex_lock(&r->stats_lock);
-	if (!r->ready && unverified == 0) {
+	if (!r->ready && c.full && c.unverified == 0) {
 		r->ready = true;
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
@@ -307,6 +669,12 @@ void rec_pass(struct reconciler *r)
 			r->cfg.on_ready(r->cfg.on_ready_userdata);
 	}
 	r->stats.passes++;
+	if (c.full)
+		r->stats.full_passes++;
+	else
+		r->stats.incremental_passes++;
+	r->stats.last_pass_keys = c.keys;
+	r->stats.keys_visited += c.keys;
 	r->stats.ops_started = r->ops_started;
 	r->stats.ops_failed = r->ops_failed;
 	r->stats.last_pass_us = (uint64_t)(seconds * 1e6);

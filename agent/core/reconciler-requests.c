@@ -134,7 +134,9 @@ static void wait_for(struct reconciler *r, struct pending_request *p)
 {
 	p->next = r->waiting;
 	r->waiting = p;
-	r->pass_needed = true;
+	/* The request's path (target or staging path) and everything of its volume. */
+	rec_touch_target(r, p->req->path);
+	rec_touch_volume(r, p->name);
 }
 
 /* "<kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount" -> uid and pv; "csi" and the

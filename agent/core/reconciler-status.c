@@ -192,6 +192,16 @@ char *reconciler_status_json(struct reconciler *r)
 			    json_integer((json_int_t)(hashmap_size(r->inflight_pod) +
 						      hashmap_size(r->inflight_dev))));
 
+	json_object_set_new(counts, "passes", json_integer((json_int_t)r->stats.passes));
+	json_object_set_new(counts, "mount_table_reads", json_integer((json_int_t)r->table_reads));
+	json_object_set_new(counts, "mount_event_batches",
+			    json_integer((json_int_t)r->mount_event_batches));
+	json_object_set_new(counts, "mount_event_overflows",
+			    json_integer((json_int_t)r->mount_event_overflows));
+	json_object_set_new(root, "mount_table_source",
+			    json_string(mount_monitor_has_events(r->monitor) ? "mount events"
+									     : "libmount"));
+
 	json_object_set_new(root, "version", json_string(VOLAGENT_VERSION));
 	json_object_set_new(root, "pid", json_integer(getpid()));
 	json_object_set_new(root, "started_at", wall_time(r->started_ms));

@@ -61,17 +61,74 @@ void rec_save_journal(struct reconciler *r, bool force)
 
 /* --- the mount table --- */
 
+/* A target a full read found changed: the whole-state sync follows, the pass visits it. */
+static void table_read_changed(const struct mount_table *t, const char *target, uint32_t hash,
+			       void *userdata)
+{
+	(void)t;
+	(void)hash;
+	rec_touch_target(userdata, target);
+}
+
+/* A target a mount event changed: only its part of the actual state is synced. */
+static void mount_event_changed(const struct mount_table *t, const char *target, uint32_t hash,
+				void *userdata)
+{
+	struct reconciler *r = userdata;
+
+	asw_sync_target(r->asw, t, target, hash);
+	rec_touch_target(r, target);
+}
+
+static void state_changed(const char *target, void *userdata)
+{
+	rec_touch_target(userdata, target);
+}
+
 int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
-	int k = mount_table_refresh(r->table, NULL, err);
+	/* The first read cannot say what changed since the agent last looked: all of it. */
+	bool first = mount_table_generation(r->table) == 0;
+	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_read_changed, r, err);
 
 	if (k < 0)
 		return k;
 	r->last_refresh_ms = now_ms();
 	r->table_dirty = false;
-	asw_sync_with_table(r->asw, r->table);
-	r->pass_needed = true;
+	r->table_reads++;
+	/* Also what changed without a trace in the table: a mount an operation reported that
+	 * went again before the table showed it. */
+	asw_sync_with_table(r->asw, r->table, first ? NULL : state_changed, r);
+	if (first)
+		rec_want_full_pass(r);
 	return 0;
+}
+
+/* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
+ * event queue that overflowed) make the table due for a full read. */
+static void dispatch_mount_monitor(struct reconciler *r)
+{
+	int k = mount_monitor_dispatch(r->monitor, r->table, mount_event_changed, r);
+
+	if (!mount_monitor_has_events(r->monitor)) {
+		if (k > 0)
+			r->table_dirty = true;
+		return;
+	}
+	r->mount_event_batches++;
+	if (k == MOUNT_MONITOR_UNREAD) {
+		/* Mounts that went before they could be read: which targets they were on, only a
+		 * full read can tell (of what the state believed), within refresh_min_interval_ms
+		 * when a burst of them goes on. */
+		r->table_dirty = true;
+	} else if (k != 0) {
+		if (k > 0)
+			r->mount_event_overflows++;
+		log_debug("reconcile", "mount events lost, reading the table again", "error",
+			  k < 0 ? strerror(-k) : "queue overflow");
+		r->table_dirty = true;
+		r->last_refresh_ms = 0;
+	}
 }
 
 /* The loop's refresh, and the one place its failure is logged: once when the table becomes
@@ -169,7 +226,7 @@ static void forced_resync(struct reconciler *r)
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	refresh_table_in_loop(r);
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	r->pass_needed = false;
+	rec_want_full_pass(r);
 	rec_pass(r);
 	clock_gettime(CLOCK_MONOTONIC, &c);
 	log_info("forced resync", "table_entries", LOG_INT(mount_table_size(r->table)),
@@ -225,17 +282,14 @@ static void handle_event(struct reconciler *r, int fd)
 	uint64_t n;
 
 	if (r->specs && fd == spec_source_get_fd(r->specs)) {
-		if (spec_source_dispatch(r->specs) != 0)
-			r->pass_needed = true;
+		/* What changed was touched through the desired state's change hook. */
+		(void)spec_source_dispatch(r->specs);
 	} else if (fd == mount_monitor_get_fd(r->monitor)) {
-		if (mount_monitor_drain(r->monitor) > 0)
-			r->table_dirty = true;
+		dispatch_mount_monitor(r);
 	} else if (fd == executor_get_fd(r->ex)) {
 		rec_drain_completed(r);
 	} else if (fd == r->timer_fd) {
-		(void)!read(r->timer_fd, &n, sizeof(n));
-		if (backoff_next_deadline(r->backoff) <= now_ms())
-			r->pass_needed = true;
+		(void)!read(r->timer_fd, &n, sizeof(n)); /* the loop looks at what is due */
 	} else if (fd == r->wake_fd) {
 		(void)!read(r->wake_fd, &n, sizeof(n));
 		requests_take_incoming(r);
@@ -245,6 +299,11 @@ static void handle_event(struct reconciler *r, int fd)
 			if (fd == r->cfg.sources[i].fd)
 				r->cfg.sources[i].dispatch(r->cfg.sources[i].userdata);
 	}
+}
+
+static void touch_key(void *userdata, const char *key)
+{
+	rec_touch_key(userdata, key);
 }
 
 static void *reconciler_main(void *arg)
@@ -258,6 +317,7 @@ static void *reconciler_main(void *arg)
 
 		if (now - r->last_resync_ms >= r->cfg.resync_ms) {
 			r->last_resync_ms = now;
+			rec_want_full_pass(r);
 			r->table_dirty = true;
 			r->last_refresh_ms = 0; /* a resync reads the table now */
 		}
@@ -265,7 +325,7 @@ static void *reconciler_main(void *arg)
 		    now - r->last_health_ms >= r->cfg.health_interval_ms) {
 			r->last_health_ms = now;
 			r->health_due = true;
-			r->pass_needed = true;
+			rec_want_full_pass(r);
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
@@ -273,10 +333,10 @@ static void *reconciler_main(void *arg)
 			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
 			refresh_table_in_loop(r);
-		if (r->pass_needed) {
-			r->pass_needed = false;
+		/* Operations whose backoff is over are retried, and only those. */
+		backoff_take_due(r->backoff, now_ms(), touch_key, r);
+		if (rec_pass_pending(r))
 			rec_pass(r);
-		}
 		requests_check_waiting(r);
 		rec_save_journal(r, false);
 		notify_systemd(r);
@@ -322,6 +382,33 @@ static int watch_sources(struct reconciler *r)
 	return 0;
 }
 
+/* The table of the agent's trees (its root dir; the kubelet dir when CSI is on: targets and
+ * staging paths) and its source, chosen by probing the kernel once, and logged. */
+static int open_mount_table(struct reconciler *r, struct error_info *err)
+{
+	_cleanup_free_ char *root = realpath(r->root_dir, NULL), *kubelet = NULL;
+	const char *trees[2];
+	char reason[256] = "";
+	size_t n = 0;
+
+	if (r->kubelet_root)
+		kubelet = realpath(r->kubelet_root, NULL);
+	trees[n++] = root ? root : r->root_dir;
+	if (r->kubelet_root)
+		trees[n++] = kubelet ? kubelet : r->kubelet_root;
+	r->table = mount_table_new(trees, n);
+	if (!r->table)
+		return -ENOMEM;
+	r->monitor = mount_monitor_new(!r->cfg.mount_events_off, reason, sizeof(reason), err);
+	if (!r->monitor)
+		return err->code ? err->code : -ENOMEM;
+	mount_table_use_listmount(r->table, mount_monitor_has_events(r->monitor));
+	log_info("mount table source",
+		 "source", mount_monitor_has_events(r->monitor) ? "mount events" : "libmount",
+		 "reason", reason);
+	return 0;
+}
+
 int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		   struct error_info *err)
 {
@@ -353,29 +440,27 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->cfg.kubelet_root = r->kubelet_root;
 	r->dsw = dsw_new(cfg->root_dir);
 	r->asw = asw_new(cfg->root_dir);
-	r->table = mount_table_new();
 	r->backoff = backoff_new(cfg->backoff_initial_ms, cfg->backoff_max_ms);
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
-	r->pass_releasing = hashmap_new();
-	r->pass_held = hashmap_new();
+	r->holders_incomplete = true;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
-	    !r->plugins_prefix || !r->dsw || !r->asw || !r->table || !r->backoff ||
-	    !r->inflight_pod || !r->inflight_dev || !r->busy || !r->pass_releasing ||
-	    !r->pass_held) {
+	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff ||
+	    !r->inflight_pod || !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}
+	dsw_set_change_hook(r->dsw, rec_dsw_changed, r);
 	k = path_mkdir_p(r->pods_root, 0750);
 	if (k < 0) {
 		reconciler_free(r);
 		return err_set(err, k, "root dir %s: %s", cfg->root_dir, strerror(-k));
 	}
-	r->monitor = mount_monitor_new(err);
-	if (!r->monitor) {
+	k = open_mount_table(r, err);
+	if (k < 0) {
 		reconciler_free(r);
-		return err->code ? err->code : -ENOMEM;
+		return k;
 	}
 	k = journal_open(cfg->state_dir, &r->journal, err);
 	if (k == 0)
@@ -414,7 +499,7 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		r->watchdog_interval_ms = usec / 2000; /* ping twice per interval */
 	r->last_resync_ms = r->last_health_ms = r->started_ms = now_ms();
-	r->pass_needed = true;
+	rec_want_full_pass(r);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	k = -pthread_create(&r->thread, NULL, reconciler_main, r);
@@ -478,8 +563,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	backoff_free(r->backoff);
 	hashmap_free(r->inflight_pod);
 	hashmap_free(r->inflight_dev);
-	hashmap_free(r->pass_releasing);
-	hashmap_free(r->pass_held);
+	rec_pass_fini(r);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);

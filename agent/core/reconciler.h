@@ -9,9 +9,19 @@
  * The work itself runs on the executor's workers, at most one operation per volume (per
  * volume and target for pod-level work), with exponential backoff per failing operation.
  *
- * The loop sleeps in epoll on: the pods dir (inotify), the mount table (libmount monitor),
+ * A pass is full (every key: start-up until the reconstruction is complete, a resync asked
+ * for or on its timer, health check rounds, a table change that does not say what it
+ * touched) or incremental: only the targets and volumes touched since the last pass, with
+ * the same rules.  A touched target brings the pod volume wanting it, the pod mount holding
+ * it and their volume's device; a touched volume brings its device and every pod volume and
+ * pod mount of it.  Spec file and CSI changes touch their targets, a finished operation its
+ * target and volume (see touch_after in reconciler-ops.c), an expired backoff its key (see
+ * reconciler-internal.h).
+ *
+ * The loop sleeps in epoll on: the pods dir (inotify), the mount table (the kernel's mount
+ * events, or libmount's monitor on older kernels),
  * block device events (libudev monitor, for the device inventory), finished operations
- * (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up eventfd.  It never polls the mount table: it re-reads it when the monitor says it changed. */
+ * (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up eventfd.  It never polls the mount table: it applies each mount event, or re-reads it when libmount's monitor says it changed. */
 #pragma once
 
 #include <stdbool.h>
@@ -40,6 +50,7 @@ struct reconciler_config {
 	uint64_t resync_ms;		  /* full pass with a fresh table this often */
 	uint64_t refresh_min_interval_ms; /* re-read the table at most this often in a burst */
 	uint64_t health_interval_ms;	  /* check_health of mounted volumes this often; 0: never */
+	bool mount_events_off; /* follow the table by libmount even where mount events exist */
 	const char *kubelet_root; /* CSI targets and staging paths lie below it; NULL: no CSI */
 	/* Called once, on the reconciler thread, when the startup reconstruction is complete. */
 	void (*on_ready)(void *userdata);
@@ -99,6 +110,10 @@ struct volume_request *volume_request_free(struct volume_request *req);
 
 struct reconciler_stats {
 	unsigned long passes;
+	unsigned long full_passes;	  /* of those, full ones */
+	unsigned long incremental_passes; /* and incremental ones */
+	size_t last_pass_keys;		  /* targets, volumes and devices the last pass visited */
+	unsigned long keys_visited;	  /* by every pass so far */
 	uint64_t last_pass_us;
 	size_t desired_pod_volumes;
 	size_t mounted_pod_volumes;

@@ -6,6 +6,7 @@
  * shutdown) or CALL_REPLYING (the final batch completed).  The queue thread frees a call
  * only after its final batch completed.  Counters under g->lock (owned calls, outstanding
  * requests, the shutdown tag) decide when destroying the server and the queue is safe. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,6 +32,174 @@
 #include "macro.h"
 #include "metrics.h"
 #include "macro.h"
+
+/* gRPC core is loaded with dlopen() by the two entry points, gcore_new() (the CSI service)
+ * and gcore_unary_call() (`volagent probe`, registration tests): a daemon that serves no CSI
+ * never maps libgrpc and what it pulls in (libgpr, absl, OpenSSL, c-ares, re2, libstdc++),
+ * ~7 MiB of its idle RSS (docs/performance.md).  Every grpc_ and gpr_ function used below
+ * goes through this table, filled once by dlsym; the macros keep the code's spelling.  The
+ * soname comes from the build (GCORE_GRPC_SONAME, mk/csi.mk) and is listed in the binary's
+ * .note.dlopen for the image's package list (scripts/build-image). */
+#ifndef GCORE_GRPC_SONAME
+#error "GCORE_GRPC_SONAME (libgrpc's soname) must come from the build (mk/csi.mk)"
+#endif
+#define GCORE_DLOPEN_JSON                                                                      \
+	"[{\"feature\":\"csi\",\"description\":\"the CSI Identity and Node services (gRPC)\"," \
+	"\"priority\":\"recommended\",\"soname\":[\"" GCORE_GRPC_SONAME "\"]}]"
+
+__attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
+	uint32_t n_namesz, n_descsz, n_type;
+	char name[4];
+	char desc[(sizeof(GCORE_DLOPEN_JSON) + 3) & ~3];
+} gcore_dlopen_note = {
+	.n_namesz = 4,
+	.n_descsz = (sizeof(GCORE_DLOPEN_JSON) + 3) & ~3,
+	.n_type = 0x407c0c0a, /* FDO_DLOPEN_METADATA, systemd's format */
+	.name = "FDO",
+	.desc = GCORE_DLOPEN_JSON,
+};
+
+#define GCORE_SYMS(X)                              \
+	X(gpr_convert_clock_type)                  \
+	X(gpr_free)                                \
+	X(gpr_inf_future)                          \
+	X(gpr_now)                                 \
+	X(gpr_set_log_function)                    \
+	X(gpr_time_add)                            \
+	X(gpr_time_from_millis)                    \
+	X(gpr_time_sub)                            \
+	X(grpc_byte_buffer_destroy)                \
+	X(grpc_byte_buffer_reader_destroy)         \
+	X(grpc_byte_buffer_reader_init)            \
+	X(grpc_byte_buffer_reader_readall)         \
+	X(grpc_call_cancel)                        \
+	X(grpc_call_details_destroy)               \
+	X(grpc_call_details_init)                  \
+	X(grpc_call_error_to_string)               \
+	X(grpc_call_start_batch)                   \
+	X(grpc_call_unref)                         \
+	X(grpc_channel_create)                     \
+	X(grpc_channel_create_call)                \
+	X(grpc_channel_credentials_release)        \
+	X(grpc_channel_destroy)                    \
+	X(grpc_completion_queue_create_for_next)   \
+	X(grpc_completion_queue_create_for_pluck)  \
+	X(grpc_completion_queue_destroy)           \
+	X(grpc_completion_queue_next)              \
+	X(grpc_completion_queue_pluck)             \
+	X(grpc_completion_queue_shutdown)          \
+	X(grpc_empty_slice)                        \
+	X(grpc_init)                               \
+	X(grpc_insecure_credentials_create)        \
+	X(grpc_insecure_server_credentials_create) \
+	X(grpc_metadata_array_destroy)             \
+	X(grpc_metadata_array_init)                \
+	X(grpc_raw_byte_buffer_create)             \
+	X(grpc_server_add_http2_port)              \
+	X(grpc_server_cancel_all_calls)            \
+	X(grpc_server_create)                      \
+	X(grpc_server_credentials_release)         \
+	X(grpc_server_destroy)                     \
+	X(grpc_server_register_completion_queue)   \
+	X(grpc_server_register_method)             \
+	X(grpc_server_request_call)                \
+	X(grpc_server_request_registered_call)     \
+	X(grpc_server_shutdown_and_notify)         \
+	X(grpc_server_start)                       \
+	X(grpc_shutdown)                           \
+	X(grpc_slice_from_copied_buffer)           \
+	X(grpc_slice_from_copied_string)           \
+	X(grpc_slice_from_static_string)           \
+	X(grpc_slice_to_c_string)                  \
+	X(grpc_slice_unref)
+
+#define X(name) static typeof(name) *sym_##name;
+GCORE_SYMS(X)
+#undef X
+
+static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
+static struct error_info dl_result;
+
+static void gcore_dl_load(void)
+{
+	/* Never closed: gRPC keeps threads and state of its own until the process exits. */
+	void *h = dlopen(GCORE_GRPC_SONAME, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		err_set(&dl_result, -EOPNOTSUPP, "cannot load %s (install libgrpc): %s",
+			GCORE_GRPC_SONAME, dlerror());
+		return;
+	}
+#define X(name)                                                                                    \
+	if (!(sym_##name = (typeof(sym_##name))dlsym(h, #name))) {                                 \
+		err_set(&dl_result, -EOPNOTSUPP, "%s has no symbol %s", GCORE_GRPC_SONAME, #name); \
+		return;                                                                            \
+	}
+	GCORE_SYMS(X)
+#undef X
+}
+
+/* Loads gRPC core once.  Returns 0, or -EOPNOTSUPP with err naming the library or symbol. */
+static int gcore_dlopen(struct error_info *err)
+{
+	pthread_once(&dl_once, gcore_dl_load);
+	if (dl_result.code < 0 && err)
+		*err = dl_result;
+	return dl_result.code;
+}
+
+#define gpr_convert_clock_type (*sym_gpr_convert_clock_type)
+#define gpr_free (*sym_gpr_free)
+#define gpr_inf_future (*sym_gpr_inf_future)
+#define gpr_now (*sym_gpr_now)
+#define gpr_set_log_function (*sym_gpr_set_log_function)
+#define gpr_time_add (*sym_gpr_time_add)
+#define gpr_time_from_millis (*sym_gpr_time_from_millis)
+#define gpr_time_sub (*sym_gpr_time_sub)
+#define grpc_byte_buffer_destroy (*sym_grpc_byte_buffer_destroy)
+#define grpc_byte_buffer_reader_destroy (*sym_grpc_byte_buffer_reader_destroy)
+#define grpc_byte_buffer_reader_init (*sym_grpc_byte_buffer_reader_init)
+#define grpc_byte_buffer_reader_readall (*sym_grpc_byte_buffer_reader_readall)
+#define grpc_call_cancel (*sym_grpc_call_cancel)
+#define grpc_call_details_destroy (*sym_grpc_call_details_destroy)
+#define grpc_call_details_init (*sym_grpc_call_details_init)
+#define grpc_call_error_to_string (*sym_grpc_call_error_to_string)
+#define grpc_call_start_batch (*sym_grpc_call_start_batch)
+#define grpc_call_unref (*sym_grpc_call_unref)
+#define grpc_channel_create (*sym_grpc_channel_create)
+#define grpc_channel_create_call (*sym_grpc_channel_create_call)
+#define grpc_channel_credentials_release (*sym_grpc_channel_credentials_release)
+#define grpc_channel_destroy (*sym_grpc_channel_destroy)
+#define grpc_completion_queue_create_for_next (*sym_grpc_completion_queue_create_for_next)
+#define grpc_completion_queue_create_for_pluck (*sym_grpc_completion_queue_create_for_pluck)
+#define grpc_completion_queue_destroy (*sym_grpc_completion_queue_destroy)
+#define grpc_completion_queue_next (*sym_grpc_completion_queue_next)
+#define grpc_completion_queue_pluck (*sym_grpc_completion_queue_pluck)
+#define grpc_completion_queue_shutdown (*sym_grpc_completion_queue_shutdown)
+#define grpc_empty_slice (*sym_grpc_empty_slice)
+#define grpc_init (*sym_grpc_init)
+#define grpc_insecure_credentials_create (*sym_grpc_insecure_credentials_create)
+#define grpc_insecure_server_credentials_create (*sym_grpc_insecure_server_credentials_create)
+#define grpc_metadata_array_destroy (*sym_grpc_metadata_array_destroy)
+#define grpc_metadata_array_init (*sym_grpc_metadata_array_init)
+#define grpc_raw_byte_buffer_create (*sym_grpc_raw_byte_buffer_create)
+#define grpc_server_add_http2_port (*sym_grpc_server_add_http2_port)
+#define grpc_server_cancel_all_calls (*sym_grpc_server_cancel_all_calls)
+#define grpc_server_create (*sym_grpc_server_create)
+#define grpc_server_credentials_release (*sym_grpc_server_credentials_release)
+#define grpc_server_destroy (*sym_grpc_server_destroy)
+#define grpc_server_register_completion_queue (*sym_grpc_server_register_completion_queue)
+#define grpc_server_register_method (*sym_grpc_server_register_method)
+#define grpc_server_request_call (*sym_grpc_server_request_call)
+#define grpc_server_request_registered_call (*sym_grpc_server_request_registered_call)
+#define grpc_server_shutdown_and_notify (*sym_grpc_server_shutdown_and_notify)
+#define grpc_server_start (*sym_grpc_server_start)
+#define grpc_shutdown (*sym_grpc_shutdown)
+#define grpc_slice_from_copied_buffer (*sym_grpc_slice_from_copied_buffer)
+#define grpc_slice_from_copied_string (*sym_grpc_slice_from_copied_string)
+#define grpc_slice_from_static_string (*sym_grpc_slice_from_static_string)
+#define grpc_slice_to_c_string (*sym_grpc_slice_to_c_string)
+#define grpc_slice_unref (*sym_grpc_slice_unref)
 
 #define UNREGISTERED_REQUESTS 2
 
@@ -155,6 +324,9 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
 {
 	struct gcore *g;
 	pthread_condattr_t ca;
+
+	if (gcore_dlopen(err) < 0)
+		return NULL;
 
 	if (!cfg || !cfg->socket_path || cfg->socket_path[0] != '/') {
 		err_set(err, -EINVAL, "socket path must be absolute");
@@ -728,9 +900,25 @@ int gcore_call_reply_message(struct gcore_call *call, const struct ProtobufCMess
 	return gcore_call_reply(call, buf, len);
 }
 
+static int unary_call(const char *socket_path, const char *method, const void *request, size_t len,
+		      int timeout_ms, int *ret_code, char *ret_message, size_t message_size,
+		      void **ret_response, size_t *ret_len);
+
 int gcore_unary_call(const char *socket_path, const char *method, const void *request, size_t len,
 		     int timeout_ms, int *ret_code, char *ret_message, size_t message_size,
 		     void **ret_response, size_t *ret_len)
+{
+	int r = gcore_dlopen(NULL);
+
+	if (r < 0)
+		return r;
+	return unary_call(socket_path, method, request, len, timeout_ms, ret_code, ret_message,
+			  message_size, ret_response, ret_len);
+}
+
+static int unary_call(const char *socket_path, const char *method, const void *request, size_t len,
+		      int timeout_ms, int *ret_code, char *ret_message, size_t message_size,
+		      void **ret_response, size_t *ret_len)
 {
 	grpc_channel_credentials *creds;
 	grpc_channel *channel;

@@ -1,11 +1,16 @@
-/* rbd-cluster.h - what the rbd plugin asks the Ceph cluster itself, through librados and
- * librbd: does the pool and the image exist, which clients have the image open (its watchers,
- * the single-writer guard), and fencing a client of ours that died.
+/* rbd-cluster.h - what the rbd plugin asks the Ceph cluster itself: does the pool and the
+ * image exist, which clients have the image open (its watchers, the single-writer guard),
+ * and fencing a client of ours that died.
  *
- * Every call has a deadline: the connection sets client_mount_timeout, rados_mon_op_timeout
- * and rados_osd_op_timeout, so a dead or unreachable cluster fails with -ETIMEDOUT instead
- * of hanging a worker.  Opening the image with rbd_open_read_only registers no watcher and
- * takes no lock: the probe has no side effect on the image. */
+ * The daemon does not talk to Ceph itself: each call runs `volagent rbd-helper <op>` (the
+ * running binary, /proc/self/exe, exec'd through lib/process.c), which dlopen()s librados
+ * and librbd (rbd-ceph.h), gets its request as JSON on stdin (the key included: never on a
+ * command line) and answers as JSON on stdout.  So the daemon neither links nor maps the
+ * Ceph libraries, and a hang or crash in them costs one helper process, not the daemon.
+ * Each run has a deadline of the operation timeout plus RBD_HELPER_SLACK_MS (exec, dlopen);
+ * past it the helper is killed and the call fails with -ETIMEDOUT.  A helper that crashes
+ * fails the call with -EIO.  The messages name the operation and the reason.  docs/rbd.md
+ * describes the protocol. */
 #pragma once
 
 #include <stddef.h>
@@ -14,6 +19,13 @@
 #include "error.h"
 
 struct rbd_cluster;
+
+#define RBD_HELPER_SLACK_MS 5000
+
+/* The program run as the helper: "/proc/self/exe" (the daemon itself) unless set; a test
+ * binary that uses the plugin in-process points it at a volagent binary.  path is borrowed
+ * and must stay valid; NULL restores the default. */
+void rbd_cluster_set_helper(const char *path);
 
 struct rbd_credentials {
 	const char *monitors; /* "host:port,host:port" */
@@ -28,9 +40,12 @@ struct rbd_watcher {
 	int64_t id;	/* the client's global id: client.<id> */
 };
 
-/* Connects as client.<user>.  Errors name the reason a user can act on: -ETIMEDOUT (the
- * monitors did not answer), -EACCES/-EPERM (authentication refused), -ENOENT (the keyring or
- * key file is missing). */
+/* A handle on the cluster for the calls below: copies the credentials; timeout_ms bounds
+ * the Ceph calls of each helper run.  Connecting happens in each helper run, so connection
+ * errors come from the first call: -ETIMEDOUT (the monitors did not answer, or the helper
+ * ran past its deadline), -EACCES (authentication refused), -ENOENT (the keyring or key
+ * file is missing), -EOPNOTSUPP (the Ceph libraries are not installed), -EIO (the helper
+ * crashed or gave no answer).  Returns 0 or -ENOMEM. */
 int rbd_cluster_connect(const struct rbd_credentials *cred, uint64_t timeout_ms,
 			struct rbd_cluster **ret, struct error_info *err);
 struct rbd_cluster *rbd_cluster_free(struct rbd_cluster *c);
@@ -45,6 +60,9 @@ int rbd_cluster_watchers(struct rbd_cluster *c, const char *pool, const char *im
  * of after the watch timeout.  Needs the "osd blocklist" mon capability (profile rbd has it);
  * -EACCES otherwise. */
 int rbd_cluster_blocklist(struct rbd_cluster *c, const char *addr, uint32_t expire_s);
+
+/* Connects and disconnects, nothing else: are the monitors there and is the key accepted? */
+int rbd_cluster_check(struct rbd_cluster *c, struct error_info *err);
 
 static inline void rbd_cluster_freep(struct rbd_cluster **c)
 {

@@ -20,7 +20,10 @@
  *
  *   volagent-bench converge --agent BIN --work DIR --n 100,1000,5000 --reps 5,3,1 [--jobs 8]
  *   volagent-bench steady   --agent BIN --work DIR --n 10000 [--idle 30] [--passes 5]
- *                           [--restarts 3] [--csi-bench BIN]
+ *                           [--restarts 3] [--csi-bench BIN] [--resync-interval S]
+ *                           [--events 200]
+ *   common: [--agent-arg ARG]... (passed to `volagent run`, e.g. --mount-events off for the
+ *           fallback path) [--prefix P] (prepended to every figure name, e.g. "fallback.")
  *
  * With --csi-bench (an agent that serves CSI), the restart figure is the time to Probe ready
  * (csi-bench --wait-ready polls Probe); without it, the time to READY=1 on NOTIFY_SOCKET. */
@@ -54,6 +57,10 @@ extern char **environ;
 static const char *agent_bin;
 static const char *work;
 static const char *csi_bench_bin;
+static const char *agent_args[16];
+static int n_agent_args;
+static const char *figure_prefix = "";
+static int resync_interval_s; /* 0: the agent's default, no alignment of the idle window */
 static char src_root[PATH_MAX];
 /* The agent this process started, stopped by die() so that a failed run leaves none. */
 static pid_t running_agent;
@@ -75,7 +82,7 @@ static void stop_running_agent(void)
 /* "figure <name> <value> <unit> [reps: a b c]": the line the runner's summary reads. */
 static void figure(const char *name, double value, const char *unit, const double *reps, int n)
 {
-	printf("figure %s %.3f %s", name, value, unit);
+	printf("figure %s%s %.3f %s", figure_prefix, name, value, unit);
 	if (reps && n > 1) {
 		printf(" (median of %d:", n);
 		for (int i = 0; i < n; i++)
@@ -300,6 +307,7 @@ struct agent {
 	pthread_cond_t cond;
 	unsigned long ready_count; /* READY=1 messages seen */
 	bool stop_reader;
+	uint64_t started_ns; /* when it was spawned: its periodic resyncs count from about here */
 };
 
 static void *notify_reader(void *arg)
@@ -366,7 +374,7 @@ static void agent_init(struct agent *a, const char *name)
 static void agent_start(struct agent *a)
 {
 	char notify_env[160];
-	const char *argv[24];
+	const char *argv[48];
 	char *envp[64];
 	int n = 0, ne = 0;
 	posix_spawn_file_actions_t fa;
@@ -394,7 +402,16 @@ static void agent_start(struct agent *a)
 		argv[n++] = "--kubelet-root-dir";
 		argv[n++] = a->kubelet;
 	}
+	if (resync_interval_s) {
+		static char ri[32];
+		snprintf(ri, sizeof(ri), "%ds", resync_interval_s);
+		argv[n++] = "--resync-interval";
+		argv[n++] = ri;
+	}
+	for (int i = 0; i < n_agent_args; i++)
+		argv[n++] = agent_args[i];
 	argv[n] = NULL;
+	a->started_ns = bench_now_ns();
 
 	snprintf(notify_env, sizeof(notify_env), "NOTIFY_SOCKET=%s", a->notify_path);
 	for (char **e = environ; *e && ne < 60; e++)
@@ -750,6 +767,104 @@ static long proc_status_kib(pid_t pid, const char *key)
 	return v;
 }
 
+/* A field of /proc/PID/smaps_rollup ("Anonymous:", "Rss:"), in KiB; -1 when unreadable. */
+static long proc_rollup_kib(pid_t pid, const char *key)
+{
+	char p[64], *s, *q;
+	long v = -1;
+
+	snprintf(p, sizeof(p), "/proc/%d/smaps_rollup", (int)pid);
+	s = read_all(p);
+	if (s && (q = strstr(s, key)))
+		v = strtol(q + strlen(key), NULL, 10);
+	free(s);
+	return v;
+}
+
+/* An agent with no volume, with or without CSI: its peak RSS after 5 idle seconds. */
+static void idle_memory(bool csi, const char *fig)
+{
+	const char *saved = csi_bench_bin;
+	struct agent a;
+	long hwm;
+
+	if (!csi)
+		csi_bench_bin = NULL;
+	agent_init(&a, csi ? "idle-csi" : "idle-nocsi");
+	agent_start(&a);
+	if (!agent_wait_ready(&a, 0, 30000))
+		die("agent not ready in 30 s; see %s", a.log);
+	sleep(5);
+	hwm = proc_status_kib(a.pid, "VmHWM:");
+	printf("idle agent %s CSI, no volumes: VmRSS %ld KiB (anon %ld, file %ld; smaps_rollup "
+	       "Anonymous %ld), VmHWM %ld KiB\n",
+	       csi ? "with" : "without", proc_status_kib(a.pid, "VmRSS:"),
+	       proc_status_kib(a.pid, "RssAnon:"), proc_status_kib(a.pid, "RssFile:"),
+	       proc_rollup_kib(a.pid, "Anonymous:"), hwm);
+	figure(fig, (double)hwm / 1024, "MiB", NULL, 0);
+	agent_fini(&a);
+	csi_bench_bin = saved;
+}
+
+/* Sleeps until the agent's periodic resync clock (ticks at start + k * interval) is at
+ * offset_s past a tick, so that a window of interval + 2 * offset_s or less holds exactly
+ * one tick.  No-op without --resync-interval. */
+static void align_to_resync(const struct agent *a, double offset_s)
+{
+	double since, into;
+
+	if (!resync_interval_s)
+		return;
+	since = (double)(bench_now_ns() - a->started_ns) / 1e9;
+	into = since - (double)resync_interval_s * (long)(since / resync_interval_s);
+	if (into > offset_s)
+		nap_us((long)((resync_interval_s - into + offset_s) * 1e6));
+	else
+		nap_us((long)((offset_s - into) * 1e6));
+}
+
+/* M mount events the agent has to look at: bind mounts outside its tree, then their
+ * unmounts (2 * M events).  Returns the agent's CPU per event in us, net of its idle CPU
+ * over the same time (idle_ns_per_s). */
+static double event_cpu_us(const struct agent *a, int m, double idle_ns_per_s)
+{
+	char dir[PATH_MAX], t[PATH_MAX + 32];
+	uint64_t c0, w0;
+	double cpu_ns, wall_s;
+
+	snprintf(dir, sizeof(dir), "%s/events", work);
+	mkdir_or_die(dir);
+	for (int i = 0; i < m; i++) {
+		snprintf(t, sizeof(t), "%s/%d", dir, i);
+		mkdir_or_die(t);
+	}
+	c0 = proc_cpu_ns(a->pid);
+	w0 = bench_now_ns();
+	for (int i = 0; i < m; i++) {
+		snprintf(t, sizeof(t), "%s/%d", dir, i);
+		if (mount(src_root, t, NULL, MS_BIND, NULL) < 0)
+			die("bind mount %s: %s", t, strerror(errno));
+	}
+	for (int i = 0; i < m; i++) {
+		snprintf(t, sizeof(t), "%s/%d", dir, i);
+		if (umount2(t, 0) < 0)
+			die("umount %s: %s", t, strerror(errno));
+	}
+	/* Until the agent is idle again: no CPU used over 200 ms, at most 10 s. */
+	for (int i = 0; i < 50; i++) {
+		uint64_t x = proc_cpu_ns(a->pid);
+		nap_us(200000);
+		if ((double)(proc_cpu_ns(a->pid) - x) < idle_ns_per_s * 0.2 + 1e6)
+			break;
+	}
+	wall_s = (double)(bench_now_ns() - w0) / 1e9;
+	cpu_ns = (double)(proc_cpu_ns(a->pid) - c0) - idle_ns_per_s * wall_s;
+	printf("%d mount events (%d mounts + %d unmounts outside the agent's tree): agent CPU "
+	       "%.1f ms over %.2f s, net of idle\n",
+	       2 * m, m, m, cpu_ns / 1e6, wall_s);
+	return cpu_ns / 1e3 / (2 * m);
+}
+
 /* Sends SIGHUP and returns the refresh_us and pass_us of the "forced resync" line it caused. */
 static void forced_pass(struct agent *a, long *ret_table, long *ret_refresh_us, long *ret_pass_us)
 {
@@ -820,11 +935,11 @@ static pid_t spawn_probe_waiter(const struct agent *a, const char *out)
 	return pid;
 }
 
-static int cmd_steady(int n, int idle_s, int passes, int restarts)
+static int cmd_steady(int n, int idle_s, int passes, int restarts, int events)
 {
 	struct agent a;
 	double cpu_idle_s, cpu_idle_stat_s, refresh[16], pass[16], rst[16], rst_ready[16];
-	long rss_idle, hwm_idle, rss_full, hwm_full, table = 0;
+	long rss_idle, hwm_idle, rss_full, hwm_full, table = 0, anon_idle;
 	uint64_t c0, c1, s0, s1, t0;
 	unsigned long long digest;
 	long nmounts;
@@ -836,6 +951,10 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 		die("at most 16 passes and restarts");
 	snprintf(probe_out, sizeof(probe_out), "%s/probe-waiter.out", work);
 	make_sources(n);
+	/* Idle memory without and with CSI (gRPC is loaded only when CSI runs). */
+	idle_memory(false, "rss.idle.nocsi");
+	if (csi_bench_bin)
+		idle_memory(true, "rss.idle.csi");
 	agent_init(&a, "steady");
 	agent_start(&a);
 	if (!agent_wait_ready(&a, 0, 30000))
@@ -850,6 +969,7 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 	       "VmHWM %ld KiB\n",
 	       idle_cpu_empty, rss_idle, proc_status_kib(a.pid, "RssAnon:"),
 	       proc_status_kib(a.pid, "RssFile:"), hwm_idle);
+	anon_idle = proc_rollup_kib(a.pid, "Anonymous:");
 	figure("rss.idle", (double)hwm_idle / 1024, "MiB", NULL, 0);
 
 	/* n volumes. */
@@ -863,18 +983,45 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 		die("expected %d mounts", n);
 	printf("converged %d volumes in %.1f ms (not a target figure)\n", n, up);
 	figure("steady.converge", up, "ms", NULL, 0);
-	/* Let the burst settle (journal, last pass), then measure idle CPU. */
+	/* Let the burst settle (journal, last pass), then measure idle CPU over a window that
+	 * holds exactly one periodic resync (with --resync-interval: the window starts 2 s
+	 * after a tick, the interval is over (idle_s + 2) / 2 and at most idle_s + 2), in 1-s slices: the slice
+	 * with the resync, less the median slice, is what the resync cost. */
 	sleep(3);
-	c0 = proc_cpu_ns(a.pid);
-	s0 = proc_stat_cpu_ns(a.pid);
-	sleep((unsigned)idle_s);
-	c1 = proc_cpu_ns(a.pid);
-	s1 = proc_stat_cpu_ns(a.pid);
-	cpu_idle_s = (double)(c1 - c0) / 1e9;
-	cpu_idle_stat_s = (double)(s1 - s0) / 1e9;
-	printf("idle with %d volumes: CPU %.4f s over %d s (schedstat; utime+stime says %.2f s)\n",
-	       n, cpu_idle_s, idle_s, cpu_idle_stat_s);
-	figure("steady.cpu", cpu_idle_s, "s", NULL, 0);
+	align_to_resync(&a, 2.0);
+	{
+		double slice[600], sorted[600], peak = 0;
+		int ns = idle_s < 600 ? idle_s : 600;
+
+		c0 = proc_cpu_ns(a.pid);
+		s0 = proc_stat_cpu_ns(a.pid);
+		for (int i = 0; i < ns; i++) {
+			uint64_t x = proc_cpu_ns(a.pid), w = bench_now_ns();
+			nap_us(1000000 - (long)((bench_now_ns() - w) / 1000));
+			slice[i] = (double)(proc_cpu_ns(a.pid) - x) / 1e6;
+			sorted[i] = slice[i];
+			peak = slice[i] > peak ? slice[i] : peak;
+		}
+		c1 = proc_cpu_ns(a.pid);
+		s1 = proc_stat_cpu_ns(a.pid);
+		cpu_idle_s = (double)(c1 - c0) / 1e9;
+		cpu_idle_stat_s = (double)(s1 - s0) / 1e9;
+		printf("idle with %d volumes: CPU %.4f s over %d s (schedstat; utime+stime says "
+		       "%.2f s)%s\n",
+		       n, cpu_idle_s, ns, cpu_idle_stat_s,
+		       resync_interval_s ? ", one periodic resync in the window" : "");
+		figure("steady.cpu", cpu_idle_s * 30.0 / ns, "s/30s", NULL, 0);
+		if (resync_interval_s) {
+			double med = bench_median(sorted, ns);
+			printf("periodic resync (--resync-interval %ds): its 1-s slice %.2f ms CPU, "
+			       "the median slice %.2f ms\n",
+			       resync_interval_s, peak, med);
+			figure("steady.resync_cpu", peak - med, "ms", NULL, 0);
+		}
+		if (events > 0)
+			figure("event.cpu", event_cpu_us(&a, events, cpu_idle_s * 1e9 / ns), "us",
+			       NULL, 0);
+	}
 
 	for (int i = 0; i < passes; i++) {
 		long r_us, p_us;
@@ -897,6 +1044,13 @@ static int cmd_steady(int n, int idle_s, int passes, int restarts)
 	printf("with %d volumes: VmRSS %ld KiB (anon %ld, file %ld), VmHWM %ld KiB\n", n, rss_full,
 	       proc_status_kib(a.pid, "RssAnon:"), proc_status_kib(a.pid, "RssFile:"), hwm_full);
 	figure("rss.full", (double)hwm_full / 1024, "MiB", NULL, 0);
+	{
+		long anon = proc_rollup_kib(a.pid, "Anonymous:");
+		printf("smaps_rollup Anonymous with %d volumes: %ld KiB; %.0f bytes per volume "
+		       "(%.0f over the idle agent's)\n",
+		       n, anon, anon * 1024.0 / n, (anon - anon_idle) * 1024.0 / n);
+		figure("mem.anon_per_volume", anon * 1024.0 / n, "bytes", NULL, 0);
+	}
 
 	/* Restart: stop, start, time to ready; nothing may be remounted. */
 	digest = mount_id_digest(&a, &nmounts);
@@ -970,14 +1124,16 @@ static void usage(void)
 		"usage: volagent-bench converge --agent BIN --work DIR --sources DIR [--n 100,1000,5000]\n"
 		"                               [--reps 5,3,1] [--jobs 8]\n"
 		"       volagent-bench steady --agent BIN --work DIR --sources DIR [--n 10000]\n"
-		"                             [--idle 30] [--passes 5] [--restarts 3] [--csi-bench BIN]\n");
+		"                             [--idle 30] [--passes 5] [--restarts 3] [--csi-bench BIN]\n"
+		"                             [--resync-interval S] [--events 200]\n"
+		"       common: [--agent-arg ARG]... [--prefix P]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	const char *ns = NULL, *reps = NULL, *sources = NULL;
-	int jobs = 8, idle = 30, passes = 5, restarts = 3, n = 10000;
+	int jobs = 8, idle = 30, passes = 5, restarts = 3, n = 10000, events = 200;
 
 	bench_init("volagent-bench", stop_running_agent);
 	if (argc < 2)
@@ -1007,6 +1163,14 @@ int main(int argc, char **argv)
 			restarts = atoi(v);
 		else if (!strcmp(o, "--csi-bench"))
 			csi_bench_bin = v;
+		else if (!strcmp(o, "--agent-arg") && n_agent_args < 16)
+			agent_args[n_agent_args++] = v;
+		else if (!strcmp(o, "--prefix"))
+			figure_prefix = v;
+		else if (!strcmp(o, "--resync-interval"))
+			resync_interval_s = atoi(v);
+		else if (!strcmp(o, "--events"))
+			events = atoi(v);
 		else
 			usage();
 	}
@@ -1023,7 +1187,11 @@ int main(int argc, char **argv)
 			n = atoi(ns);
 		if (n < 1 || n > MAX_N)
 			usage();
-		return cmd_steady(n, idle, passes, restarts);
+		if (resync_interval_s &&
+		    (2 * resync_interval_s <= idle + 2 || resync_interval_s > idle + 2))
+			die("--resync-interval must be over (--idle + 2) / 2 and at most --idle + 2 "
+			    "seconds, so that the idle window holds exactly one resync");
+		return cmd_steady(n, idle, passes, restarts, events);
 	}
 	usage();
 	return 2;

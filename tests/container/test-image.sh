@@ -167,6 +167,13 @@ tools='mkfs.ext4 mkfs.xfs mount.nfs umount.nfs rbd rbd-nbd rbd-fuse'
 out=$(oneshot --entrypoint /bin/sh "$image" -c "for t in $tools; do command -v \$t || echo missing \$t; done; rbd --version && rbd-nbd --version" 2>&1)
 check "each plugin's tools are there and run: $(echo $out | tr '\n' ' ')" \
 	eval '! grep -q -e missing -e "error while loading" <<<"$out" && grep -q "ceph version" <<<"$out"'
+# The libraries the daemon dlopen()s are there too (.note.dlopen -> the package list): the rbd
+# helper loads librados/librbd and fails only at connecting (exit 1, not 3: no library).
+out=$(echo '{"monitors":"127.0.0.1:9","user":"admin","keyfile":"/nonexistent","timeout_ms":500}' |
+	oneshot -i "$image" rbd-helper check 2>&1)
+rc=$?
+check "volagent rbd-helper loads the Ceph libraries (exit $rc): $out" \
+	eval '[ "$rc" = 1 ] && grep -q "\"ok\":false" <<<"$out"'
 out=$(oneshot --entrypoint /bin/sh "$image" -c \
 	'find /usr/share/man /usr/share/info /usr/share/doc /usr/share/locale -type f ! -name copyright 2>/dev/null | head -3')
 check "no docs, man pages or locales in the image: $out" test -z "$out"

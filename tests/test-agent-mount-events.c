@@ -1,0 +1,268 @@
+/* test-agent-mount-events.c - the agent following mounts made and removed by someone else, on
+ * both mount-table sources: the kernel's mount events (--mount-events auto, skipped on a
+ * kernel without them) and the libmount fallback (--mount-events off).  A pod volume dir
+ * unmounted by hand is mounted again; a bind stacked on a target is seen and removed, leaving
+ * the volume; a mount outside the agent's trees costs no pass.  Real agent, local plugin,
+ * real mounts, in the test's private mount namespace; the fixture stops the agent and removes
+ * every mount even when a case fails. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "mount-notify.h"
+#include "testlib.h"
+
+#define WAIT_MS 10000
+
+struct fx {
+	struct agent_fixture *f;
+	bool events;
+};
+
+static int setup(void **state, bool events)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	char reason[256];
+
+	if (!x)
+		return -1;
+	x->events = events;
+	if (events && !mount_notify_probe(reason, sizeof(reason))) {
+		fprintf(stderr, "no mount events here (%s): the case is skipped\n", reason);
+		free(x);
+		*state = NULL;
+		return 0;
+	}
+	x->f = fixture_new(events ? "mtab-events" : "mtab-fallback");
+	*state = x;
+	return 0;
+}
+
+static int setup_events(void **state)
+{
+	return setup(state, true);
+}
+
+static int setup_fallback(void **state)
+{
+	return setup(state, false);
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+
+	if (x) {
+		fixture_free(x->f);
+		free(x);
+	}
+	return 0;
+}
+
+/* Makes <dir>/<name> holding a file "hello" with content; returns its path (static). */
+static const char *make_source(struct agent_fixture *f, const char *name, const char *content)
+{
+	static char dirs[4][512];
+	static int next;
+	char *d = dirs[next++ % 4], file[600];
+
+	snprintf(d, 512, "%s/%s", f->dir, name);
+	mkdir(d, 0755);
+	snprintf(file, sizeof(file), "%s/hello", d);
+	test_write_file(file, content);
+	return d;
+}
+
+static char *read_hello(const char *dir)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/hello", dir);
+	return test_read_file(path);
+}
+
+/* Starts the agent on the case's source, with one pod holding a local volume of data, and
+ * waits until it is mounted at target (>= 512 bytes).  Periodic passes (health checks, the
+ * resync) are pushed out of the way so that every pass a case sees was caused by a change. */
+static void start_with_one_volume(struct fx *x, const char *data, char *target)
+{
+	struct agent_fixture *f = x->f;
+	const char *const args[] = { "--mount-events", x->events ? "auto" : "off",
+				     "--health-interval", "1h", "--resync-interval", "1h", NULL };
+	json_t *st;
+
+	assert_int_equal(fixture_write_local_pod(f, "pod-a", "data", data), 0);
+	assert_int_equal(fixture_start(f, args), 0);
+	fixture_pod_dir(f, "pod-a", "data", target);
+	assert_true(fixture_wait_mounted(target, WAIT_MS));
+	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, WAIT_MS));
+	assert_true(fixture_wait_log(f, x->events ? "source=\"mount events\"" : "source=libmount",
+				     WAIT_MS));
+	st = fixture_status(f);
+	assert_non_null(st);
+	assert_string_equal(json_string_value(json_object_get(st, "mount_table_source")),
+			    x->events ? "mount events" : "libmount");
+	json_decref(st);
+}
+
+struct hello_arg {
+	const char *dir;
+	const char *want;
+};
+
+static bool hello_is(void *p)
+{
+	struct hello_arg *a = p;
+	char *s = read_hello(a->dir);
+	bool ok = s && strcmp(s, a->want) == 0;
+
+	free(s);
+	return ok;
+}
+
+static bool one_mount_at(void *p)
+{
+	return test_count_mounts_under(p) == 1 && test_is_mountpoint(p);
+}
+
+static void test_unmounted_by_hand_is_mounted_again(void **state)
+{
+	struct fx *x = *state;
+	struct agent_fixture *f;
+	const char *data;
+	char target[512];
+
+	if (!x)
+		skip(); /* no mount events on this kernel */
+	f = x->f;
+	data = make_source(f, "data", "data-content");
+	start_with_one_volume(x, data, target);
+	assert_int_equal(umount2(target, 0), 0);
+	assert_true(fixture_wait_mounted(target, WAIT_MS));
+	assert_true(test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" },
+				    WAIT_MS));
+	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, WAIT_MS));
+}
+
+/* Another directory bound over the volume's target: the agent sees the top mount is not the
+ * volume, unmounts it, and the volume it had mounted there is in force again. */
+static void test_bind_stacked_on_target_is_removed(void **state)
+{
+	struct fx *x = *state;
+	struct agent_fixture *f;
+	const char *data, *other;
+	char target[512];
+
+	if (!x)
+		skip(); /* no mount events on this kernel */
+	f = x->f;
+	data = make_source(f, "data", "data-content");
+	other = make_source(f, "other", "not-the-volume");
+	start_with_one_volume(x, data, target);
+	assert_int_equal(mount(other, target, NULL, MS_BIND, NULL), 0);
+	assert_true(test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" },
+				    WAIT_MS));
+	assert_true(test_wait_until(one_mount_at, target, WAIT_MS));
+	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, WAIT_MS));
+}
+
+struct count_arg {
+	const char *key;
+	long long above;
+};
+
+static bool count_above(json_t *status, const void *p)
+{
+	const struct count_arg *a = p;
+
+	return status_count(status, a->key) > a->above;
+}
+
+/* The counter that grows when the agent has looked at a change of the mount table. */
+static const char *seen_key(const struct fx *x)
+{
+	return x->events ? "mount_event_batches" : "mount_table_reads";
+}
+
+/* Mounts and unmounts a tmpfs at path, waiting each time until the agent has looked at it. */
+static void mount_and_unmount_seen(struct fx *x, const char *path)
+{
+	json_t *st = fixture_status(x->f);
+	long long seen = status_count(st, seen_key(x));
+
+	json_decref(st);
+	assert_true(seen >= 0);
+	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=1m"), 0);
+	assert_true(fixture_wait_status(x->f, NULL, count_above,
+					&(struct count_arg){ seen_key(x), seen }, WAIT_MS));
+	st = fixture_status(x->f);
+	seen = status_count(st, seen_key(x));
+	json_decref(st);
+	assert_int_equal(umount2(path, 0), 0);
+	assert_true(fixture_wait_status(x->f, NULL, count_above,
+					&(struct count_arg){ seen_key(x), seen }, WAIT_MS));
+}
+
+static void test_mount_outside_the_trees_costs_no_pass(void **state)
+{
+	struct fx *x = *state;
+	struct agent_fixture *f;
+	const char *data;
+	char target[512], outside[600];
+	long long passes;
+	json_t *st;
+
+	if (!x)
+		skip(); /* no mount events on this kernel */
+	f = x->f;
+	data = make_source(f, "data", "data-content");
+	start_with_one_volume(x, data, target);
+	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	/* A first change outside: a barrier after which no pass of the start-up is pending. */
+	mount_and_unmount_seen(x, outside);
+	st = fixture_status(f);
+	passes = status_count(st, "passes");
+	json_decref(st);
+	assert_true(passes > 0);
+
+	mount_and_unmount_seen(x, outside);
+	st = fixture_status(f);
+	assert_int_equal(status_count(st, "passes"), passes);
+	json_decref(st);
+
+	/* The same inside the root dir does cost a pass (the counter does count). */
+	snprintf(outside, sizeof(outside), "%s/inside", f->root);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	mount_and_unmount_seen(x, outside);
+	assert_true(fixture_wait_status(f, NULL, count_above,
+					&(struct count_arg){ "passes", passes }, WAIT_MS));
+}
+
+/* Each case on both sources, named for the one it runs on. */
+#define BOTH(fn)                                                            \
+	{ "events: " #fn, fn, setup_events, teardown, NULL },               \
+	{                                                                   \
+		"fallback: " #fn, fn, setup_fallback, teardown, NULL        \
+	}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		BOTH(test_unmounted_by_hand_is_mounted_again),
+		BOTH(test_bind_stacked_on_target_is_removed),
+		BOTH(test_mount_outside_the_trees_costs_no_pass),
+	};
+
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
