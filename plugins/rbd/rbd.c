@@ -219,7 +219,11 @@ static void record_client(struct rbd_cluster *c, const struct rbd_params *p,
 			  const struct rbd_watcher *before, size_t n_before,
 			  struct device_attachment *att)
 {
-	for (int i = 0; i < 40; i++) {
+	/* A read-only client may watch nothing (a read-only krbd map has no watch), so it is
+	 * looked for briefly: each look is a cluster round trip (through rbd-helper). */
+	int tries = p->read_only ? 4 : 40;
+
+	for (int i = 0; i < tries; i++) {
 		_cleanup_free_ struct rbd_watcher *now = NULL;
 		size_t n = 0;
 
