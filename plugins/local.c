@@ -3,7 +3,9 @@
  * A directory is bind-mounted into each pod.  A block device is probed with libblkid,
  * formatted only when it carries no signature at all, mounted once at its node-wide path, and
  * bind-mounted from there into each pod (kubelet's local volume plugin does the same for
- * block-backed local PVs).
+ * block-backed local PVs).  With volumeMode Block the device is neither formatted nor
+ * mounted: it is checked (it must be a block device) and bound onto a held file, and each
+ * pod's file is a bind of that (block-map.c).
  *
  * Symlinks: a directory path may contain none (a link could point the bind anywhere).  A
  * device path may be a udev link (/dev/disk/by-id/...), but no link outside /dev, and must
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "bind-util.h"
+#include "block-map.h"
 #include "blkdev.h"
 #include "device-fs.h"
 #include "macro.h"
@@ -45,6 +48,10 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 		return err_set(err, -EINVAL, "path: required");
 	if (path_validate_absolute(path, "path", err) < 0)
 		return err->code;
+	if (fstype && spec->block)
+		return err_set(err, -EINVAL,
+			       "fsType: a volume with volumeMode Block is never formatted; give "
+			       "no fsType");
 	if (fstype && !blkdev_can_format(fstype))
 		return err_set(err, -EINVAL, "fsType: \"%s\" is not supported (ext4, xfs, btrfs)",
 			       fstype);
@@ -97,6 +104,10 @@ static const char *bind_source(const struct volume_mounter *m)
 static int local_check_set_up(const struct volume_mounter *m, const char *target,
 			      struct error_info *err)
 {
+	if (m->spec->block)
+		return m->device_mount_path
+			       ? block_map_check(target, m->device_mount_path, m->read_only)
+			       : 0;
 	return bind_check(target, bind_source(m), m->read_only);
 }
 
@@ -181,6 +192,34 @@ static int local_unmount_device(const char *path, struct error_info *err)
 
 /* A block device volume's filesystem grows online after the device grew (a loop file, an
  * LVM volume resized by hand). */
+/* A raw block volume: device_path is what attach resolved (node-wide) or the held file (a
+ * pod); NULL only when the spec's path is no block device (uses_device said no), which is
+ * refused here. */
+static int local_map_device(const struct volume_spec *spec, const char *device_path,
+			    bool read_only, const struct mount_target *target,
+			    struct error_info *err)
+{
+	char dev[PATH_MAX];
+	int r;
+
+	if (!device_path) {
+		if (!local_uses_device(spec))
+			return err_set(err, -ENOTBLK,
+				       "%s is no block device; volumeMode Block needs one",
+				       volume_spec_get(spec, "path"));
+		r = resolve_device(volume_spec_get(spec, "path"), dev, err);
+		if (r < 0)
+			return r;
+		device_path = dev;
+	}
+	return block_map_bind(device_path, target, read_only, err);
+}
+
+static int local_unmap_device(const char *target, struct error_info *err)
+{
+	return block_map_unbind(target, err);
+}
+
 static int local_expand(const struct volume_spec *spec, const char *device_path,
 			const char *mount_path, unsigned long long new_size,
 			unsigned long long *ret_capacity, struct error_info *err)
@@ -217,6 +256,11 @@ static const struct attach_ops local_attach_ops = {
 	.attach = local_attach,
 };
 
+static const struct block_ops local_block_ops = {
+	.map_device = local_map_device,
+	.unmap_device = local_unmap_device,
+};
+
 static const struct expand_ops local_expand_ops = {
 	.expand = local_expand,
 };
@@ -226,5 +270,6 @@ const struct volume_plugin local_plugin = {
 	.ops = &local_ops,
 	.device = &local_device_ops,
 	.attach = &local_attach_ops,
+	.block = &local_block_ops,
 	.expand = &local_expand_ops,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "block-map.h"
 #include "log.h"
 #include "macro.h"
 #include "metrics.h"
@@ -172,19 +173,20 @@ bool plugin_has_block(const struct volume_plugin *p)
 }
 
 int plugin_map_device(const struct volume_plugin *p, const struct volume_spec *spec,
-		      const char *device_path, const struct mount_target *target,
+		      const char *device_path, bool read_only, const struct mount_target *target,
 		      struct error_info *err)
 {
 	if (!plugin_has_block(p))
 		return err_set(err, -EOPNOTSUPP, "%s has no raw block volumes", p->name);
 	return OP_CALL(p, "map_device", target->path, err,
-		       p->block->map_device(spec, device_path, target, err));
+		       p->block->map_device(spec, device_path, read_only, target, err));
 }
 
 int plugin_unmap_device(const struct volume_plugin *p, const char *target, struct error_info *err)
 {
+	/* No plugin (a file of one this agent no longer knows): the same unbind. */
 	if (!plugin_has_block(p))
-		return err_set(err, -EOPNOTSUPP, "%s has no raw block volumes", p->name);
+		return OP_CALL(p, "unmap_device", target, err, block_map_unbind(target, err));
 	return OP_CALL(p, "unmap_device", target, err, p->block->unmap_device(target, err));
 }
 

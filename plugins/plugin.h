@@ -177,15 +177,24 @@ struct attach_ops {
 		      struct error_info *err);
 };
 
-/* Raw block volumes (kubelet's BlockVolumePlugin): the attached device is handed to the pod
- * as a device node, not mounted.  Declared for the next issue; no plugin implements it yet and
- * the core does not call it. */
+/* Raw block volumes (kubelet's BlockVolumePlugin, a spec with volumeMode Block): the
+ * attached device is handed to the pod as a device node bind-mounted onto a file, never
+ * formatted nor mounted.  For such a spec the core calls, instead of mount_device and
+ * set_up_at/tear_down_at:
+ *   [attach] -> map_device (node-wide: the attached device onto the held file
+ *   <root>/plugins/kubernetes.io/<plugin>/volumeDevices/<name>/dev, or a file in a CSI staging
+ *   dir) -> map_device (per pod: the held file onto the pod's file) ... unmap_device (per pod)
+ *   -> unmap_device (node-wide) -> [detach]
+ * check_set_up is still asked to adopt a pod's file after a restart (it sees spec->block).
+ * Optional table: NULL means the plugin refuses volumeMode Block. */
 struct block_ops {
-	/* Makes the attached device available at target (a device node or a bind of it).
-	 * Idempotent; may block. */
-	int (*map_device)(const struct volume_spec *spec, const char *device_path,
+	/* Binds device_path (the attached device node, or the held file for a pod) onto the
+	 * file target (target->parent_fd is its directory; the file is created when missing),
+	 * read-only when read_only.  Idempotent; may block. */
+	int (*map_device)(const struct volume_spec *spec, const char *device_path, bool read_only,
 			  const struct mount_target *target, struct error_info *err);
-	/* Undoes map_device at target.  0 when not mapped. */
+	/* Undoes map_device at target: unmounts the bind and removes the file.  0 when neither
+	 * is there. */
 	int (*unmap_device)(const char *target, struct error_info *err);
 };
 
@@ -258,7 +267,7 @@ int plugin_mount_device(const struct volume_plugin *p, const struct volume_spec 
 			struct error_info *err);
 int plugin_unmount_device(const struct volume_plugin *p, const char *path, struct error_info *err);
 int plugin_map_device(const struct volume_plugin *p, const struct volume_spec *spec,
-		      const char *device_path, const struct mount_target *target,
+		      const char *device_path, bool read_only, const struct mount_target *target,
 		      struct error_info *err);
 int plugin_unmap_device(const struct volume_plugin *p, const char *target, struct error_info *err);
 int plugin_expand(const struct volume_plugin *p, const struct volume_spec *spec,

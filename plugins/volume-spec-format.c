@@ -143,6 +143,8 @@ static json_t *status_json(const struct volume_spec *s)
 	}
 	if (s->read_only)
 		json_object_set_new(o, "readOnly", json_true());
+	if (s->block)
+		json_object_set_new(o, "volumeMode", json_string("Block"));
 	return o;
 out_free:
 	mount_options_free(shown);
@@ -182,6 +184,8 @@ static json_t *journal_json(const struct volume_spec *s)
 	json_object_set_new(o, "attrs", attrs);
 	json_object_set_new(o, "mount_options", opts);
 	json_object_set_new(o, "read_only", json_boolean(s->read_only));
+	if (s->block)
+		json_object_set_new(o, "block", json_true());
 	return o;
 out_free:
 	json_decref(opts);
@@ -231,6 +235,8 @@ char *volume_spec_format(const struct volume_spec *s)
 		fprintf(f, " mountOptions=%s", opts);
 	if (s->read_only)
 		fputs(" ro", f);
+	if (s->block)
+		fputs(" volumeMode=Block", f);
 	if (fclose(f) != 0 || !ok) {
 		free(buf);
 		return NULL;

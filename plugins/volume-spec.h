@@ -28,6 +28,9 @@ struct volume_spec {
 	size_t n_attrs;
 	char **mount_options; /* NULL-terminated; never NULL after volume_spec_new */
 	bool read_only;
+	/* volumeMode Block: the pod gets the device node itself (bind-mounted onto a file),
+	 * never a filesystem on it; false is Filesystem. */
+	bool block;
 	/* Credentials that came with the request (CSI `secrets`), e.g. a CephX key.  Never
 	 * logged, never written to a file by the core, wiped when the spec is freed; not part of
 	 * volume_spec_equal (a rotated secret is the same volume). */
@@ -48,7 +51,8 @@ int volume_spec_add_mount_option(struct volume_spec *s, const char *opt);
 int volume_spec_set_secret(struct volume_spec *s, const char *key, const char *value);
 /* The secret key, or NULL. */
 const char *volume_spec_get_secret(const struct volume_spec *s, const char *key);
-/* Whether two specs describe the same source the same way (type, fields, options, ro). */
+/* Whether two specs describe the same source the same way (type, fields, options, ro, volume
+ * mode). */
 bool volume_spec_equal(const struct volume_spec *a, const struct volume_spec *b);
 
 /* --- rendering: the one way a spec leaves the agent (volume-spec-format.c) ---
@@ -60,10 +64,12 @@ bool volume_spec_equal(const struct volume_spec *a, const struct volume_spec *b)
 
 enum volume_spec_json_form {
 	/* For people (status): the fields flat, "mountOptions" a list with each sensitive
-	 * option as "name=****", "readOnly": true when set. */
+	 * option as "name=****", "readOnly": true when set, "volumeMode": "Block" for a raw
+	 * block volume. */
 	VOLUME_SPEC_JSON_STATUS,
 	/* The journal's (on-disk, unchanged since journal version 1): {"type", "attrs",
-	 * "mount_options", "read_only"}, each sensitive option replaced by
+	 * "mount_options", "read_only"}, and "block": true for a raw block volume only (so an
+	 * entry without it, as every older one, reads as Filesystem), each sensitive option replaced by
 	 * VOLUME_SPEC_MASKED_OPTION, so that such an entry is never restored from it. */
 	VOLUME_SPEC_JSON_JOURNAL,
 };

@@ -45,6 +45,8 @@ static char *dump(const struct pod_spec *p)
 			fprintf(f, "  attr %s=%s\n", attrs[j].key, attrs[j].value);
 		for (char **o = v->spec->mount_options; *o; o++)
 			fprintf(f, "  option %s\n", *o);
+		if (v->spec->block)
+			fprintf(f, "  volumeMode Block\n");
 		free(attrs);
 	}
 	fclose(f);

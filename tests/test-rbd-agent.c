@@ -517,6 +517,135 @@ static void test_csi_stage_publish(void **state)
 	rbd_close(other);
 }
 
+/* --- raw block volumes (volumeMode Block): the image's device node bound onto the pod's file --- */
+
+static void write_block_pod(struct ctx *c, const char *uid, bool ro)
+{
+	char spec[2048], name[128];
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": "
+		 "{\"monitors\": [\"%s\"], \"pool\": \"%s\", \"image\": \"%s\", "
+		 "\"user\": \"admin\", \"secretFile\": \"%s\"}, \"volumeMode\": \"Block\"%s}]}",
+		 uid, rt.mon, rt.pool, c->image, c->keyfile, ro ? ", \"readOnly\": true" : "");
+	snprintf(name, sizeof(name), "%s.json", uid);
+	assert_int_equal(fixture_write_pod(c->f, name, spec), 0);
+}
+
+static const char *pod_dev(const struct ctx *c, const char *uid, char *buf)
+{
+	snprintf(buf, 600, "%s/pods/%s/volumeDevices/kubernetes.io~rbd/data", c->f->root, uid);
+	return buf;
+}
+
+/* 64 KiB of c at offset 1 MiB through path, with dd oflag=direct. */
+static void dd_block(const struct ctx *c, const char *path, char ch)
+{
+	char src[700], ifarg[720], ofarg[720];
+	char *buf = malloc(65536);
+	const char *argv[] = { "dd",	       ifarg,	     ofarg,		  "bs=65536",
+			       "count=1",      "seek=16",    "oflag=direct", "conv=notrunc,fsync",
+			       "status=none", NULL };
+
+	assert_non_null(buf);
+	memset(buf, ch, 65536);
+	snprintf(src, sizeof(src), "%s/pattern", c->f->dir);
+	{
+		FILE *fp = fopen(src, "w");
+		assert_non_null(fp);
+		assert_int_equal(fwrite(buf, 1, 65536, fp), 65536);
+		fclose(fp);
+	}
+	free(buf);
+	snprintf(ifarg, sizeof(ifarg), "if=%s", src);
+	snprintf(ofarg, sizeof(ofarg), "of=%s", path);
+	assert_int_equal(test_run(argv), 0);
+}
+
+/* Whether the image holds 64 KiB of ch at offset 1 MiB, read through librbd (the cluster's
+ * view, not the node's). */
+static bool image_holds(const char *image, char ch)
+{
+	char buf[65536];
+	rbd_image_t img;
+	bool ok;
+
+	if (rbd_open_read_only(rt.io, image, &img, NULL) < 0)
+		return false;
+	ok = rbd_read(img, 16 * 65536, sizeof(buf), buf) == (ssize_t)sizeof(buf);
+	rbd_close(img);
+	for (size_t i = 0; ok && i < sizeof(buf); i++)
+		ok = buf[i] == ch;
+	return ok;
+}
+
+static void test_block_volume_map_write_restart(void **state)
+{
+	struct ctx *c = *state;
+	char a[600], r[600];
+	struct stat st;
+	int pid, id_pod, n_mounts, fd;
+
+	write_block_pod(c, "pod-a", false);
+	start(c, NULL);
+	assert_true(fixture_wait_mounted(pod_dev(c, "pod-a", a), WAIT_MS));
+	assert_int_equal(stat(a, &st), 0);
+	assert_true(S_ISBLK(st.st_mode));
+	assert_int_equal(rt_watchers(c->image), 1);
+	/* Bytes written through the pod's file reach the image; nothing was formatted. */
+	dd_block(c, a, 'R');
+	assert_true(image_holds(c->image, 'R'));
+	assert_int_equal(fixture_log_count(c->f, "mkfs"), 0);
+
+	/* SIGKILL and restart: adopted, not re-mapped. */
+	pid = fuse_pid(c);
+	id_pod = test_mount_id(a);
+	n_mounts = test_count_mounts_under(c->f->root);
+	assert_int_equal(fixture_stop(c->f, SIGKILL), 128 + SIGKILL);
+	start(c, NULL);
+	assert_true(fixture_wait_log(c->f, "startup reconstruction complete", WAIT_MS));
+	assert_true(fixture_wait_log(c->f, "adopted existing mount", WAIT_MS));
+	usleep(2500 * 1000); /* a health check or two */
+	assert_int_equal(test_mount_id(a), id_pod);
+	assert_int_equal(test_count_mounts_under(c->f->root), n_mounts);
+	assert_int_equal(fuse_pid(c), pid);
+	assert_int_equal(fixture_log_count(c->f, "msg=\"device mounted\""), 1);
+
+	/* The pod goes: the image is released, nothing left behind. */
+	remove_pod(c, "pod-a");
+	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
+	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+	usleep(300 * 1000);
+	rt_assert_nothing_left(c->run_dir);
+	assert_true(image_holds(c->image, 'R'));
+
+	/* Read-only: every pod reads only, so the image is attached read-only (rbd-fuse's loop
+	 * device is read-only) and the kernel refuses a write through the pod's file. */
+	write_block_pod(c, "pod-r", true);
+	assert_true(fixture_wait_mounted(pod_dev(c, "pod-r", r), WAIT_MS));
+	assert_true(test_mount_is_ro(r));
+	fd = open(r, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	if (fd >= 0) {
+		void *buf = NULL;
+		ssize_t n;
+		assert_int_equal(posix_memalign(&buf, 4096, 4096), 0);
+		memset(buf, 'W', 4096);
+		n = pwrite(fd, buf, 4096, 0);
+		free(buf);
+		close(fd);
+		assert_int_equal(n, -1);
+		assert_int_equal(errno, EPERM);
+	} else {
+		assert_true(errno == EROFS || errno == EACCES);
+	}
+	assert_true(image_holds(c->image, 'R'));
+	remove_pod(c, "pod-r");
+	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
+	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+	usleep(300 * 1000);
+	rt_assert_nothing_left(c->run_dir);
+}
+
 /* CSI access modes for an rbd volume, through the real socket: SINGLE_NODE_SINGLE_WRITER
  * allows one target on this node (a second, even read-only, is FAILED_PRECONDITION naming the
  * first), SINGLE_NODE_MULTI_WRITER several read-write ones, a publish with another mode than
@@ -638,6 +767,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_inputs_leave_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_stage_publish, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_access_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_volume_map_write_restart, setup,
+						teardown),
 	};
 
 	rt_init();

@@ -252,7 +252,8 @@ bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret
 	buf = strdup(path + n + strlen("/pods/"));
 	if (!buf)
 		return false;
-	/* <uid>/volumes/kubernetes.io~<plugin>/<name> and nothing deeper */
+	/* <uid>/volumes/kubernetes.io~<plugin>/<name> and nothing deeper; volumeDevices/ for a
+	 * raw block volume's file */
 	uid = buf;
 	vols = strchr(uid, '/');
 	if (!vols)
@@ -267,7 +268,8 @@ bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret
 		goto no;
 	*name++ = '\0';
 	slash = strchr(name, '/');
-	if (slash || !streq(vols, "volumes") || !startswith(plugin, "kubernetes.io~") ||
+	if (slash || (!streq(vols, "volumes") && !streq(vols, "volumeDevices")) ||
+	    !startswith(plugin, "kubernetes.io~") ||
 	    !path_is_safe_component(uid) || !path_is_safe_component(name))
 		goto no;
 	*ret_buf = buf;

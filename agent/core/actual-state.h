@@ -83,7 +83,8 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const char *target,
 		     uint32_t hash);
 
-/* Splits "<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>" into its parts (pointers
+/* Splits "<root>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>" (or volumeDevices/ in
+ * place of volumes/: a raw block volume's file) into its parts (pointers
  * into a copy the caller frees via *ret_buf).  Returns false for any other path. */
 bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret_buf,
 			      const char **ret_uid, const char **ret_plugin, const char **ret_name);

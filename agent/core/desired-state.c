@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block-map.h"
 #include "desired-state.h"
 #include "macro.h"
 #include "path-util.h"
@@ -74,6 +75,13 @@ char *dsw_pod_volume_dir(const char *root_dir, const char *pod_uid, const char *
 			     outer_name);
 }
 
+char *dsw_pod_volume_device_path(const char *root_dir, const char *pod_uid, const char *plugin,
+				 const char *outer_name)
+{
+	return strdup_printf("%s/pods/%s/volumeDevices/kubernetes.io~%s/%s", root_dir, pod_uid,
+			     plugin, outer_name);
+}
+
 char *dsw_device_mount_dir(const char *root_dir, const char *plugin, const char *volume_name)
 {
 	_cleanup_free_ char *esc = path_escape_component(volume_name);
@@ -81,6 +89,16 @@ char *dsw_device_mount_dir(const char *root_dir, const char *plugin, const char 
 	if (!esc)
 		return NULL;
 	return strdup_printf("%s/plugins/kubernetes.io/%s/mounts/%s", root_dir, plugin, esc);
+}
+
+char *dsw_device_held_path(const char *root_dir, const char *plugin, const char *volume_name)
+{
+	_cleanup_free_ char *esc = path_escape_component(volume_name);
+
+	if (!esc)
+		return NULL;
+	return strdup_printf("%s/plugins/kubernetes.io/%s/volumeDevices/%s/%s", root_dir, plugin,
+			     esc, BLOCK_MAP_HELD_NAME);
 }
 
 struct desired_state *dsw_new(const char *root_dir)
@@ -213,7 +231,9 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 	v->uses_device = plugin_uses_device(src->plugin, src->spec);
 	if (v->uses_device)
 		v->device_mount_path =
-			dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
+			src->spec->block
+				? dsw_device_held_path(d->root_dir, src->plugin->name, v->name)
+				: dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
 	if (!v->name || (v->uses_device && !v->device_mount_path) ||
 	    hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
@@ -256,7 +276,11 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 
 		if (!pv)
 			return -ENOMEM;
-		pv->target = dsw_pod_volume_dir(d->root_dir, p->uid, src->plugin->name, src->name);
+		pv->target = src->spec->block ? dsw_pod_volume_device_path(d->root_dir, p->uid,
+									   src->plugin->name,
+									   src->name)
+					      : dsw_pod_volume_dir(d->root_dir, p->uid,
+								   src->plugin->name, src->name);
 		pv->pod_uid = strdup(p->uid);
 		pv->outer_name = strdup(src->name);
 		pv->read_only = src->read_only || src->spec->read_only;

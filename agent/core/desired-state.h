@@ -100,3 +100,10 @@ char *dsw_pod_volume_dir(const char *root_dir, const char *pod_uid, const char *
 			 const char *outer_name);
 /* "<root>/plugins/kubernetes.io/<plugin>/mounts/<escaped volume name>"; caller frees. */
 char *dsw_device_mount_dir(const char *root_dir, const char *plugin, const char *volume_name);
+/* volumeMode Block (kubelet's layout for block volumes): a pod's file,
+ * "<root>/pods/<uid>/volumeDevices/kubernetes.io~<plugin>/<name>", and the node-wide held
+ * device, "<root>/plugins/kubernetes.io/<plugin>/volumeDevices/<escaped volume name>/dev";
+ * caller frees. */
+char *dsw_pod_volume_device_path(const char *root_dir, const char *pod_uid, const char *plugin,
+				 const char *outer_name);
+char *dsw_device_held_path(const char *root_dir, const char *plugin, const char *volume_name);

@@ -93,6 +93,9 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 		return err_set(err, -EBADMSG, "devices[%zu]: volume %s is listed twice", i, volume);
 	p = plugin_find_by_name(plugin);
 	(void)plugin_construct_spec(p, volume, mount_path, &spec, &ignored);
+	/* Optional: an entry without it (every one before raw block volumes) is Filesystem. */
+	if (spec && json_is_true(json_object_get(e, "block")))
+		spec->block = true;
 	d = asw_add_device(a, volume, plugin, spec, mount_path);
 	volume_spec_unref(spec);
 	if (!d)
@@ -190,6 +193,8 @@ static json_t *device_to_json(const struct asw_device *d)
 		json_object_set_new(o, "device", json_string(d->att.device_path));
 	json_object_set_new(o, "attached", json_boolean(d->attached));
 	json_object_set_new(o, "read_only", json_boolean(d->read_only));
+	if (d->spec && d->spec->block)
+		json_object_set_new(o, "block", json_true());
 	for (size_t i = 0; i < d->att.n_meta; i++)
 		json_object_set_new(meta, d->att.meta[i].key, json_string(d->att.meta[i].value));
 	json_object_set_new(o, "meta", meta);

@@ -166,7 +166,7 @@ static int parse_mount_options(struct volume_spec *spec, json_t *opts, const cha
 static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struct error_info *err)
 {
 	_cleanup_volume_spec_ struct volume_spec *spec = NULL;
-	json_t *name, *ro = NULL, *opts = NULL, *src = NULL;
+	json_t *name, *ro = NULL, *opts = NULL, *src = NULL, *mode = NULL;
 	const char *key, *src_key = NULL;
 	char field[64];
 	json_t *v;
@@ -183,6 +183,8 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 			ro = v;
 		} else if (streq(key, "mountOptions")) {
 			opts = v;
+		} else if (streq(key, "volumeMode")) {
+			mode = v;
 		} else if (plugin_find_by_name(key)) {
 			if (src)
 				return err_set(err, -EINVAL,
@@ -193,7 +195,7 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 		} else {
 			return err_set(err, -EINVAL,
 				       "%s.%s: unknown field (a volume has name, readOnly, "
-				       "mountOptions and one source of: %s)",
+				       "mountOptions, volumeMode and one source of: %s)",
 				       field, key, plugin_names());
 		}
 	}
@@ -210,6 +212,10 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 			       plugin_names());
 	if (ro && !json_is_boolean(ro))
 		return err_set(err, -EINVAL, "%s.readOnly: must be true or false", field);
+	if (mode && (!json_is_string(mode) || (!streq(json_string_value(mode), "Block") &&
+						 !streq(json_string_value(mode), "Filesystem"))))
+		return err_set(err, -EINVAL, "%s.volumeMode: must be \"Block\" or \"Filesystem\"",
+			       field);
 
 	snprintf(field + strlen(field), sizeof(field) - strlen(field), ".%s", src_key);
 	r = parse_source(src_key, src, field, &spec, err);
@@ -218,9 +224,19 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 	field[strcspn(field, ".")] = '\0';
 	if (opts && (r = parse_mount_options(spec, opts, field, err)) < 0)
 		return r;
+	spec->block = mode && streq(json_string_value(mode), "Block");
+	if (spec->block && spec->mount_options[0])
+		return err_set(err, -EINVAL,
+			       "%s.mountOptions: a volume with volumeMode Block is not mounted; "
+			       "give no mountOptions",
+			       field);
 	r = plugin_find_for_spec(spec, &ret->plugin, err);
 	if (r < 0)
 		return err_prefix(err, "%s", field);
+	if (spec->block && !plugin_has_block(ret->plugin))
+		return err_set(err, -EINVAL,
+			       "%s.volumeMode: %s volumes have no Block mode (only Filesystem)",
+			       field, src_key);
 	r = plugin_validate(ret->plugin, spec, err);
 	if (r < 0) {
 		/* The plugin names its own field ("path: ..."): make it "volumes[0].local.path". */

@@ -334,6 +334,9 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 				 op->volume_name, "device", d->att.device_path, "target",
 				 op->target, "read_only", op->read_only ? "true" : "false", "ms",
 				 LOG_INT(op->duration_ms));
+			if (op->content[0])
+				log_info("raw block volume handed out with data on it", "volume",
+					 op->volume_name, "content", op->content);
 		} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
 			asw_remove_device(r->asw, op->volume_name);
 		}

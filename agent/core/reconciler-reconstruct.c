@@ -8,14 +8,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block-map.h"
 #include "log.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "reconciler-internal.h"
 
-/* Device mounts under <root>/plugins/kubernetes.io/<plugin>/mounts/ that the journal does not
- * describe (it was lost or corrupt): recorded from the table so they are not leaked. */
+/* The escaped volume name of a raw block volume's held device,
+ * "volumeDevices/<escaped name>/dev" after the plugin's dir (rest starts at the '/'), as a
+ * new string; NULL for any other path. */
+static char *held_device_name(const char *rest)
+{
+	const char *name = rest + strlen("/volumeDevices/"), *end;
+
+	if (!startswith(rest, "/volumeDevices/") || !(end = strchr(name, '/')) ||
+	    !streq(end + 1, BLOCK_MAP_HELD_NAME))
+		return NULL;
+	return strndup(name, (size_t)(end - name));
+}
+
+/* The device node a held device's bind shows: a bind of a node of devtmpfs has the node's
+ * path below /dev as its root. */
+static char *held_device_path(const struct mount_info *mi)
+{
+	if (mi->root && streq_ptr(mi->fstype, "devtmpfs") && mi->root[0] == '/')
+		return strdup_printf("/dev%s", mi->root);
+	return mi->source ? strdup(mi->source) : NULL;
+}
+
+/* Device mounts under <root>/plugins/kubernetes.io/<plugin>/mounts/ (and raw block volumes'
+ * held devices under .../volumeDevices/<name>/dev) that the journal does not describe (it was
+ * lost or corrupt): recorded from the table so they are not leaked. */
 static void adopt_untracked_device_mounts(struct reconciler *r)
 {
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
@@ -24,21 +48,26 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 	while (hashmap_iterate(mount_table_entries(r->table), &it, &v, NULL)) {
 		const struct mount_info *mi = v;
 		const char *rest = mi->target + strlen(r->plugins_prefix), *slash;
-		_cleanup_free_ char *plugin = NULL, *name = NULL;
+		_cleanup_free_ char *plugin = NULL, *name = NULL, *held = NULL;
 		const struct volume_plugin *p;
 		struct volume_spec *spec = NULL;
 		struct error_info ignored = { 0 };
 		struct asw_device *d;
 
-		if (!startswith(mi->target, r->plugins_prefix) || !(slash = strchr(rest, '/')) ||
-		    !startswith(slash, "/mounts/") || strchr(slash + strlen("/mounts/"), '/'))
+		if (!startswith(mi->target, r->plugins_prefix) || !(slash = strchr(rest, '/')))
+			continue;
+		held = held_device_name(slash);
+		if (!held &&
+		    (!startswith(slash, "/mounts/") || strchr(slash + strlen("/mounts/"), '/')))
 			continue;
 		plugin = strndup(rest, (size_t)(slash - rest));
-		name = path_unescape_component(slash + strlen("/mounts/"));
+		name = path_unescape_component(held ? held : slash + strlen("/mounts/"));
 		if (!plugin || !name || asw_get_device(r->asw, name))
 			continue;
 		p = plugin_find_by_name(plugin);
 		(void)plugin_construct_spec(p, name, mi->target, &spec, &ignored);
+		if (spec && held)
+			spec->block = true;
 		d = asw_add_device(r->asw, name, plugin, spec, mi->target);
 		volume_spec_unref(spec);
 		if (!d)
@@ -46,7 +75,7 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 		d->mounted = true;
 		d->attached = true;
 		d->mount_id = mi->id;
-		d->att.device_path = strdup(mi->source);
+		d->att.device_path = held ? held_device_path(mi) : strdup(mi->source);
 		journal_mark_dirty(r->journal);
 		log_warning("found a device mount the journal did not record, adopting it",
 			    "volume", name, "device", mi->source, "target", mi->target);

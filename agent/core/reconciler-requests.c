@@ -294,6 +294,13 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 					req->path);
 		return wait_for(r, p); /* a repeat: answered with the first */
 	}
+	if (v && v->spec->block != req->spec->block)
+		return complete(r, p, -EOPNOTSUPP,
+				"volume %s is %s as a %s volume; it cannot be published as a %s "
+				"volume",
+				req->volume_id, v->staged ? "staged" : "published",
+				v->spec->block ? "raw block" : "mount",
+				req->spec->block ? "raw block" : "mount");
 	if (v && v->uses_device &&
 	    (!v->staged || !req->staging_path || !streq(req->staging_path, v->device_mount_path)))
 		return complete(r, p, -EOPNOTSUPP, "volume %s is not staged at %s", req->volume_id,
@@ -672,6 +679,7 @@ static struct volume_spec *spec_from_json(json_t *o)
 					   volume_spec_add_mount_option(s, json_string_value(v)) <
 						   0) return volume_spec_unref(s);
 	s->read_only = json_is_true(json_object_get(o, "read_only"));
+	s->block = json_is_true(json_object_get(o, "block"));
 	return s;
 }
 

@@ -1,4 +1,9 @@
-/* volume-ops.c - what each operation does on a worker.  See volume-ops.h. */
+/* volume-ops.c - what each operation does on a worker.  See volume-ops.h.
+ *
+ * A raw block volume (spec->block) runs the same operations through the plugin's block ops:
+ * its targets are files, not directories (map_device creates them, unmap_device removes
+ * them), and a tear-down tells one from the other by what is at the target, since it has no
+ * spec (a restarted agent may know only the path). */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -10,6 +15,7 @@
 #include <unistd.h>
 
 #include "backoff.h"
+#include "blkdev.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -45,6 +51,19 @@ static void opened_target_done(struct opened_target *t)
 	free(t->rel_parent);
 }
 
+static bool op_is_block(const struct volume_op *op)
+{
+	return op->spec && op->spec->block;
+}
+
+/* Whether the target is a raw block volume's file (or a bind onto one), not a directory. */
+static bool target_is_file(const char *target)
+{
+	struct stat st;
+
+	return lstat(target, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
 /* The plugin's view of an opened op->target. */
 static struct mount_target opened_target_mount(const struct volume_op *op,
 					       const struct opened_target *t)
@@ -55,7 +74,8 @@ static struct mount_target opened_target_mount(const struct volume_op *op,
 }
 
 /* Walks to the target's parent without following symlinks (creating it when asked) and,
- * when create is set, makes the target directory itself.  *ret_created says whether the
+ * when create is set, makes the target directory itself (not a raw block volume's file:
+ * map_device makes that).  *ret_created says whether the
  * target directory was made now (so a failed op can remove it again). */
 static int open_target_once(const struct volume_op *op, bool create, struct opened_target *ret,
 			    bool *ret_created, struct error_info *err)
@@ -84,7 +104,7 @@ static int open_target_once(const struct volume_op *op, bool create, struct open
 		return r;
 	if (ret_created)
 		*ret_created = false;
-	if (create) {
+	if (create && !op_is_block(op)) {
 		if (mkdirat(ret->parent_fd, ret->name, DIR_MODE) == 0) {
 			if (ret_created)
 				*ret_created = true;
@@ -114,12 +134,30 @@ static int open_target(const struct volume_op *op, bool create, struct opened_ta
 }
 
 /* Removes the target dir if it is an empty directory that is not mounted, and its empty
- * parents up to cleanup_stop.  rmdir only: never a recursive delete through a mount. */
-static void remove_target_dir(const struct volume_op *op)
+ * parents up to cleanup_stop.  rmdir only: never a recursive delete through a mount.  For a
+ * raw block volume (file set) the file is already gone (unmap_device removed it): its empty
+ * parents go, and a held device's own dir (volumeDevices/<name>, which is cleanup_stop). */
+static void remove_target_dir(const struct volume_op *op, bool file)
 {
+	const char *stop = op->cleanup_stop ? op->cleanup_stop : op->target_root;
+	_cleanup_free_ char *parent = NULL;
+	char *slash;
+
 	if (mnt_util_is_mount_root(op->target) == 1)
 		return;
-	(void)path_rmdir_up_to(op->target, op->cleanup_stop ? op->cleanup_stop : op->target_root);
+	if (!file) {
+		(void)path_rmdir_up_to(op->target, stop);
+		return;
+	}
+	parent = strdup(op->target);
+	if (!parent || !(slash = strrchr(parent, '/')) || slash == parent)
+		return;
+	*slash = '\0';
+	if (streq(parent, stop) &&
+	    (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE))
+		(void)rmdir(parent);
+	else
+		(void)path_rmdir_up_to(parent, stop);
 }
 
 static int record_mount_id(struct volume_op *op)
@@ -150,12 +188,16 @@ static int run_set_up(struct volume_op *op)
 		goto out;
 	}
 	mt = opened_target_mount(op, &t);
-	r = plugin_set_up_at(m, &mt, &op->err);
+	if (op_is_block(op))
+		r = plugin_map_device(op->plugin, op->spec, op->device_mount_path, op->read_only,
+				      &mt, &op->err);
+	else
+		r = plugin_set_up_at(m, &mt, &op->err);
 	if (r == 0)
 		r = record_mount_id(op);
 out:
-	if (r < 0 && created)
-		remove_target_dir(op);
+	if (r < 0 && (created || op_is_block(op)))
+		remove_target_dir(op, op_is_block(op)); /* a failed map removed its own file */
 	plugin_free_mounter(m);
 	opened_target_done(&t);
 	return r;
@@ -163,9 +205,14 @@ out:
 
 static int run_tear_down(struct volume_op *op)
 {
+	bool file = target_is_file(op->target);
 	int r;
 
-	r = plugin_tear_down_at(op->plugin, op->volume_name, op->pod_uid, op->target, &op->err);
+	if (file)
+		r = plugin_unmap_device(op->plugin, op->target, &op->err);
+	else
+		r = plugin_tear_down_at(op->plugin, op->volume_name, op->pod_uid, op->target,
+					&op->err);
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0; /* not mounted (any more) */
 	if (r < 0)
@@ -175,7 +222,7 @@ static int run_tear_down(struct volume_op *op)
 			       "%s is still a mount point after unmounting (stacked mounts); "
 			       "will unmount again",
 			       op->target);
-	remove_target_dir(op);
+	remove_target_dir(op, file);
 	return 0;
 }
 
@@ -197,6 +244,18 @@ static int run_verify(struct volume_op *op)
 	return 0;
 }
 
+/* A device with a filesystem may be handed out raw (the CSI spec allows it); what it carries
+ * is noted for the log.  A probe that fails notes nothing. */
+static void note_block_content(struct volume_op *op)
+{
+	struct blkdev_probe pr;
+	struct error_info ignored = { 0 };
+
+	if (blkdev_probe(op->target, &pr, &ignored) < 0 || pr.blank)
+		return;
+	snprintf(op->content, sizeof(op->content), "%s", pr.type[0] ? pr.type : pr.pttype);
+}
+
 static int run_mount_device(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
@@ -215,14 +274,20 @@ static int run_mount_device(struct volume_op *op)
 	if (r < 0)
 		goto out_detach;
 	mt = opened_target_mount(op, &t);
-	r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only, &mt,
-				&op->err);
+	if (op_is_block(op))
+		r = plugin_map_device(op->plugin, op->spec, op->att.device_path, op->read_only, &mt,
+				      &op->err);
+	else
+		r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
+					&mt, &op->err);
 	if (r == 0)
 		r = record_mount_id(op);
+	if (r == 0 && op_is_block(op))
+		note_block_content(op);
 	if (r == 0)
 		goto out;
-	if (created)
-		remove_target_dir(op);
+	if (created || op_is_block(op))
+		remove_target_dir(op, op_is_block(op));
 out_detach:
 	/* No half-attached device is left behind by a failed stage; and an attachment made
 	 * before a restart that no longer mounts (its helper died with the node's state) is
@@ -241,9 +306,13 @@ out:
 
 static int run_unmount_device(struct volume_op *op)
 {
+	bool file = target_is_file(op->target);
 	int r;
 
-	r = plugin_unmount_device(op->plugin, op->target, &op->err);
+	if (file)
+		r = plugin_unmap_device(op->plugin, op->target, &op->err);
+	else
+		r = plugin_unmount_device(op->plugin, op->target, &op->err);
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0;
 	if (r < 0)
@@ -251,7 +320,7 @@ static int run_unmount_device(struct volume_op *op)
 	if (mnt_util_is_mount_root(op->target) == 1)
 		return err_set(&op->err, -EBUSY, "%s is still mounted after unmounting",
 			       op->target);
-	remove_target_dir(op);
+	remove_target_dir(op, file || op_is_block(op));
 	if (plugin_has_detach(op->plugin) && op->att.device_path) {
 		r = plugin_detach(op->plugin, op->spec, &op->att, &op->err);
 		if (r < 0)

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "block-map.h"
 #include "csi-node.h"
 #include "csi.pb-c.h"
 #include "exec-util.h"
@@ -96,13 +97,6 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 			      "volume_context.type: required (one of: %s)", plugin_names());
 		return -EINVAL;
 	}
-	if (cap->present && cap->access_type == CSI_ACCESS_BLOCK) {
-		csi_reply_set(
-			reply, CSI_FAILED_PRECONDITION,
-			"volume_capability.block: raw block volumes are not supported; ask for a "
-			"mount volume");
-		return -EOPNOTSUPP;
-	}
 	spec = volume_spec_new(type);
 	if (!spec)
 		return -ENOMEM;
@@ -131,10 +125,25 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 		    0)
 			return -ENOMEM;
 	spec->read_only = cap->present && reader_only(cap->access_mode);
+	spec->block = cap->present && cap->access_type == CSI_ACCESS_BLOCK;
 	if (plugin_find_for_spec(spec, ret_plugin, &err) < 0 ||
 	    plugin_validate(*ret_plugin, spec, &err) < 0) {
 		csi_reply_set(reply, CSI_INVALID_ARGUMENT, "volume_context.%s", err_msg(&err));
 		return -EINVAL;
+	}
+	if (spec->block && !plugin_has_block(*ret_plugin)) {
+		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
+			      "volume_capability.block: %s volumes have no raw block mode; ask for "
+			      "a mount volume",
+			      type);
+		return -EOPNOTSUPP;
+	}
+	if (spec->block && !plugin_uses_device(*ret_plugin, spec)) {
+		csi_reply_set(reply, CSI_FAILED_PRECONDITION,
+			      "volume_capability.block: this %s volume is no block device (a "
+			      "directory?); ask for a mount volume",
+			      type);
+		return -EOPNOTSUPP;
 	}
 	*ret_spec = TAKE_PTR(spec);
 	return 0;
@@ -153,6 +162,8 @@ static char *fingerprint(const struct volume_spec *spec, const struct csi_volume
 	if (!f)
 		return NULL;
 	fprintf(f, "type=%s;ro=%d;mode=%d;", spec->type, read_only, cap->access_mode);
+	if (spec->block) /* only then: a mount volume's fingerprint is as journaled before */
+		fputs("block;", f);
 	for (size_t n = 0; n < spec->n_attrs; n++) {
 		const struct volume_attr *next = NULL;
 		for (size_t i = 0; i < spec->n_attrs; i++) {
@@ -253,6 +264,36 @@ static int new_spec_request(enum volume_request_kind kind, const char *volume_id
 	return 0;
 }
 
+/* --- raw block volumes (a block capability) ---
+ *
+ * Staged, the device is held as a file bind-mounted in kubelet's staging dir,
+ * <staging_target_path>/dev, so that the mount table shows it (adoption after a restart works
+ * as for a mount) and kubelet's dir holds nothing else of ours; the staging dir itself is
+ * never mounted on.  Published, the target is a file with the held device bound onto it. */
+
+/* <staging>/dev, the held file of a block volume staged at staging.  NULL on ENOMEM. */
+static char *block_held_path(const char *staging)
+{
+	return strdup_printf("%s/%s", staging, BLOCK_MAP_HELD_NAME);
+}
+
+/* Makes req (stage, publish) of a block volume use the held file where it names the staging
+ * dir.  Returns 0 or -ENOMEM. */
+static int block_request_paths(struct volume_request *req)
+{
+	char **p = req->kind == VOLUME_REQUEST_STAGE ? &req->path : &req->staging_path;
+	char *held;
+
+	if (!req->spec->block || !*p)
+		return 0;
+	held = block_held_path(*p);
+	if (!held)
+		return -ENOMEM;
+	free(*p);
+	*p = held;
+	return 0;
+}
+
 /* "Volume does not exist" (NOT_FOUND) at stage for a local directory volume: staging it
  * mounts nothing, so without this the missing source would only show at publish.  (A
  * device's absence shows when it is staged; an NFS export's only when it is mounted.)
@@ -283,6 +324,10 @@ static int node_stage(void *userdata, const struct csi_stage_request *in, struct
 		volume_request_free(req);
 		return r;
 	}
+	if (block_request_paths(req) < 0) {
+		volume_request_free(req);
+		return -ENOMEM;
+	}
 	req->fingerprint = fingerprint(req->spec, &in->capability, req->spec->read_only);
 	if (!req->fingerprint) {
 		volume_request_free(req);
@@ -300,11 +345,17 @@ static int submit_new(void *userdata, enum volume_request_kind kind, const char 
 	return req ? submit(userdata, req, deadline, reply) : -ENOMEM;
 }
 
+static char *unstage_path(struct csi_node_config *cfg, const struct csi_unstage_request *in);
+
 static int node_unstage(void *userdata, const struct csi_unstage_request *in,
 			struct csi_reply *reply)
 {
-	return submit_new(userdata, VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path,
-			  &in->deadline, reply);
+	_cleanup_free_ char *path = unstage_path(userdata, in);
+
+	if (!path)
+		return -ENOMEM;
+	return submit_new(userdata, VOLUME_REQUEST_UNSTAGE, in->volume_id, path, &in->deadline,
+			  reply);
 }
 
 static int node_publish(void *userdata, const struct csi_publish_request *in,
@@ -321,7 +372,8 @@ static int node_publish(void *userdata, const struct csi_publish_request *in,
 	req->single_writer = single_writer(in->capability.access_mode);
 	req->staging_path = in->staging_target_path[0] ? strdup(in->staging_target_path) : NULL;
 	req->fingerprint = fingerprint(req->spec, &in->capability, ro);
-	if (!req->fingerprint || (in->staging_target_path[0] && !req->staging_path)) {
+	if (!req->fingerprint || (in->staging_target_path[0] && !req->staging_path) ||
+	    block_request_paths(req) < 0) {
 		volume_request_free(req);
 		return -ENOMEM;
 	}
@@ -390,6 +442,72 @@ static int require_volume_at(struct csi_node_config *cfg, const char *volume_id,
 	return 0;
 }
 
+/* --- raw block volumes: unstage, stats, expand --- */
+
+/* NodeUnstage carries no capability: the volume is a staged block volume when the reconciler
+ * knows it at <staging>/dev.  Returns the path to unstage (new string) or NULL on ENOMEM. */
+static char *unstage_path(struct csi_node_config *cfg, const struct csi_unstage_request *in)
+{
+	_cleanup_free_ char *held = block_held_path(in->staging_target_path);
+	struct csi_reply ignored = { 0 };
+	struct volume_place place;
+
+	if (held && volume_lookup(cfg, in->volume_id, held, &in->deadline, &place, &ignored) == 0 &&
+	    place.known && place.at_path)
+		return TAKE_PTR(held);
+	return strdup(in->staging_target_path);
+}
+
+/* NodeGetVolumeStats of a block volume: only the device's total bytes (the spec allows
+ * nothing else for block). */
+static int block_stats(const char *path, struct csi_reply *reply)
+{
+	struct error_info err = { 0 };
+	uint64_t bytes;
+	int r = block_map_size(path, &bytes, &err);
+
+	reply->has_condition = true;
+	if (r < 0) {
+		reply->abnormal = true;
+		snprintf(reply->condition_message, sizeof(reply->condition_message), "%s",
+			 err_msg(&err));
+		return 0;
+	}
+	snprintf(reply->condition_message, sizeof(reply->condition_message), "block device");
+	reply->bytes = (struct csi_usage){ .valid = true, .total = (long long)bytes };
+	return 0;
+}
+
+/* NodeExpandVolume of a block volume: nothing to resize, the kernel re-reads the device's
+ * size (a loop device is told to) and it is reported. */
+static int block_expand(const struct csi_expand_request *in, struct csi_reply *reply)
+{
+	struct error_info err = { 0 };
+	uint64_t bytes;
+	int r = block_map_reread_size(in->volume_path, &bytes, &err);
+
+	if (r < 0) {
+		csi_reply_set(reply, csi_code_from_errno(r), "%s", err_msg(&err));
+		return r;
+	}
+	if (in->required_bytes > 0 && (uint64_t)in->required_bytes > bytes) {
+		csi_reply_set(reply, CSI_OUT_OF_RANGE,
+			      "volume %s: the device has %llu bytes, fewer than the %lld asked",
+			      in->volume_id, (unsigned long long)bytes, in->required_bytes);
+		return -ERANGE;
+	}
+	reply->capacity_bytes = (long long)bytes;
+	return 0;
+}
+
+/* Whether path is a block device node (a published or staged block volume). */
+static bool is_block_node(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
+}
+
 static int node_get_volume_stats(void *userdata, const struct csi_stats_request *in,
 				 struct csi_reply *reply)
 {
@@ -407,6 +525,8 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 			      in->volume_path);
 		return -ENOENT;
 	}
+	if (is_block_node(in->volume_path))
+		return block_stats(in->volume_path, reply);
 	r = fs_probe(in->volume_path, cfg->stats_timeout_ms, &res);
 	reply->has_condition = true;
 	if (r == -ETIMEDOUT || r == -EAGAIN) {
@@ -499,6 +619,8 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	r = check_expand_capability(in, &info, reply);
 	if (r < 0)
 		return r;
+	if (is_block_node(in->volume_path))
+		return block_expand(in, reply);
 	/* The plugin grows it (its expand op); the CSI call knows the device and the path. */
 	p = plugin_find_by_name(info.plugin);
 	if (!place.uses_device || !plugin_has_expand(p))

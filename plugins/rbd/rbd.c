@@ -35,6 +35,7 @@
 #include "path-util.h"
 #include "plugin-option.h"
 #include "bind-util.h"
+#include "block-map.h"
 #include "plugin.h"
 #include "rbd-attach.h"
 #include "rbd-cluster.h"
@@ -124,6 +125,10 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 		if (v && path_validate_absolute(v, k, err) < 0)
 			return err->code;
 	}
+	if (fstype && spec->block)
+		return err_set(err, -EINVAL,
+			       "fsType: a volume with volumeMode Block is never formatted; give "
+			       "no fsType");
 	if (fstype && !blkdev_can_format(fstype))
 		return err_set(err, -EINVAL, "fsType: \"%s\" is not supported (ext4, xfs, btrfs)",
 			       fstype);
@@ -214,7 +219,11 @@ static void record_client(struct rbd_cluster *c, const struct rbd_params *p,
 			  const struct rbd_watcher *before, size_t n_before,
 			  struct device_attachment *att)
 {
-	for (int i = 0; i < 40; i++) {
+	/* A read-only client may watch nothing (a read-only krbd map has no watch), so it is
+	 * looked for briefly: each look is a cluster round trip (through rbd-helper). */
+	int tries = p->read_only ? 4 : 40;
+
+	for (int i = 0; i < tries; i++) {
 		_cleanup_free_ struct rbd_watcher *now = NULL;
 		size_t n = 0;
 
@@ -487,6 +496,8 @@ static int rbd_check_set_up(const struct volume_mounter *m, const char *target,
 {
 	if (!m->device_mount_path)
 		return 0;
+	if (m->spec->block)
+		return block_map_check(target, m->device_mount_path, m->read_only);
 	return bind_check(target, m->device_mount_path, m->read_only);
 }
 
@@ -583,6 +594,21 @@ static int rbd_expand(const struct volume_spec *spec, const char *device_path,
 	return device_fs_expand(device_path, mount_path, new_size, ret_capacity, err);
 }
 
+/* volumeMode Block: the mapped image's device node onto the held file (node-wide), the held
+ * file onto each pod's file; never formatted nor mounted. */
+static int rbd_map_device(const struct volume_spec *spec, const char *device_path, bool read_only,
+			  const struct mount_target *target, struct error_info *err)
+{
+	if (!device_path)
+		return err_set(err, -EINVAL, "rbd volumes are mapped through an attached device");
+	return block_map_bind(device_path, target, read_only, err);
+}
+
+static int rbd_unmap_device(const char *target, struct error_info *err)
+{
+	return block_map_unbind(target, err);
+}
+
 static const struct volume_ops rbd_ops = {
 	.can_support = rbd_can_support,
 	.validate = rbd_validate,
@@ -602,6 +628,11 @@ static const struct device_mount_ops rbd_device_ops = {
 static const struct attach_ops rbd_attach_ops = {
 	.attach = rbd_attach,
 	.detach = rbd_detach,
+};
+
+static const struct block_ops rbd_block_ops = {
+	.map_device = rbd_map_device,
+	.unmap_device = rbd_unmap_device,
 };
 
 static const struct expand_ops rbd_expand_ops = {
@@ -648,6 +679,7 @@ const struct volume_plugin rbd_plugin = {
 	.ops = &rbd_ops,
 	.device = &rbd_device_ops,
 	.attach = &rbd_attach_ops,
+	.block = &rbd_block_ops,
 	.expand = &rbd_expand_ops,
 	.options = rbd_options,
 };

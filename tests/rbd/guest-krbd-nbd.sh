@@ -15,6 +15,8 @@
 #         second mkfs); kill -9 of rbd-nbd -> healed (new rbd-nbd, data synced before the kill
 #         intact, writable again); pod removed -> `rbd-nbd list-mapped` empty, no rbd-nbd
 #         left, no watcher.
+#   krbd, volumeMode Block: /dev/rbdN bound onto the pod's file, dd oflag=direct through it
+#         read back from the device, a read-only pod maps read-only and writes are refused.
 # Prints PASS:/FAIL: lines, timings, and "N passed, N failed".  Everything it makes lives in
 # the guest's tmpfs and vanishes with the VM; it still tears it down itself.
 set -uo pipefail
@@ -217,6 +219,60 @@ check "nbd: no nbd device is connected" sh -c "! ls /sys/block/nbd*/pid >/dev/nu
 check "nbd: the watcher is gone" wait_for 15 no_watcher
 check "nbd: no record left in the run dir" no_record
 check "no sanitizer error in the agent log" sh -c "! grep -q -e 'AddressSanitizer' -e 'runtime error' '$LOG'"
+stop_agent
+
+# --- krbd, raw block (volumeMode Block) -------------------------------------------------
+# The image's /dev/rbdN is bound onto the pod's file (never formatted or mounted); bytes
+# written through it with O_DIRECT are read back from the device; a read-only pod maps the
+# image read-only and the kernel refuses writes through its file.
+write_block_pod() { # UID READONLY
+	echo "{\"pod\": {\"uid\": \"$1\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": {\"monitors\": [\"$MON\"], \"pool\": \"$CEPH_POOL\", \"image\": \"$IMG\", \"user\": \"admin\", \"secretFile\": \"$KEYFILE\"}, \"volumeMode\": \"Block\", \"readOnly\": $2}]}" \
+		>"$PODS/.$1.tmp" && mv "$PODS/.$1.tmp" "$PODS/$1.json"
+}
+pod_dev() { echo "$ROOT/pods/$1/volumeDevices/kubernetes.io~rbd/data"; }
+rbd_dev() { ls -d /sys/bus/rbd/devices/* 2>/dev/null | head -n1 | sed 's|.*/|/dev/rbd|'; }
+stamp "krbd raw block"
+start_agent krbd
+t=$(now_ms)
+write_block_pod b1 false
+d=$(pod_dev b1)
+if wait_for 75 mounted "$d"; then
+	pass "krbd block: pod b1's file holds the mapped device ($(secs_since "$t"))"
+	src=$(rbd_dev)
+	check "krbd block: the file is the block device $src" \
+		sh -c "[ -b '$d' ] && [ \"\$(stat -Lc %t:%T '$d')\" = \"\$(stat -Lc %t:%T '$src')\" ]"
+	check "krbd block: the device is mapped read-write" test "$(cat /sys/block/${src#/dev/}/ro)" = 0
+	check "krbd block: the ext4 on it is handed out raw and logged" \
+		wait_for 10 grep -qF "raw block volume handed out with data on it" "$LOG"
+	head -c 65536 /dev/urandom >"$W/pattern"
+	check "krbd block: dd oflag=direct through the pod's file" \
+		dd if="$W/pattern" of="$d" bs=64k seek=16 count=1 oflag=direct conv=notrunc,fsync status=none
+	check "krbd block: the bytes are on the device (read with O_DIRECT)" \
+		sh -c "dd if='$src' bs=64k skip=16 count=1 iflag=direct status=none | cmp -s - '$W/pattern'"
+fi
+rm -f "$PODS/b1.json"
+check "krbd block: pod removed -> the file is gone and the image unmapped" \
+	wait_for 30 sh -c "[ ! -e '$d' ] && [ -z \"\$(ls /sys/bus/rbd/devices)\" ]"
+check "krbd block: nothing mounted under the root dir" count_is "$ROOT" 0
+t=$(now_ms)
+write_block_pod b2 true
+d=$(pod_dev b2)
+if wait_for 75 mounted "$d"; then
+	pass "krbd block read-only: pod b2's file holds the device ($(secs_since "$t"))"
+	src=$(rbd_dev)
+	check "krbd block read-only: the image is mapped read-only" test "$(cat /sys/block/${src#/dev/}/ro)" = 1
+	check "krbd block read-only: the bind is read-only" sh -c "grep -F ' $d ' /proc/self/mountinfo | grep -q ' ro[, ]'"
+	check "krbd block read-only: a write through the pod's file is refused" \
+		sh -c "! dd if='$W/pattern' of='$d' bs=64k count=1 oflag=direct conv=notrunc status=none 2>/dev/null"
+	check "krbd block read-only: the earlier bytes are readable through it" \
+		sh -c "dd if='$d' bs=64k skip=16 count=1 iflag=direct status=none | cmp -s - '$W/pattern'"
+fi
+rm -f "$PODS/b2.json"
+check "krbd block read-only: pod removed -> unmapped" \
+	wait_for 30 sh -c "[ ! -e '$d' ] && [ -z \"\$(ls /sys/bus/rbd/devices)\" ]"
+check "krbd block: the watcher is gone" wait_for 15 no_watcher
+check "krbd block: no record left in the run dir" no_record
+check "krbd block: no sanitizer error in the agent log" sh -c "! grep -q -e 'AddressSanitizer' -e 'runtime error' '$LOG'"
 stop_agent
 
 # --- teardown ---------------------------------------------------------------------------
