@@ -59,6 +59,9 @@ CFLAGS += $(BASE_CFLAGS) $(INCLUDES)
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+# Everything runs 2-3x slower under ASan: the tests' waits stretch with it (tests/lib).
+TEST_TIME_SCALE ?= 2
+export TEST_TIME_SCALE
 endif
 # A missing library stops the build with the name of its pkg-config package (not with a
 # compiler error about a header), except for the targets that install or clean.

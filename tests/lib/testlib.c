@@ -369,17 +369,21 @@ bool test_golden_matches(const char *expected_path, const char *actual)
 
 bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)
 {
-	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	struct timespec ts = { 0, 10 * 1000 * 1000 }, now;
 	const char *scale = getenv("TEST_TIME_SCALE");
+	int64_t deadline_ms;
 
 	/* A slow run (the agent under valgrind) stretches every wait, not the checks. */
 	if (scale && atoi(scale) > 1)
 		timeout_ms *= atoi(scale);
-
-	for (int waited = 0;; waited += 10) {
+	/* The deadline is on the clock: a slow check (a `volagent status` under ASan) counts. */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	deadline_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + timeout_ms;
+	for (;;) {
 		if (pred(arg))
 			return true;
-		if (waited >= timeout_ms)
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 >= deadline_ms)
 			return false;
 		nanosleep(&ts, NULL);
 	}
