@@ -847,7 +847,7 @@ static void test_conformance_error_codes(void **state)
 	 * an rbd volume (refused before anything reaches a cluster) */
 	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.block");
 	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.access_mode: "
-			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes");
+			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes with a filesystem");
 	/* NodePublishVolume; issue 12 #1: no capability and no staging path */
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT target_path: required");

@@ -706,7 +706,7 @@ static void test_csi_access_modes(void **state)
 	out = csi(c, sock, calls);
 	print_message("%s", out);
 	assert_answer(out, 0, "ERR FAILED_PRECONDITION volume_capability.access_mode: "
-			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes");
+			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes with a filesystem");
 	assert_answer(out, 1, "OK {}");
 	assert_answer(out, 2, "OK {}");
 	assert_answer(out, 3, "ERR FAILED_PRECONDITION volume m is SINGLE_NODE_SINGLE_WRITER and "

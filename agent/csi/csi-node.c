@@ -59,12 +59,15 @@ static int check_mode_fits_volume(const struct volume_plugin *p, const struct vo
 	if (!cap->present || (cap->access_mode != CSI_MODE_MULTI_NODE_SINGLE_WRITER &&
 			      cap->access_mode != CSI_MODE_MULTI_NODE_MULTI_WRITER))
 		return 0;
-	if (streq(p->name, "local") || !plugin_uses_device(p, spec))
+	/* Only a filesystem the agent itself puts on an attached device (rbd's ext4/xfs) breaks
+	 * when written from several nodes; nfs is shared by design, a local volume exists on
+	 * this node only, and a raw block device is the pod's to share (as ceph-csi allows). */
+	if (!plugin_has_attach(p) || spec->block)
 		return 0;
 	csi_reply_set(reply, CSI_FAILED_PRECONDITION,
-		      "volume_capability.access_mode: %s is not supported by %s volumes: their "
-		      "filesystem would be written from several nodes; use a SINGLE_NODE_* mode or "
-		      "MULTI_NODE_READER_ONLY",
+		      "volume_capability.access_mode: %s is not supported by %s volumes with a "
+		      "filesystem: it would be written from several nodes; use a SINGLE_NODE_* mode, "
+		      "MULTI_NODE_READER_ONLY or a block volume",
 		      mode_name(cap->access_mode), p->name);
 	return -EOPNOTSUPP;
 }
