@@ -637,6 +637,7 @@ void rec_pass(struct reconciler *r)
 	struct timespec start, end;
 	size_t mounted;
 	double seconds;
+	bool became_ready = false;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* Until the startup reconstruction is complete, every pass is a full one. */
@@ -660,6 +661,7 @@ void rec_pass(struct reconciler *r)
 	mounted = dsw_mounted_count(r->dsw);
 	pthread_mutex_lock(&r->stats_lock);
 	if (!r->ready && c.full && c.unverified == 0) {
+		became_ready = true;
 		r->ready = true;
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
@@ -688,4 +690,12 @@ void rec_pass(struct reconciler *r)
 	metrics_set_volume_gauges(hashmap_size(dsw_pod_volumes(r->dsw)), mounted,
 				  backoff_count(r->backoff), hashmap_size(asw_devices(r->asw)),
 				  rec_oldest_pending_age(r, now_ms()));
+	if (became_ready) {
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		rec_remove_stale_pod_dirs(r);
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		log_debug("reconcile", "stale pod volume dirs looked at, after ready", "us",
+			  LOG_INT((end.tv_sec - start.tv_sec) * 1000000 +
+				  (end.tv_nsec - start.tv_nsec) / 1000));
+	}
 }
