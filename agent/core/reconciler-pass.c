@@ -118,7 +118,7 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 
 bool rec_pass_pending(struct reconciler *r)
 {
-	return r->full_pass_due || hashmap_size(r->touched_targets) ||
+	return r->full_pass_due || r->health_due || hashmap_size(r->touched_targets) ||
 	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices);
 }
 
@@ -628,6 +628,12 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 	set_clear(r->visit_targets);
 	set_clear(r->visit_volumes);
 	set_clear(r->visit_devices);
+	/* The health tick needs no full pass: the checks read the state as it is, and a broken
+	 * volume they find is touched. */
+	if (r->health_due) {
+		r->health_due = false;
+		queue_health_checks(r, &c->tail);
+	}
 }
 
 void rec_pass(struct reconciler *r)
@@ -641,8 +647,7 @@ void rec_pass(struct reconciler *r)
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* Until the startup reconstruction is complete, every pass is a full one. */
-	c.full = r->full_pass_due || r->always_full || !r->ready || r->health_due ||
-		 r->holders_incomplete;
+	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
 	r->full_pass_due = false;
 	if (c.full)
 		full_pass(r, &c);
