@@ -154,6 +154,57 @@ static void test_pods_deleted_while_down_are_unmounted(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+static int mkdir_p(const char *path)
+{
+	char buf[600];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(buf, 0750) < 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	return mkdir(buf, 0750) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static bool path_gone(void *arg)
+{
+	return access(arg, F_OK) != 0;
+}
+
+/* Empty pod volume dirs left behind while the agent was down (a pod no spec wants, and an
+ * old volume of a pod that stays) are removed after a restart, now once the agent is ready;
+ * the mounted volume and its dir stay. */
+static void test_stale_pod_dirs_removed_after_restart(void **state)
+{
+	struct agent_fixture *f = *state;
+	char src[512], keep[512], stale_pod[600], stale_vol[600];
+
+	make_dir(f, "src", src);
+	write_dir_pod(f, "stays", src);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 1, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+
+	snprintf(stale_pod, sizeof(stale_pod), "%s/pods/nobody/volumes/kubernetes.io~local/x",
+		 f->root);
+	snprintf(stale_vol, sizeof(stale_vol), "%s/pods/stays/volumes/kubernetes.io~local/old",
+		 f->root);
+	assert_int_equal(mkdir_p(stale_pod), 0);
+	assert_int_equal(mkdir(stale_vol, 0750), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
+	snprintf(stale_pod, sizeof(stale_pod), "%s/pods/nobody", f->root);
+	assert_true(test_wait_until(path_gone, stale_pod, WAIT_MS));
+	assert_true(test_wait_until(path_gone, stale_vol, WAIT_MS));
+	fixture_pod_dir(f, "stays", "v", keep);
+	assert_true(test_is_mountpoint(keep));
+	assert_int_equal(test_count_mounts_under(f->root), 1);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 static void test_corrupt_journal_is_survived(void **state)
 {
 	struct agent_fixture *f = *state;
@@ -314,6 +365,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_pods_deleted_while_down_are_unmounted, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_stale_pod_dirs_removed_after_restart, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_journal_is_survived, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_while_mounting_many, setup, teardown),

@@ -284,6 +284,7 @@ struct fix {
 	bool full;		    /* every pass is a full one */
 	uint64_t refresh_ms;	    /* refresh_min_interval_ms; 0: 10 ms */
 	bool mount_events_off; /* the libmount fallback (whose table read can be made to fail) */
+	uint64_t health_ms;    /* health_interval_ms; 0: none */
 };
 
 static int scaled(int ms)
@@ -311,6 +312,7 @@ static int rec_start(struct fix *f)
 			.refresh_min_interval_ms = f->refresh_ms ? f->refresh_ms : 10,
 			.kubelet_root = f->kubelet,
 			.mount_events_off = f->mount_events_off,
+			.health_interval_ms = f->health_ms,
 		},
 		&f->r, &err);
 	if (k < 0) {
@@ -853,6 +855,39 @@ static struct volume_request *csi_request(enum volume_request_kind kind, const c
 	return req;
 }
 
+struct passes_above {
+	struct fix *f;
+	unsigned long passes;
+};
+
+static bool passes_above(void *arg)
+{
+	struct passes_above *a = arg;
+
+	return probe(a->f, NULL, NULL).passes > a->passes;
+}
+
+/* A health tick (idle CPU at 10,000 volumes) queues the checks through an incremental pass:
+ * with 20 pod volumes mounted and nothing changing, the ticks cause passes, none of them full
+ * and none visiting every volume. */
+static void test_health_tick_is_not_a_full_pass(void **state)
+{
+	struct fix *f = *state;
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	f->health_ms = 50;
+	assert_int_equal(rec_start(f), 0);
+	mount_pods(f, 20);
+	before = probe(f, NULL, NULL);
+	assert_true(test_wait_until(passes_above,
+				    &(struct passes_above){ f, before.passes + 3 }, scaled(5000)));
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes);
+	assert_true(after.incremental_passes >= before.incremental_passes + 4);
+	assert_true(after.keys_visited - before.keys_visited < 20);
+}
+
 /* A CSI publish and unpublish, with 20 pod volumes already mounted, converge through
  * incremental passes alone (the table is not re-read meanwhile: refresh_min_interval_ms is
  * long), each visiting a handful of keys rather than every volume. */
@@ -1135,6 +1170,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,
+						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -164,6 +164,7 @@ void rec_want_full_pass(struct reconciler *r);
 /* reconciler-reconstruct.c: the actual state after a restart, from the journal, the mount
  * table and the pod spec files.  Returns 0 or a negative errno with err set. */
 int rec_reconstruct(struct reconciler *r, struct error_info *err);
+void rec_remove_stale_pod_dirs(struct reconciler *r);
 
 /* reconciler.c */
 /* Re-reads the mount table (a full read) and syncs the actual state with it; the targets that

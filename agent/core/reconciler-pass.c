@@ -118,7 +118,7 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 
 bool rec_pass_pending(struct reconciler *r)
 {
-	return r->full_pass_due || hashmap_size(r->touched_targets) ||
+	return r->full_pass_due || r->health_due || hashmap_size(r->touched_targets) ||
 	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices);
 }
 
@@ -628,6 +628,12 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 	set_clear(r->visit_targets);
 	set_clear(r->visit_volumes);
 	set_clear(r->visit_devices);
+	/* The health tick needs no full pass: the checks read the state as it is, and a broken
+	 * volume they find is touched. */
+	if (r->health_due) {
+		r->health_due = false;
+		queue_health_checks(r, &c->tail);
+	}
 }
 
 void rec_pass(struct reconciler *r)
@@ -637,11 +643,11 @@ void rec_pass(struct reconciler *r)
 	struct timespec start, end;
 	size_t mounted;
 	double seconds;
+	bool became_ready = false;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* Until the startup reconstruction is complete, every pass is a full one. */
-	c.full = r->full_pass_due || r->always_full || !r->ready || r->health_due ||
-		 r->holders_incomplete;
+	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
 	r->full_pass_due = false;
 	if (c.full)
 		full_pass(r, &c);
@@ -660,6 +666,7 @@ void rec_pass(struct reconciler *r)
 	mounted = dsw_mounted_count(r->dsw);
 	pthread_mutex_lock(&r->stats_lock);
 	if (!r->ready && c.full && c.unverified == 0) {
+		became_ready = true;
 		r->ready = true;
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
@@ -688,4 +695,12 @@ void rec_pass(struct reconciler *r)
 	metrics_set_volume_gauges(hashmap_size(dsw_pod_volumes(r->dsw)), mounted,
 				  backoff_count(r->backoff), hashmap_size(asw_devices(r->asw)),
 				  rec_oldest_pending_age(r, now_ms()));
+	if (became_ready) {
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		rec_remove_stale_pod_dirs(r);
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		log_debug("reconcile", "stale pod volume dirs looked at, after ready", "us",
+			  LOG_INT((end.tv_sec - start.tv_sec) * 1000000 +
+				  (end.tv_nsec - start.tv_nsec) / 1000));
+	}
 }

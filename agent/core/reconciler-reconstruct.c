@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "block-map.h"
 #include "log.h"
@@ -83,8 +84,11 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 }
 
 /* Removes empty pod volume dirs that nothing mounts and no spec wants (left by a crash
- * between mkdir and mount, or by pods deleted while the agent was down). */
-static void remove_stale_pod_dirs(struct reconciler *r)
+ * between mkdir and mount, or by pods deleted while the agent was down).  Called once, by
+ * the pass that makes the agent ready, after READY: it reads every pod's dirs (a third of a
+ * restart's time at 10,000 volumes) and nothing waits for it.  A dir the desired state wants
+ * or the table shows mounted is kept, so the first pass's operations in flight are safe. */
+void rec_remove_stale_pod_dirs(struct reconciler *r)
 {
 	DIR *pods = opendir(r->pods_root);
 	struct dirent *p;
@@ -140,14 +144,29 @@ static void remove_stale_pod_dirs(struct reconciler *r)
 	closedir(pods);
 }
 
+/* Microseconds since *t, and *t moved to now: the phases of a restart, timed at debug level. */
+static long lap_us(struct timespec *t)
+{
+	struct timespec now;
+	long us;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (now.tv_sec - t->tv_sec) * 1000000 + (now.tv_nsec - t->tv_nsec) / 1000;
+	*t = now;
+	return us;
+}
+
 int rec_reconstruct(struct reconciler *r, struct error_info *err)
 {
+	long journal_us, table_us, specs_us = 0;
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	struct timespec t;
 	bool same_boot = false;
 	json_t *csi = NULL;
 	int k;
 	void *v;
 
+	clock_gettime(CLOCK_MONOTONIC, &t);
 	k = journal_load(r->journal, r->asw, &same_boot, &csi, err);
 	if (k == -EBADMSG) {
 		log_error("journal is corrupt; continuing from the mount table alone", "error",
@@ -183,18 +202,22 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 		device_attachment_clear(&d->att);
 		journal_mark_dirty(r->journal);
 	}
+	journal_us = lap_us(&t);
 	/* Not logged here: the caller of reconciler_start logs err once. */
 	k = rec_refresh_table(r, err);
 	if (k < 0)
 		return k;
 	adopt_untracked_device_mounts(r);
+	table_us = lap_us(&t);
 	if (r->specs) {
 		k = spec_source_scan(r->specs);
 		if (k < 0)
 			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir,
 				       strerror(-k));
+		specs_us = lap_us(&t);
 	}
-	remove_stale_pod_dirs(r);
+	log_debug("reconcile", "reconstruction timed", "journal_us", LOG_INT(journal_us),
+		  "table_us", LOG_INT(table_us), "specs_us", LOG_INT(specs_us));
 	log_info("reconstructed actual state", "pod_mounts",
 		 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
 		 LOG_INT(hashmap_size(asw_devices(r->asw))), "desired_pod_volumes",

@@ -324,8 +324,7 @@ static void *reconciler_main(void *arg)
 		if (r->cfg.health_interval_ms &&
 		    now - r->last_health_ms >= r->cfg.health_interval_ms) {
 			r->last_health_ms = now;
-			r->health_due = true;
-			rec_want_full_pass(r);
+			r->health_due = true; /* checks queued by the next pass, full or not */
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
