@@ -32,20 +32,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Makes dir/<name> with one file holding content; returns the dir path (static buffer). */
-static const char *make_source(struct agent_fixture *f, const char *name, const char *content)
-{
-	static char dirs[8][512];
-	static int next;
-	char *d = dirs[next++ % 8], file[600];
-
-	snprintf(d, 512, "%s/%s", f->dir, name);
-	mkdir(d, 0755);
-	snprintf(file, sizeof(file), "%s/hello", d);
-	test_write_file(file, content);
-	return d;
-}
-
 static char *read_in(const char *dir, const char *name)
 {
 	char path[700];
@@ -86,8 +72,8 @@ static bool path_is_gone(void *path)
 static void test_add_and_remove_directory_volumes(void **state)
 {
 	struct agent_fixture *f = *state;
-	const char *data = make_source(f, "data", "data-content");
-	const char *logs = make_source(f, "logs", "log-content");
+	const char *data = fixture_make_source(f, "data", "data-content");
+	const char *logs = fixture_make_source(f, "logs", "log-content");
 	char dd[512], ld[512], poddir[600];
 	char *s;
 
@@ -134,8 +120,8 @@ static void test_add_and_remove_directory_volumes(void **state)
 static void test_edit_applies_the_difference(void **state)
 {
 	struct agent_fixture *f = *state;
-	const char *a = make_source(f, "a", "A"), *b = make_source(f, "b", "B");
-	const char *c = make_source(f, "c", "C");
+	const char *a = fixture_make_source(f, "a", "A"), *b = fixture_make_source(f, "b", "B");
+	const char *c = fixture_make_source(f, "c", "C");
 	char spec[2048], da[512], db[512], dc[512];
 	int id_b;
 
@@ -320,7 +306,7 @@ static void test_move_between_pods_unmounts_first(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
-	const char *dir = make_source(f, "shared", "S");
+	const char *dir = fixture_make_source(f, "shared", "S");
 	char da[512], db[512], ba[512], bb[512], global[1024];
 	long unmounted_a, mounted_b, dev_unmounted_a, dev_mounted_b;
 	char *s;
@@ -381,7 +367,7 @@ static void test_move_between_pods_unmounts_first(void **state)
 static void test_malformed_files_change_nothing(void **state)
 {
 	struct agent_fixture *f = *state;
-	const char *src = make_source(f, "src", "v");
+	const char *src = fixture_make_source(f, "src", "v");
 	char d[512], path[600];
 	int id;
 
@@ -434,7 +420,7 @@ static void test_malformed_files_change_nothing(void **state)
 static void test_symlinks_are_refused(void **state)
 {
 	struct agent_fixture *f = *state;
-	const char *real = make_source(f, "real", "r");
+	const char *real = fixture_make_source(f, "real", "r");
 	char spec[2048], link[600], d[512], parent[600], escape[600];
 
 	/* A source path through a symlink. */

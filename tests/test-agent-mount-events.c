@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
-#include "mount-notify.h"
 #include "testlib.h"
 
 #define WAIT_MS 10000
@@ -31,13 +30,11 @@ struct fx {
 static int setup(void **state, bool events)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	char reason[256];
 
 	if (!x)
 		return -1;
 	x->events = events;
-	if (events && !mount_notify_probe(reason, sizeof(reason))) {
-		fprintf(stderr, "no mount events here (%s): the case is skipped\n", reason);
+	if (events && test_no_mount_events()) {
 		free(x);
 		*state = NULL;
 		return 0;
@@ -66,20 +63,6 @@ static int teardown(void **state)
 		free(x);
 	}
 	return 0;
-}
-
-/* Makes <dir>/<name> holding a file "hello" with content; returns its path (static). */
-static const char *make_source(struct agent_fixture *f, const char *name, const char *content)
-{
-	static char dirs[4][512];
-	static int next;
-	char *d = dirs[next++ % 4], file[600];
-
-	snprintf(d, 512, "%s/%s", f->dir, name);
-	mkdir(d, 0755);
-	snprintf(file, sizeof(file), "%s/hello", d);
-	test_write_file(file, content);
-	return d;
 }
 
 static char *read_hello(const char *dir)
@@ -144,7 +127,7 @@ static void test_unmounted_by_hand_is_mounted_again(void **state)
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = make_source(f, "data", "data-content");
+	data = fixture_make_source(f, "data", "data-content");
 	start_with_one_volume(x, data, target);
 	assert_int_equal(umount2(target, 0), 0);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
@@ -165,8 +148,8 @@ static void test_bind_stacked_on_target_is_removed(void **state)
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = make_source(f, "data", "data-content");
-	other = make_source(f, "other", "not-the-volume");
+	data = fixture_make_source(f, "data", "data-content");
+	other = fixture_make_source(f, "other", "not-the-volume");
 	start_with_one_volume(x, data, target);
 	assert_int_equal(mount(other, target, NULL, MS_BIND, NULL), 0);
 	assert_true(test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" },
@@ -224,7 +207,7 @@ static void test_mount_outside_the_trees_costs_no_pass(void **state)
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = make_source(f, "data", "data-content");
+	data = fixture_make_source(f, "data", "data-content");
 	start_with_one_volume(x, data, target);
 	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
 	assert_int_equal(mkdir(outside, 0755), 0);

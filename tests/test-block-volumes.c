@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "check-util.h"
+#include "csi-env.h"
 #include "macro.h"
 #include "path-util.h"
 #include "pod-spec.h"
@@ -257,7 +259,6 @@ static void test_read_only_block_volume(void **state)
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 16 << 20);
 	char target[600], rodev[32];
-	int fd;
 
 	assert_non_null(dev);
 	/* readOnly: the bind is read-only (the mount table says so).  The kernel does not refuse
@@ -286,20 +287,7 @@ static void test_read_only_block_volume(void **state)
 	pod_dev(f, "pod-w", "raw", target);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	/* The kernel refuses at open (EACCES, EROFS) or at write (EPERM, blkdev_write_iter). */
-	fd = open(target, O_WRONLY | O_DIRECT | O_CLOEXEC);
-	if (fd >= 0) {
-		void *buf = NULL;
-		ssize_t n;
-		assert_int_equal(posix_memalign(&buf, 4096, 4096), 0);
-		memset(buf, 'W', 4096);
-		n = pwrite(fd, buf, 4096, 0);
-		free(buf);
-		close(fd);
-		assert_int_equal(n, -1);
-		assert_int_equal(errno, EPERM);
-	} else {
-		assert_true(errno == EROFS || errno == EACCES);
-	}
+	assert_block_write_refused(target);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -422,23 +410,11 @@ static void test_sigkill_restart_adopts(void **state)
 
 /* --- CSI: the block access type, with the Python client (tests/csi/csi_client.py) --- */
 
-struct csi_env {
-	struct agent_fixture *f;
-	char kubelet[600];
-	char sock[700];
-	char stubs[600];
-};
-
 static int csi_setup(void **state)
 {
 	struct csi_env *e = calloc(1, sizeof(*e));
 
-	e->f = fixture_new("blockcsi");
-	/* Short: the socket below it must fit a unix socket path. */
-	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
-	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
-	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
-	mkdir(e->kubelet, 0750);
+	csi_env_init(e, fixture_new("blockcsi"));
 	*state = e;
 	return 0;
 }
@@ -450,58 +426,6 @@ static int csi_teardown(void **state)
 	fixture_free(e->f);
 	free(e);
 	return 0;
-}
-
-static bool socket_exists(void *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-static void csi_start(struct csi_env *e)
-{
-	long off = fixture_log_size(e->f);
-
-	assert_int_equal(fixture_start(e->f,
-				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
-							      "false", NULL }),
-			 0);
-	assert_true(test_wait_until(socket_exists, e->sock, 10000));
-	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
-}
-
-/* The n-th answer line (0-based) of out, in a static buffer. */
-static const char *line(const char *out, int n)
-{
-	static char buf[4096];
-	const char *p = out;
-
-	for (int i = 0; i < n && p; i++) {
-		p = strchr(p, '\n');
-		if (p)
-			p++;
-	}
-	if (!p)
-		return "";
-	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(p, "\n"), p);
-	return buf;
-}
-
-#define assert_line(out, n, text)                                                      \
-	do {                                                                           \
-		const char *_l = line(out, n);                                         \
-		if (!strstr(_l, text))                                                 \
-			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
-	} while (0)
-
-static char *csi(struct csi_env *e, const char *calls)
-{
-	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
-
-	assert_non_null(out);
-	return out;
 }
 
 #define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
@@ -528,7 +452,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", t2, NULL }), 0);
 	snprintf(held, sizeof(held), "%s/dev", stg);
 	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
-	csi_start(e);
+	csi_env_start(e);
 
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
@@ -546,14 +470,14 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
 		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": %s}\n",
 		 stg, ctx, stg, t1, ctx, stg, t1, ctx, t1, stg, t2, ctx, stg, ctx);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "OK {}"); /* a repeat */
 	assert_line(out, 3, "\"total\": \"33554432\"");
 	assert_line(out, 3, "\"unit\": \"BYTES\"");
-	if (strstr(line(out, 3), "INODES") || strstr(line(out, 3), "\"used\""))
-		fail_msg("block stats report only the total bytes: %s", line(out, 3));
+	if (strstr(csi_line(out, 3), "INODES") || strstr(csi_line(out, 3), "\"used\""))
+		fail_msg("block stats report only the total bytes: %s", csi_line(out, 3));
 	/* Mixed access types on one volume: a mount publish of the block-staged volume, and a
 	 * mount stage of it. */
 	assert_line(out, 4, "ERR FAILED_PRECONDITION");
@@ -581,7 +505,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 
 		assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
 		off = fixture_log_size(e->f);
-		csi_start(e);
+		csi_env_start(e);
 		snprintf(calls, sizeof(calls),
 			 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": "
 			 "\"%s\", \"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n"
@@ -589,7 +513,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 			 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
 			 ", \"volume_context\": %s}\n",
 			 stg, ctx, stg, t1, ctx);
-		out = csi(e, calls);
+		out = csi_env_call(e, calls);
 		assert_line(out, 0, "OK {}");
 		assert_line(out, 1, "OK {}");
 		free(out);
@@ -614,7 +538,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 		 "Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n"
 		 "Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n",
 		 t1, t1, t1, t1, t1, stg, stg);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "\"capacity_bytes\": \"50331648\"");
 	assert_line(out, 1, "\"total\": \"50331648\"");
 	assert_line(out, 2, "ERR OUT_OF_RANGE");

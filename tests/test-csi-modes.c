@@ -21,27 +21,21 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-env.h"
 #include "testlib.h"
 
-struct csi_env {
-	struct agent_fixture *f;
-	char kubelet[600];
-	char sock[700];
-	char stubs[600];
+struct modes_env {
+	struct csi_env csi;
 	char src[600];	      /* the directory volume's source */
 	const char *dev;      /* the block volume's loop device, ext4 after the first stage */
 };
 
 static int setup(void **state)
 {
-	struct csi_env *e = calloc(1, sizeof(*e));
+	struct modes_env *e = calloc(1, sizeof(*e));
 
-	e->f = fixture_new("csimodes");
-	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
-	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
-	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
-	snprintf(e->src, sizeof(e->src), "%s/src", e->f->dir);
-	mkdir(e->kubelet, 0750);
+	csi_env_init(&e->csi, fixture_new("csimodes"));
+	snprintf(e->src, sizeof(e->src), "%s/src", e->csi.f->dir);
 	mkdir(e->src, 0755);
 	*state = e;
 	return 0;
@@ -49,88 +43,17 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct csi_env *e = *state;
+	struct modes_env *e = *state;
 
-	fixture_free(e->f); /* stops the agent, unmounts, detaches the loop device */
+	fixture_free(e->csi.f); /* stops the agent, unmounts, detaches the loop device */
 	free(e);
 	return 0;
-}
-
-static bool socket_exists(void *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-static void start(struct csi_env *e)
-{
-	assert_int_equal(fixture_start(e->f,
-				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
-							      "false", NULL }),
-			 0);
-	assert_true(test_wait_until(socket_exists, e->sock, 10000));
-	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", 10000));
-}
-
-static char *csi(struct csi_env *e, const char *calls)
-{
-	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
-
-	assert_non_null(out);
-	if (getenv("VERBOSE"))
-		fprintf(stderr, "%s", out);
-	return out;
-}
-
-static const char *line(const char *out, int n)
-{
-	static char buf[4096];
-	const char *p = out;
-
-	for (int i = 0; i < n && p; i++) {
-		p = strchr(p, '\n');
-		if (p)
-			p++;
-	}
-	if (!p)
-		return "";
-	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(p, "\n"), p);
-	return buf;
-}
-
-#define assert_line(out, n, text)                                                      \
-	do {                                                                           \
-		const char *_l = line(out, n);                                         \
-		if (!strstr(_l, text))                                                 \
-			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
-	} while (0)
-
-/* Kubelet's publish target for pod uid and pv (its parent made, as kubelet does). */
-static const char *target(struct csi_env *e, const char *uid, const char *pv, char *buf)
-{
-	char parent[700];
-
-	snprintf(parent, sizeof(parent), "%s/pods/%s/volumes/kubernetes.io~csi/%s", e->kubelet, uid,
-		 pv);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
-	snprintf(buf, 700, "%s/mount", parent);
-	return buf;
-}
-
-static const char *staging(struct csi_env *e, const char *vol, char *buf)
-{
-	snprintf(buf, 700, "%s/plugins/kubernetes.io/csi/csi.volagent.io/%s/globalmount",
-		 e->kubelet, vol);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", buf, NULL }), 0);
-	return buf;
 }
 
 enum kind { DIRECTORY, BLOCK_DEVICE };
 
 /* The JSON of a stage or publish of volume id of kind, with access mode mode. */
-static void cap_and_ctx(struct csi_env *e, enum kind k, const char *mode, char *buf, size_t size)
+static void cap_and_ctx(struct modes_env *e, enum kind k, const char *mode, char *buf, size_t size)
 {
 	snprintf(buf, size,
 		 "\"volume_capability\": {\"mount\": {%s}, \"access_mode\": {\"mode\": \"%s\"}}, "
@@ -147,7 +70,7 @@ struct mode_case {
 };
 
 /* Stage, publish at t1 (twice), publish at t2; check the answers and the mounts; clean up. */
-static void run_case(struct csi_env *e, enum kind k, const struct mode_case *c, int n)
+static void run_case(struct modes_env *e, enum kind k, const struct mode_case *c, int n)
 {
 	char vol[64], uid1[64], uid2[64], t1[700], t2[700], stg[700], cc[1024], calls[8192];
 	char file[800], *out, *data;
@@ -155,9 +78,9 @@ static void run_case(struct csi_env *e, enum kind k, const struct mode_case *c, 
 	snprintf(vol, sizeof(vol), "%s-%d", k == BLOCK_DEVICE ? "blk" : "dir", n);
 	snprintf(uid1, sizeof(uid1), "pod-%s-a", vol);
 	snprintf(uid2, sizeof(uid2), "pod-%s-b", vol);
-	target(e, uid1, "pv", t1);
-	target(e, uid2, "pv", t2);
-	staging(e, vol, stg);
+	csi_env_target(&e->csi, uid1, "pv", t1);
+	csi_env_target(&e->csi, uid2, "pv", t2);
+	csi_env_staging(&e->csi, vol, stg);
 	cap_and_ctx(e, k, c->mode, cc, sizeof(cc));
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", %s}\n"
@@ -170,7 +93,7 @@ static void run_case(struct csi_env *e, enum kind k, const struct mode_case *c, 
 		 vol, stg, cc, vol, stg, t1, cc, vol, stg, t1, cc, vol, stg, t2,
 		 c->second_ro ? "true" : "false", cc);
 	print_message("%s volume, %s\n", k == BLOCK_DEVICE ? "block-device" : "directory", c->mode);
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "OK {}"); /* the same publish again */
@@ -203,7 +126,7 @@ static void run_case(struct csi_env *e, enum kind k, const struct mode_case *c, 
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n"
 		 "Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\"}\n",
 		 vol, t1, vol, t2, vol, stg);
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	for (int i = 0; i < 3; i++)
 		assert_line(out, i, "OK {}");
 	free(out);
@@ -227,36 +150,36 @@ static const struct mode_case cases[] = {
 
 static void test_capability_advertised(void **state)
 {
-	struct csi_env *e = *state;
+	struct modes_env *e = *state;
 	char *out;
 
-	start(e);
-	out = csi(e, "Node/NodeGetCapabilities {}\n");
+	csi_env_start(&e->csi);
+	out = csi_env_call(&e->csi, "Node/NodeGetCapabilities {}\n");
 	assert_line(out, 0, "SINGLE_NODE_MULTI_WRITER");
 	free(out);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
 }
 
 static void test_modes_directory_volume(void **state)
 {
-	struct csi_env *e = *state;
+	struct modes_env *e = *state;
 
-	start(e);
+	csi_env_start(&e->csi);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_case(e, DIRECTORY, &cases[i], (int)i);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
 }
 
 static void test_modes_block_device_volume(void **state)
 {
-	struct csi_env *e = *state;
+	struct modes_env *e = *state;
 
-	e->dev = fixture_add_loop(e->f, 64 << 20);
+	e->dev = fixture_add_loop(e->csi.f, 64 << 20);
 	assert_non_null(e->dev);
-	start(e);
+	csi_env_start(&e->csi);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		run_case(e, BLOCK_DEVICE, &cases[i], (int)i);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
 }
 
 /* Two publishes that ask different modes: the second is FAILED_PRECONDITION ("COs SHOULD NOT
@@ -264,19 +187,19 @@ static void test_modes_block_device_volume(void **state)
  * first mode came from the stage or from another target; nothing mounted is touched. */
 static void test_mode_conflicts(void **state)
 {
-	struct csi_env *e = *state;
+	struct modes_env *e = *state;
 	char t1[700], t2[700], t3[700], stg[700], stg2[700], ccm[1024], ccs[1024], ccn[1024];
 	char calls[8192], *out;
 	int id;
 
-	e->dev = fixture_add_loop(e->f, 64 << 20);
+	e->dev = fixture_add_loop(e->csi.f, 64 << 20);
 	assert_non_null(e->dev);
-	target(e, "pod-c1", "pv", t1);
-	target(e, "pod-c2", "pv", t2);
-	target(e, "pod-c3", "pv", t3);
-	staging(e, "cb", stg);
-	staging(e, "cd", stg2);
-	start(e);
+	csi_env_target(&e->csi, "pod-c1", "pv", t1);
+	csi_env_target(&e->csi, "pod-c2", "pv", t2);
+	csi_env_target(&e->csi, "pod-c3", "pv", t3);
+	csi_env_staging(&e->csi, "cb", stg);
+	csi_env_staging(&e->csi, "cd", stg2);
+	csi_env_start(&e->csi);
 	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_MULTI_WRITER", ccm, sizeof(ccm));
 	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_SINGLE_WRITER", ccs, sizeof(ccs));
 	snprintf(calls, sizeof(calls),
@@ -286,7 +209,7 @@ static void test_mode_conflicts(void **state)
 		 "Node/NodePublishVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", "
 		 "\"target_path\": \"%s\", %s}\n",
 		 stg, ccm, stg, t1, ccm, stg, t2, ccs);
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "ERR FAILED_PRECONDITION volume cb is staged with access mode "
@@ -305,7 +228,7 @@ static void test_mode_conflicts(void **state)
 		 "Node/NodePublishVolume {\"volume_id\": \"cd\", \"staging_target_path\": \"%s\", "
 		 "\"target_path\": \"%s\", %s}\n",
 		 stg2, t2, ccm, stg2, t3, ccn);
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "ERR FAILED_PRECONDITION");
 	assert_line(out, 1, "access mode SINGLE_NODE_MULTI_WRITER, not MULTI_NODE_MULTI_WRITER");
@@ -314,7 +237,7 @@ static void test_mode_conflicts(void **state)
 	assert_true(test_is_mountpoint(t2));
 	assert_false(test_is_mountpoint(t3));
 	assert_int_equal(test_mount_id(t1), id);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
 }
 
 /* The rows of the spec's error tables that need a device volume, in the spec's order:
@@ -323,14 +246,14 @@ static void test_mode_conflicts(void **state)
  * (INVALID_ARGUMENT: another access mode than the volume's). */
 static void test_error_rows_with_a_device(void **state)
 {
-	struct csi_env *e = *state;
+	struct modes_env *e = *state;
 	char t1[700], stg[700], cc[1024], calls[8192], *out;
 
-	e->dev = fixture_add_loop(e->f, 64 << 20);
+	e->dev = fixture_add_loop(e->csi.f, 64 << 20);
 	assert_non_null(e->dev);
-	target(e, "pod-e", "pv", t1);
-	staging(e, "ev", stg);
-	start(e);
+	csi_env_target(&e->csi, "pod-e", "pv", t1);
+	csi_env_staging(&e->csi, "ev", stg);
+	csi_env_start(&e->csi);
 	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_WRITER", cc, sizeof(cc));
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"ev\", \"staging_target_path\": \"%s\", %s}\n"
@@ -349,7 +272,7 @@ static void test_error_rows_with_a_device(void **state)
 		 "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
 		 "\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}}\n",
 		 stg, cc, stg, t1, cc, stg, t1, t1, stg, t1, stg);
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "ERR NOT_FOUND volume other is not staged at");
@@ -360,7 +283,7 @@ static void test_error_rows_with_a_device(void **state)
 	free(out);
 	assert_true(test_is_mountpoint(stg));
 	assert_true(test_is_mountpoint(t1));
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
 }
 
 int main(void)

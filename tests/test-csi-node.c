@@ -24,27 +24,16 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-env.h"
 #include "testlib.h"
 
 #define CANARY "canary-5ecr3t-7f3a"
-
-struct csi_env {
-	struct agent_fixture *f;
-	char kubelet[600];
-	char sock[700];
-	char stubs[600];
-};
 
 static int setup(void **state)
 {
 	struct csi_env *e = calloc(1, sizeof(*e));
 
-	e->f = fixture_new("csinode");
-	/* Short: the sockets below it must fit a unix socket path, as kubelet's do. */
-	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
-	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
-	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
-	mkdir(e->kubelet, 0750);
+	csi_env_init(e, fixture_new("csinode"));
 	*state = e;
 	return 0;
 }
@@ -64,79 +53,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static bool socket_exists(void *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-static void start(struct csi_env *e)
-{
-	long off = fixture_log_size(e->f); /* a restart's log continues the previous run's */
-
-	assert_int_equal(fixture_start(e->f,
-				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
-							      "false", NULL }),
-			 0);
-	assert_true(test_wait_until(socket_exists, e->sock, 10000));
-	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
-}
-
-/* Runs the calls (one per line) and returns the answers, one line each (caller frees). */
-static char *csi(struct csi_env *e, const char *calls)
-{
-	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
-
-	assert_non_null(out);
-	return out;
-}
-
-/* The n-th answer line (0-based) of out, in a static buffer. */
-static const char *line(const char *out, int n)
-{
-	static char buf[4096];
-	const char *p = out;
-
-	for (int i = 0; i < n && p; i++) {
-		p = strchr(p, '\n');
-		if (p)
-			p++;
-	}
-	if (!p)
-		return "";
-	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(p, "\n"), p);
-	return buf;
-}
-
-#define assert_line(out, n, text)                                                      \
-	do {                                                                           \
-		const char *_l = line(out, n);                                         \
-		if (!strstr(_l, text))                                                 \
-			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
-	} while (0)
-
-/* Kubelet's publish target for pod uid and pv, its parent made as kubelet does. */
-static const char *target(struct csi_env *e, const char *uid, const char *pv, char *buf)
-{
-	char parent[700];
-
-	snprintf(parent, sizeof(parent), "%s/pods/%s/volumes/kubernetes.io~csi/%s", e->kubelet, uid,
-		 pv);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
-	snprintf(buf, 700, "%s/mount", parent);
-	return buf;
-}
-
-static const char *staging(struct csi_env *e, const char *vol, char *buf)
-{
-	snprintf(buf, 700, "%s/plugins/kubernetes.io/csi/csi.volagent.io/%s/globalmount",
-		 e->kubelet, vol);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", buf, NULL }), 0);
-	return buf;
-}
-
 #define CAP_RW "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_MULTI "{\"mount\": {}, \"access_mode\": {\"mode\": \"MULTI_NODE_MULTI_WRITER\"}}"
 
@@ -148,10 +64,10 @@ static void test_directory_volume_lifecycle(void **state)
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
 	mkdir(src, 0755);
-	target(e, "pod-a", "pv-dir", t1);
-	target(e, "pod-b", "pv-dir", t2);
-	staging(e, "dir", stg);
-	start(e);
+	csi_env_target(e, "pod-a", "pv-dir", t1);
+	csi_env_target(e, "pod-b", "pv-dir", t2);
+	csi_env_staging(e, "dir", stg);
+	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Identity/Probe {}\n"
 		 "Identity/GetPluginInfo {}\n"
@@ -166,7 +82,7 @@ static void test_directory_volume_lifecycle(void **state)
 		 "\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_MULTI
 		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 stg, src, stg, t1, src, stg, t2, src);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {\"ready\": true}");
 	assert_line(out, 1, "\"name\": \"csi.volagent.io\"");
 	assert_line(out, 1, "\"vendor_version\": \"" VOLAGENT_VERSION "\"");
@@ -197,7 +113,7 @@ static void test_directory_volume_lifecycle(void **state)
 		"Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
 		"Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n",
 		stg, t1, src, stg, t1, src, t1, t1, t1, t2, stg, stg, t1);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "ERR ALREADY_EXISTS");
 	assert_line(out, 2, "\"unit\": \"BYTES\"");
@@ -253,9 +169,9 @@ static void test_block_volume_stage_publish_expand(void **state)
 	long long before, after;
 
 	assert_non_null(dev);
-	target(e, "pod-a", "pv-blk", t1);
-	staging(e, "blk", stg);
-	start(e);
+	csi_env_target(e, "pod-a", "pv-blk", t1);
+	csi_env_staging(e, "blk", stg);
+	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodePublishVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
 		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
@@ -276,7 +192,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 stg, t1, dev, stg, dev, stg, dev, stg, dev, stg, t1, dev);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "ERR FAILED_PRECONDITION"); /* publish before stage */
 	assert_line(out, 0, "not staged");
 	assert_line(out, 1, "OK {}");
@@ -292,13 +208,13 @@ static void test_block_volume_stage_publish_expand(void **state)
 	/* A second writer on this node is refused for a single-writer volume. */
 	{
 		char t2[700];
-		target(e, "pod-b", "pv-blk", t2);
+		csi_env_target(e, "pod-b", "pv-blk", t2);
 		snprintf(calls, sizeof(calls),
 			 "Node/NodePublishVolume {\"volume_id\": \"blk\", \"staging_target_path\": "
 			 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
 			 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 			 stg, t2, dev);
-		out = csi(e, calls);
+		out = csi_env_call(e, calls);
 		assert_line(out, 0, "ERR FAILED_PRECONDITION");
 		assert_line(out, 0, "one target at a time");
 		free(out);
@@ -308,7 +224,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 	/* Online expansion: the device grows, NodeExpandVolume grows ext4 to it. */
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeGetVolumeStats {\"volume_id\": \"blk\", \"volume_path\": \"%s\"}\n", t1);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	s = strstr(out, "\"total\": \"");
 	assert_non_null(s);
 	before = atoll(s + strlen("\"total\": \""));
@@ -322,7 +238,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 		 "\"capacity_range\": {\"required_bytes\": \"%d\"}}\n"
 		 "Node/NodeGetVolumeStats {\"volume_id\": \"blk\", \"volume_path\": \"%s\"}\n",
 		 t1, 128 << 20, t1, 512 << 20, t1);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	if (have_cap_sys_resource()) {
 		assert_line(out, 0, "\"capacity_bytes\": \"134217728\"");
 	} else {
@@ -352,7 +268,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 		"Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
 		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
 		stg, t1, stg);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "ERR FAILED_PRECONDITION");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "OK {}");
@@ -371,9 +287,9 @@ static void test_xfs_online_expand(void **state)
 	char t1[700], stg[700], calls[8192], img[700], file[800], *out, *s;
 
 	assert_non_null(dev);
-	target(e, "pod-x", "pv-xfs", t1);
-	staging(e, "xfsvol", stg);
-	start(e);
+	csi_env_target(e, "pod-x", "pv-xfs", t1);
+	csi_env_staging(e, "xfsvol", stg);
+	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"xfsvol\", \"staging_target_path\": "
 		 "\"%s\", \"volume_capability\": {\"mount\": {\"fs_type\": \"xfs\"}, "
@@ -384,7 +300,7 @@ static void test_xfs_online_expand(void **state)
 		 "{\"fs_type\": \"xfs\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}, "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 stg, dev, stg, t1, dev);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	free(out);
@@ -397,7 +313,7 @@ static void test_xfs_online_expand(void **state)
 		 "Node/NodeGetVolumeStats {\"volume_id\": \"xfsvol\", \"volume_path\": \"%s\"}\n"
 		 "Node/NodeExpandVolume {\"volume_id\": \"xfsvol\", \"volume_path\": \"%s\"}\n",
 		 t1, t1, t1);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "\"capacity_bytes\": \"1073741824\"");
 	s = strstr(out, "\"total\": \"");
 	assert_non_null(s);
@@ -415,9 +331,9 @@ static void test_invalid_requests(void **state)
 	struct csi_env *e = *state;
 	char t1[700], calls[8192], outside[700], *out;
 
-	target(e, "pod-a", "pv-x", t1);
+	csi_env_target(e, "pod-a", "pv-x", t1);
 	snprintf(outside, sizeof(outside), "%s/outside", e->f->dir);
-	start(e);
+	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
 		 "\"staging_target_path\": \"%s/s\", \"volume_capability\": " CAP_RW ", "
@@ -438,7 +354,7 @@ static void test_invalid_requests(void **state)
 		 "Node/NodeGetVolumeStats {\"volume_id\": \"x\", \"volume_path\": \"%s/nope\"}\n",
 		 t1, e->kubelet, t1, e->kubelet, t1, e->kubelet, t1, e->kubelet, outside,
 		 e->kubelet, e->kubelet);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "ERR INVALID_ARGUMENT volume_context.type: required");
 	assert_line(out, 1, "ERR INVALID_ARGUMENT volume_context.path: must be an absolute path");
 	assert_line(out, 2, "ERR INVALID_ARGUMENT");
@@ -466,11 +382,11 @@ static void test_many_volumes_at_once(void **state)
 	for (int i = 0; i < N; i++) {
 		char pv[32];
 		snprintf(pv, sizeof(pv), "pv%d", i);
-		target(e, "many", pv, tgt);
+		csi_env_target(e, "many", pv, tgt);
 	}
-	start(e);
+	csi_env_start(e);
 	/* Warm the stub dir once, so the parallel clients do not race generating it. */
-	free(csi(e, "Identity/Probe {}\n"));
+	free(csi_env_call(e, "Identity/Probe {}\n"));
 	for (int c = 0; c < CLIENTS; c++) {
 		pids[c] = fork();
 		if (pids[c] == 0) {
@@ -522,10 +438,10 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
 	mkdir(src, 0755);
-	target(e, "pod-a", "pv-blk", t1);
-	target(e, "pod-a", "pv-dir", t2);
-	staging(e, "blk", stg);
-	start(e);
+	csi_env_target(e, "pod-a", "pv-blk", t1);
+	csi_env_target(e, "pod-a", "pv-dir", t2);
+	csi_env_staging(e, "blk", stg);
+	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
 		 "\"volume_capability\": " CAP_RW ", \"volume_context\": {\"type\": \"local\", "
@@ -539,7 +455,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 		 "\"volume_capability\": " CAP_RW ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"mountOptions\": \"noatime,password=" CANARY "\"}}\n",
 		 stg, dev, stg, t1, dev, t2, e->kubelet, src);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "OK {}");
@@ -553,13 +469,13 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 	 * volume has a sensitive mount option, which the journal does not keep: it waits for
 	 * kubelet's repeat, which finds its target already right. */
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
-	start(e);
+	csi_env_start(e);
 	assert_int_equal(fixture_log_count(e->f, "adopted existing mount"), 1);
 	assert_true(fixture_wait_log(e->f, "sensitive mount options that were not journaled", 1));
 	assert_int_equal(test_mount_id(t1), id1);
 	assert_int_equal(test_mount_id(t2), id2);
 	assert_int_equal(test_mount_id(stg), idg);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "OK {}");
@@ -587,7 +503,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 		assert_int_equal(test_write_file(journal, j), 0);
 	}
 	free(j);
-	start(e);
+	csi_env_start(e);
 	assert_true(fixture_wait_log(e->f, "journal is from an earlier boot", 5000));
 	assert_int_equal(test_mount_id(t1), id1); /* nothing touched on its own */
 	snprintf(
@@ -596,7 +512,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
 		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
 		t1, t2, stg);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "OK {}");
@@ -613,9 +529,9 @@ static void test_sigterm_with_call_in_flight(void **state)
 	int pipefd[2];
 	pid_t pid;
 
-	staging(e, "slow", stg);
-	start(e);
-	free(csi(e, "Identity/Probe {}\n"));
+	csi_env_staging(e, "slow", stg);
+	csi_env_start(e);
+	free(csi_env_call(e, "Identity/Probe {}\n"));
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"slow\", \"staging_target_path\": \"%s\", "
 		 "\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": "
@@ -668,7 +584,7 @@ static void test_second_instance_and_registration(void **state)
 				   NULL };
 	char input[700];
 
-	start(e);
+	csi_env_start(e);
 	snprintf(state2, sizeof(state2), "%s/state2", e->f->dir);
 	{
 		const char *args[] = { "run",	     "--config",	   e->f->config,
@@ -723,11 +639,11 @@ static void test_conformance_error_codes(void **state)
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
 	mkdir(src, 0755);
-	target(e, "pod-c", "pv-c", t1);
-	target(e, "pod-d", "pv-c", t2);
-	staging(e, "c", stg);
-	staging(e, "gone", stg2);
-	start(e);
+	csi_env_target(e, "pod-c", "pv-c", t1);
+	csi_env_target(e, "pod-d", "pv-c", t2);
+	csi_env_staging(e, "c", stg);
+	csi_env_staging(e, "gone", stg2);
+	csi_env_start(e);
 #define CALL(...) n += (size_t)snprintf(calls + n, sizeof(calls) - n, __VA_ARGS__)
 #define CTX "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}"
 #define RBD_CTX                                                                          \
@@ -832,7 +748,7 @@ static void test_conformance_error_codes(void **state)
 	CALL("Identity/Probe {}\n");
 	CALL("RAW /csi.v1.Controller/CreateVolume\n");
 #undef CALL
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	if (getenv("VERBOSE"))
 		fprintf(stderr, "%s", out);
 	/* NodeStageVolume */
@@ -1012,8 +928,8 @@ static void test_call_running_past_grace_logged_once(void **state)
 	}
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
 	mkdir(src, 0755);
-	target(e, "pod-h", "pv-h", t1);
-	staging(e, "h", stg);
+	csi_env_target(e, "pod-h", "pv-h", t1);
+	csi_env_staging(e, "h", stg);
 	setenv("VOLAGENT_DEBUG", "csi", 1); /* for "CSI call started" */
 	assert_int_equal(fixture_start(e->f,
 				       (const char *const[]){ "--csi", "--kubelet-root-dir",
@@ -1022,7 +938,7 @@ static void test_call_running_past_grace_logged_once(void **state)
 							      "--stats-timeout", "1h", NULL }),
 			 0);
 	unsetenv("VOLAGENT_DEBUG");
-	assert_true(test_wait_until(socket_exists, e->sock, 10000));
+	assert_true(test_wait_until(csi_socket_exists, e->sock, 10000));
 	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"h\", \"staging_target_path\": \"%s\", "
@@ -1032,7 +948,7 @@ static void test_call_running_past_grace_logged_once(void **state)
 		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 stg, src, stg, t1, src);
-	out = csi(e, calls);
+	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
 	free(out);

@@ -15,22 +15,10 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "check-util.h"
 #include "grpc-core.h"
 #include "macro.h"
 #include "testlib.h"
-
-static bool maps_have(pid_t pid, const char *what)
-{
-	char path[64], *maps;
-	bool has;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	maps = test_read_file(path);
-	assert_non_null(maps);
-	has = strstr(maps, what) != NULL;
-	free(maps);
-	return has;
-}
 
 /* In this process: nothing before the first gcore_new(), libgrpc after it. */
 static void test_loaded_by_gcore_new(void **state)
@@ -41,11 +29,11 @@ static void test_loaded_by_gcore_new(void **state)
 
 	assert_non_null(mkdtemp(dir));
 	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
-	assert_false(maps_have(getpid(), "libgrpc"));
+	assert_false(test_maps_have(getpid(), "libgrpc"));
 	g = gcore_new(&(struct gcore_config){ .socket_path = sock, .mode = 0600, .gid = (gid_t)-1 },
 		      &err);
 	assert_non_null(g);
-	assert_true(maps_have(getpid(), "libgrpc"));
+	assert_true(test_maps_have(getpid(), "libgrpc"));
 	assert_int_equal(gcore_start(g, &err), 0);
 	gcore_free(g);
 	test_rm_rf(dir);
@@ -82,10 +70,10 @@ static void test_daemon_maps_grpc_only_with_csi(void **state)
 								 NULL }),
 			 0);
 	assert_true(fixture_wait_log(f, "startup reconstruction complete", 10000));
-	assert_false(maps_have(f->agent.pid, "libgrpc"));
-	assert_false(maps_have(f->agent.pid, "libgpr"));
-	assert_false(maps_have(f->agent.pid, "librbd"));
-	assert_false(maps_have(f->agent.pid, "librados"));
+	assert_false(test_maps_have(f->agent.pid, "libgrpc"));
+	assert_false(test_maps_have(f->agent.pid, "libgpr"));
+	assert_false(test_maps_have(f->agent.pid, "librbd"));
+	assert_false(test_maps_have(f->agent.pid, "librados"));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--csi-endpoint", endpoint,
@@ -95,7 +83,7 @@ static void test_daemon_maps_grpc_only_with_csi(void **state)
 								 NULL }),
 			 0);
 	assert_true(fixture_wait_log(f, "CSI server listening", 10000));
-	assert_true(maps_have(f->agent.pid, "libgrpc"));
+	assert_true(test_maps_have(f->agent.pid, "libgrpc"));
 	assert_int_equal(
 		test_volagent((const char *[]){ "probe", "--csi-endpoint", endpoint, NULL }, &out),
 		0);

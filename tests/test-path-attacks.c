@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-env.h"
 #include "testlib.h"
 
 #define WAIT_MS 20000
@@ -32,9 +33,7 @@
 struct env {
 	struct agent_fixture *f;
 	char outside[600]; /* where a followed symlink would lead: must never get a mount */
-	char kubelet[600];
-	char sock[700];
-	char stubs[600];
+	struct csi_env csi;
 };
 
 static int setup(void **state)
@@ -44,10 +43,7 @@ static int setup(void **state)
 	e->f = fixture_new("pathatk");
 	snprintf(e->outside, sizeof(e->outside), "%s/outside", e->f->dir);
 	mkdir(e->outside, 0755);
-	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(e->f));
-	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
-	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", e->f->dir);
-	mkdir(e->kubelet, 0750);
+	csi_env_init(&e->csi, e->f);
 	*state = e;
 	return 0;
 }
@@ -309,33 +305,6 @@ static void test_spec_symlink_swapped_in_while_mounting(void **state)
 
 #define CAP "{\"mount\": {}, \"access_mode\": {\"mode\": \"MULTI_NODE_MULTI_WRITER\"}}"
 
-static bool socket_exists(void *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-static void csi_start(struct env *e)
-{
-	assert_int_equal(fixture_start(e->f,
-				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
-							      "false", NULL }),
-			 0);
-	assert_true(test_wait_until(socket_exists, e->sock, 10000));
-	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", 10000));
-}
-
-/* Runs the calls (one per line); returns the answers, one line each (caller frees). */
-static char *csi(struct env *e, const char *calls)
-{
-	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
-
-	assert_non_null(out);
-	return out;
-}
-
 static void skip_without_client(void)
 {
 	if (access("/usr/bin/python3", X_OK) < 0 ||
@@ -355,7 +324,7 @@ static char *publish(struct env *e, const char *vol, const char *staging, const 
 		 "\"target_path\": \"%s\", \"volume_capability\": " CAP ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 vol, staging, target, src);
-	return csi(e, calls);
+	return csi_env_call(&e->csi, calls);
 }
 
 static void assert_refused(const char *out, const char *code, const char *text)
@@ -371,20 +340,20 @@ static void test_csi_target_dotdot_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->kubelet);
+	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
-	snprintf(tgt, sizeof(tgt), "%s/pods/../../outside/t", e->kubelet);
-	csi_start(e);
+	snprintf(tgt, sizeof(tgt), "%s/pods/../../outside/t", e->csi.kubelet);
+	csi_env_start(&e->csi);
 	out = publish(e, "v", stg, tgt, src);
 	assert_refused(out, "INVALID_ARGUMENT", "is not normalized");
 	free(out);
-	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->kubelet);
-	snprintf(stg, sizeof(stg), "%s/staging/../../../outside", e->kubelet);
+	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/staging/../../../outside", e->csi.kubelet);
 	out = publish(e, "v", stg, tgt, src);
 	assert_refused(out, "INVALID_ARGUMENT", "staging_target_path");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
@@ -395,19 +364,19 @@ static void test_csi_target_outside_kubelet_root_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->kubelet);
+	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/t", e->outside);
-	csi_start(e);
+	csi_env_start(&e->csi);
 	out = publish(e, "v", stg, tgt, src);
 	assert_refused(out, "INVALID_ARGUMENT", "is not under the kubelet root");
 	free(out);
 	/* The root itself is not a target either. */
-	out = publish(e, "v", stg, e->kubelet, src);
+	out = publish(e, "v", stg, e->csi.kubelet, src);
 	assert_refused(out, "INVALID_ARGUMENT", "is not under the kubelet root");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
@@ -418,19 +387,19 @@ static void test_csi_symlink_in_target_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->kubelet);
+	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
-	snprintf(pods, sizeof(pods), "%s/pods", e->kubelet);
+	snprintf(pods, sizeof(pods), "%s/pods", e->csi.kubelet);
 	mkdir_p(pods);
 	snprintf(link, sizeof(link), "%s/uid1", pods);
 	assert_int_equal(symlink(e->outside, link), 0);
 	snprintf(tgt, sizeof(tgt), "%s/volumes/kubernetes.io~csi/pv/mount", link);
-	csi_start(e);
+	csi_env_start(&e->csi);
 	out = publish(e, "v", stg, tgt, src);
 	assert_refused(out, "INVALID_ARGUMENT", "is a symlink");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
@@ -441,18 +410,18 @@ static void test_csi_symlink_in_staging_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	mkdir_p(e->kubelet);
-	snprintf(link, sizeof(link), "%s/staging", e->kubelet);
+	mkdir_p(e->csi.kubelet);
+	snprintf(link, sizeof(link), "%s/staging", e->csi.kubelet);
 	assert_int_equal(symlink(e->outside, link), 0);
 	snprintf(stg, sizeof(stg), "%s/v", link);
-	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->kubelet);
-	csi_start(e);
+	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->csi.kubelet);
+	csi_env_start(&e->csi);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"v\", \"staging_target_path\": \"%s\", "
 		 "\"volume_capability\": " CAP ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\"}}\n",
 		 stg, src);
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	assert_refused(out, "INVALID_ARGUMENT", "is a symlink");
 	free(out);
 	assert_nothing_mounted(e);
@@ -466,19 +435,19 @@ static void test_csi_target_already_other_mount_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->kubelet);
+	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
-	snprintf(tgt, sizeof(tgt), "%s/pods/u/volumes/kubernetes.io~csi/pv/mount", e->kubelet);
+	snprintf(tgt, sizeof(tgt), "%s/pods/u/volumes/kubernetes.io~csi/pv/mount", e->csi.kubelet);
 	mkdir_p(tgt);
 	assert_int_equal(mount("tmpfs", tgt, "tmpfs", 0, "size=1m"), 0);
-	csi_start(e);
+	csi_env_start(&e->csi);
 	out = publish(e, "v", stg, tgt, src);
 	if (strncmp(out, "ERR ", 4) != 0 || !strstr(out, "already a mount point"))
 		fail_msg("answer \"%s\", expected an error saying the target is already a mount",
 			 out);
 	free(out);
 	/* The tmpfs is still the only mount there, and still the tmpfs. */
-	assert_int_equal(test_count_mounts_under(e->kubelet), 1);
+	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 1);
 	snprintf(marker, sizeof(marker), "%s/marker", tgt);
 	assert_int_equal(access(marker, F_OK), -1);
 	assert_int_equal(test_count_mounts_under(e->outside), 0);
@@ -497,16 +466,16 @@ static void test_csi_symlink_swapped_in_while_publishing(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->kubelet);
+	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	for (int i = 0; i < RACE_PODS; i++) {
-		snprintf(s.dirs[i], sizeof(s.dirs[i]), "%s/pods/u%d", e->kubelet, i);
+		snprintf(s.dirs[i], sizeof(s.dirs[i]), "%s/pods/u%d", e->csi.kubelet, i);
 		snprintf(tgt[i], sizeof(tgt[i]), "%s/volumes/kubernetes.io~csi/pv/mount",
 			 s.dirs[i]);
 		mkdir_p(tgt[i]);
 	}
 	s.n = RACE_PODS;
-	csi_start(e);
+	csi_env_start(&e->csi);
 	run_swapper(&s, &t);
 	/* Rounds of publishes while the swapping goes on: some are refused (the symlink was
 	 * there at the check), none may land outside. */
@@ -520,7 +489,7 @@ static void test_csi_symlink_swapped_in_while_publishing(void **state)
 					      "\"volume_context\": {\"type\": \"local\", \"path\": "
 					      "\"%s\"}}\n",
 					      i, stg, tgt[i], src);
-		out = csi(e, calls);
+		out = csi_env_call(&e->csi, calls);
 		for (const char *p = out; (p = strstr(p, "OK {}")); p++)
 			ok++;
 		free(out);
@@ -535,7 +504,7 @@ static void test_csi_symlink_swapped_in_while_publishing(void **state)
 	assert_int_equal(atomic_load(&s.escapes), 0);
 	assert_int_equal(test_count_mounts_under(e->outside), 0);
 	/* Calm again: every publish succeeds, in place. */
-	out = csi(e, calls);
+	out = csi_env_call(&e->csi, calls);
 	free(out);
 	for (int i = 0; i < RACE_PODS; i++) {
 		char marker[900];
@@ -581,7 +550,7 @@ static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 	free(text);
 	assert_int_equal(fixture_start(e->f,
 				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
+							      e->csi.kubelet, "--device-inventory",
 							      "false", NULL }),
 			 0);
 	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", WAIT_MS));

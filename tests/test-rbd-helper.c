@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "check-util.h"
 #include "macro.h"
 #include "process.h"
 #include "rbd-cluster.h"
@@ -230,19 +231,6 @@ static int agent_teardown(void **state)
 	return 0;
 }
 
-static bool maps_have(pid_t pid, const char *what)
-{
-	char path[64], *maps;
-	bool has;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	maps = test_read_file(path);
-	assert_non_null(maps);
-	has = strstr(maps, what) != NULL;
-	free(maps);
-	return has;
-}
-
 static bool nothing_left_pred(void *run_dir)
 {
 	char why[700];
@@ -284,9 +272,9 @@ static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const
 	assert_true(fixture_wait_pod_state(c->f, dir, "mounted", -1, WAIT_MS));
 	assert_int_equal(kill(c->f->agent.pid, 0), 0);
 	assert_int_equal(rt_watchers(c->image), 1);
-	assert_false(maps_have(c->f->agent.pid, "librbd"));
-	assert_false(maps_have(c->f->agent.pid, "librados"));
-	assert_false(maps_have(c->f->agent.pid, "libceph-common"));
+	assert_false(test_maps_have(c->f->agent.pid, "librbd"));
+	assert_false(test_maps_have(c->f->agent.pid, "librados"));
+	assert_false(test_maps_have(c->f->agent.pid, "libceph-common"));
 
 	assert_int_equal(fixture_remove_pod(c->f, "pod-h.json"), 0);
 	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
@@ -295,7 +283,7 @@ static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const
 	assert_true(fixture_wait_log(c->f, "device unmounted", WAIT_MS));
 	(void)test_wait_until(nothing_left_pred, c->run_dir, 10000);
 	rt_assert_nothing_left(c->run_dir);
-	assert_false(maps_have(c->f->agent.pid, "librbd"));
+	assert_false(test_maps_have(c->f->agent.pid, "librbd"));
 }
 
 static void test_agent_helper_crash(void **state)

@@ -170,6 +170,19 @@ int fixture_write_local_pod(struct agent_fixture *f, const char *uid, const char
 				  uid, volume, path);
 }
 
+const char *fixture_make_source(struct agent_fixture *f, const char *name, const char *content)
+{
+	static char dirs[8][512];
+	static int next;
+	char *d = dirs[next++ % 8], file[600];
+
+	snprintf(d, 512, "%s/%s", f->dir, name);
+	mkdir(d, 0755);
+	snprintf(file, sizeof(file), "%s/hello", d);
+	test_write_file(file, content);
+	return d;
+}
+
 int fixture_remove_pod(struct agent_fixture *f, const char *name)
 {
 	char path[1024];

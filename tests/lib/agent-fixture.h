@@ -43,6 +43,9 @@ int fixture_write_podf(struct agent_fixture *f, const char *name, const char *fm
 int fixture_write_local_pod(struct agent_fixture *f, const char *uid, const char *volume,
 			    const char *path);
 int fixture_remove_pod(struct agent_fixture *f, const char *name);
+/* Makes <dir>/<name> holding one file "hello" with content, for a local volume's source;
+ * returns its path, in one of 8 static buffers used in turn. */
+const char *fixture_make_source(struct agent_fixture *f, const char *name, const char *content);
 /* "<root>/pods/<uid>/volumes/kubernetes.io~local/<name>" into buf (>= 512). */
 const char *fixture_pod_dir(const struct agent_fixture *f, const char *uid, const char *name,
 			    char *buf);

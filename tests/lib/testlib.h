@@ -15,6 +15,9 @@
  * mount private, so nothing this process mounts is seen by the host. */
 void test_enter_private_mountns(void);
 bool test_have_root(void);
+/* Whether the kernel lacks mount events (mount_notify_probe()); if so, says on stderr that the
+ * case is skipped. */
+bool test_no_mount_events(void);
 
 /* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
 char *test_mkdtemp(const char *tag);

@@ -1,0 +1,46 @@
+/* check-util.c - cmocka checks shared by several tests (see check-util.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check-util.h"
+#include "testlib.h"
+
+bool test_maps_have(pid_t pid, const char *what)
+{
+	char path[64], *maps;
+	bool has;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	maps = test_read_file(path);
+	assert_non_null(maps);
+	has = strstr(maps, what) != NULL;
+	free(maps);
+	return has;
+}
+
+void assert_block_write_refused(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd >= 0) {
+		void *buf = NULL;
+		ssize_t n;
+		assert_int_equal(posix_memalign(&buf, 4096, 4096), 0);
+		memset(buf, 'W', 4096);
+		n = pwrite(fd, buf, 4096, 0);
+		free(buf);
+		close(fd);
+		assert_int_equal(n, -1);
+		assert_int_equal(errno, EPERM);
+	} else {
+		assert_true(errno == EROFS || errno == EACCES);
+	}
+}

@@ -1,0 +1,87 @@
+/* csi-env.c - a `volagent run --csi` under test, its socket, the Python CSI client and
+ * kubelet's paths, shared by the CSI tests (see csi-env.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "csi-env.h"
+#include "testlib.h"
+
+void csi_env_init(struct csi_env *e, struct agent_fixture *f)
+{
+	e->f = f;
+	snprintf(e->kubelet, sizeof(e->kubelet), "%s/kubelet", fixture_short_dir(f));
+	snprintf(e->sock, sizeof(e->sock), "%s/plugins/csi.volagent.io/csi.sock", e->kubelet);
+	snprintf(e->stubs, sizeof(e->stubs), "%s/stubs", f->dir);
+	mkdir(e->kubelet, 0750);
+}
+
+bool csi_socket_exists(void *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+void csi_env_start(struct csi_env *e)
+{
+	long off = fixture_log_size(e->f);
+
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      e->kubelet, "--device-inventory",
+							      "false", NULL }),
+			 0);
+	assert_true(test_wait_until(csi_socket_exists, e->sock, 10000));
+	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
+}
+
+char *csi_env_call(struct csi_env *e, const char *calls)
+{
+	char *out = test_csi_client(e->sock, e->stubs, e->f->dir, calls);
+
+	assert_non_null(out);
+	if (getenv("VERBOSE"))
+		fprintf(stderr, "%s", out);
+	return out;
+}
+
+const char *csi_line(const char *out, int n)
+{
+	static char buf[4096];
+	const char *p = out;
+
+	for (int i = 0; i < n && p; i++) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return "";
+	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(p, "\n"), p);
+	return buf;
+}
+
+const char *csi_env_target(struct csi_env *e, const char *uid, const char *pv, char *buf)
+{
+	char parent[700];
+
+	snprintf(parent, sizeof(parent), "%s/pods/%s/volumes/kubernetes.io~csi/%s", e->kubelet, uid,
+		 pv);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
+	snprintf(buf, 700, "%s/mount", parent);
+	return buf;
+}
+
+const char *csi_env_staging(struct csi_env *e, const char *vol, char *buf)
+{
+	snprintf(buf, 700, "%s/plugins/kubernetes.io/csi/csi.volagent.io/%s/globalmount",
+		 e->kubelet, vol);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", buf, NULL }), 0);
+	return buf;
+}

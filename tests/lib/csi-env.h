@@ -1,0 +1,50 @@
+/* csi-env.h - what the CSI tests share: an agent fixture served as `volagent run --csi` with
+ * kubelet's root dir, the plugin socket below it, and the Python client's stubs dir; starting
+ * it and waiting until it serves, running calls through tests/csi/csi_client.py, reading an
+ * answer line, and kubelet's publish and staging paths.  The functions fail the running
+ * cmocka test on error. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "agent-fixture.h"
+
+struct csi_env {
+	struct agent_fixture *f;
+	char kubelet[600];
+	char sock[700];
+	char stubs[600];
+};
+
+/* Fills e for fixture f: kubelet's root dir under fixture_short_dir() (short: the sockets below
+ * it must fit a unix socket path, as kubelet's do), made; the socket and stubs paths. */
+void csi_env_init(struct csi_env *e, struct agent_fixture *f);
+
+/* Starts `volagent run --csi` on kubelet's root dir (no device inventory) and waits for the
+ * socket and for "startup reconstruction complete" logged by this run (a restart's log
+ * continues the previous run's). */
+void csi_env_start(struct csi_env *e);
+
+/* Runs the calls (one per line) and returns the answers, one line each (caller frees); with
+ * VERBOSE set, also prints them to stderr. */
+char *csi_env_call(struct csi_env *e, const char *calls);
+
+/* Kubelet's publish target for pod uid and pv into buf (>= 700), its parent made as kubelet
+ * does. */
+const char *csi_env_target(struct csi_env *e, const char *uid, const char *pv, char *buf);
+/* Kubelet's staging path of volume vol into buf (>= 700), made as kubelet does. */
+const char *csi_env_staging(struct csi_env *e, const char *vol, char *buf);
+
+/* Whether path is a unix socket (a test_wait_until predicate). */
+bool csi_socket_exists(void *path);
+
+/* The n-th answer line (0-based) of out, in a static buffer ("" past the end). */
+const char *csi_line(const char *out, int n);
+
+/* Fails the test unless answer line n of out contains text. */
+#define assert_line(out, n, text)                                                      \
+	do {                                                                           \
+		const char *_l = csi_line(out, n);                                     \
+		if (!strstr(_l, text))                                                 \
+			fail_msg("answer %d is \"%s\", expected \"%s\"", n, _l, text); \
+	} while (0)
