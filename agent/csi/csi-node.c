@@ -62,7 +62,7 @@ static int check_mode_fits_volume(const struct volume_plugin *p, const struct vo
 	/* Only a filesystem the agent itself puts on an attached device (rbd's ext4/xfs) breaks
 	 * when written from several nodes; nfs is shared by design, a local volume exists on
 	 * this node only, and a raw block device is the pod's to share (as ceph-csi allows). */
-	if (!plugin_has_attach(p) || spec->block)
+	if (streq(p->name, "local") || !plugin_has_attach(p) || spec->block)
 		return 0;
 	csi_reply_set(reply, CSI_FAILED_PRECONDITION,
 		      "volume_capability.access_mode: %s is not supported by %s volumes with a "
