@@ -243,6 +243,11 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE;
 
 	rec_touch_target(r, op->target);
+	/* A mount nobody verified may have been another pod's, seen at a path it held only for
+	 * a moment (its pod dir renamed and back: no mount event says so); the state learned
+	 * that pod's mount by its own path, so only a full read of the table shows it gone. */
+	if (!op->volume_name && op->kind == VOLUME_OP_TEAR_DOWN)
+		r->table_dirty = true;
 	if (!op->volume_name || op->kind == VOLUME_OP_VERIFY)
 		rec_want_full_pass(r);
 	else if (device || op->kind == VOLUME_OP_TEAR_DOWN ||
