@@ -126,8 +126,10 @@ int block_map_bind(const char *device, const struct mount_target *target, bool r
 			       "%s is a directory; a raw block volume's target must be a file",
 			       target->path);
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-		return err_set(err, -EINVAL, "%s is not a regular file (a symlink is never "
-					     "followed)", target->path);
+		return err_set(err, -EINVAL,
+			       "%s is not a regular file (a symlink is never "
+			       "followed)",
+			       target->path);
 	r = bind_fd(dev_fd, target_fd, read_only, err);
 	if (r == 0)
 		return 0;
@@ -151,7 +153,8 @@ int block_map_unbind(const char *target, struct error_info *err)
 	if (mnt_util_is_mount_root(target) == 1)
 		return err_set(err, -EBUSY, "%s is still mounted (stacked binds)", target);
 	if (lstat(target, &st) < 0)
-		return errno == ENOENT ? 0 : err_set(err, -errno, "%s: %s", target, strerror(errno));
+		return errno == ENOENT ? 0
+				       : err_set(err, -errno, "%s: %s", target, strerror(errno));
 	if (S_ISDIR(st.st_mode))
 		return err_set(err, -EISDIR, "%s is a directory, not a raw block volume's file",
 			       target);

@@ -195,9 +195,8 @@ static int local_unmount_device(const char *path, struct error_info *err)
 /* A raw block volume: device_path is what attach resolved (node-wide) or the held file (a
  * pod); NULL only when the spec's path is no block device (uses_device said no), which is
  * refused here. */
-static int local_map_device(const struct volume_spec *spec, const char *device_path,
-			    bool read_only, const struct mount_target *target,
-			    struct error_info *err)
+static int local_map_device(const struct volume_spec *spec, const char *device_path, bool read_only,
+			    const struct mount_target *target, struct error_info *err)
 {
 	char dev[PATH_MAX];
 	int r;

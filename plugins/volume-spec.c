@@ -129,8 +129,8 @@ bool volume_spec_equal(const struct volume_spec *a, const struct volume_spec *b)
 {
 	size_t i;
 
-	if (!streq(a->type, b->type) || a->read_only != b->read_only ||
-	    a->block != b->block || a->n_attrs != b->n_attrs)
+	if (!streq(a->type, b->type) || a->read_only != b->read_only || a->block != b->block ||
+	    a->n_attrs != b->n_attrs)
 		return false;
 	for (i = 0; i < a->n_attrs; i++)
 		if (!streq_ptr(volume_spec_get(b, a->attrs[i].key), a->attrs[i].value))

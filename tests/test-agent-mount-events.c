@@ -79,8 +79,13 @@ static char *read_hello(const char *dir)
 static void start_with_one_volume(struct fx *x, const char *data, char *target)
 {
 	struct agent_fixture *f = x->f;
-	const char *const args[] = { "--mount-events", x->events ? "auto" : "off",
-				     "--health-interval", "1h", "--resync-interval", "1h", NULL };
+	const char *const args[] = { "--mount-events",
+				     x->events ? "auto" : "off",
+				     "--health-interval",
+				     "1h",
+				     "--resync-interval",
+				     "1h",
+				     NULL };
 	json_t *st;
 
 	assert_int_equal(fixture_write_local_pod(f, "pod-a", "data", data), 0);
@@ -131,8 +136,8 @@ static void test_unmounted_by_hand_is_mounted_again(void **state)
 	start_with_one_volume(x, data, target);
 	assert_int_equal(umount2(target, 0), 0);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
-	assert_true(test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" },
-				    WAIT_MS));
+	assert_true(
+		test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" }, WAIT_MS));
 	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, WAIT_MS));
 }
 
@@ -152,8 +157,8 @@ static void test_bind_stacked_on_target_is_removed(void **state)
 	other = fixture_make_source(f, "other", "not-the-volume");
 	start_with_one_volume(x, data, target);
 	assert_int_equal(mount(other, target, NULL, MS_BIND, NULL), 0);
-	assert_true(test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" },
-				    WAIT_MS));
+	assert_true(
+		test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" }, WAIT_MS));
 	assert_true(test_wait_until(one_mount_at, target, WAIT_MS));
 	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, WAIT_MS));
 }
@@ -232,10 +237,10 @@ static void test_mount_outside_the_trees_costs_no_pass(void **state)
 }
 
 /* Each case on both sources, named for the one it runs on. */
-#define BOTH(fn)                                                            \
-	{ "events: " #fn, fn, setup_events, teardown, NULL },               \
-	{                                                                   \
-		"fallback: " #fn, fn, setup_fallback, teardown, NULL        \
+#define BOTH(fn)                                                     \
+	{ "events: " #fn, fn, setup_events, teardown, NULL },        \
+	{                                                            \
+		"fallback: " #fn, fn, setup_fallback, teardown, NULL \
 	}
 
 int main(void)

@@ -114,8 +114,9 @@ static void dd_write(const struct agent_fixture *f, const char *path, char c)
 {
 	char src[600], of[700];
 	char *buf = malloc(CHUNK);
-	const char *argv[] = { "dd", NULL, NULL, "bs=65536", "count=1", "seek=16",
-			       "oflag=direct", "conv=notrunc,fsync", "status=none", NULL };
+	const char *argv[] = { "dd",	      NULL,	 NULL,		 "bs=65536",
+			       "count=1",     "seek=16", "oflag=direct", "conv=notrunc,fsync",
+			       "status=none", NULL };
 
 	assert_non_null(buf);
 	memset(buf, c, CHUNK);
@@ -527,17 +528,18 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	/* The loop's backing file grows: expand re-reads the device's size and reports it. */
 	snprintf(img, sizeof(img), "%s/disk0.img", e->f->dir);
 	assert_int_equal(truncate(img, 48 << 20), 0);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
-		 "\"capacity_range\": {\"required_bytes\": 50331648}}\n"
-		 "Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
-		 "Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
-		 "\"capacity_range\": {\"required_bytes\": 67108864}}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n",
-		 t1, t1, t1, t1, t1, stg, stg);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
+		"\"capacity_range\": {\"required_bytes\": 50331648}}\n"
+		"Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
+		"Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
+		"\"capacity_range\": {\"required_bytes\": 67108864}}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n",
+		t1, t1, t1, t1, t1, stg, stg);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "\"capacity_bytes\": \"50331648\"");
 	assert_line(out, 1, "\"total\": \"50331648\"");
@@ -606,7 +608,8 @@ static void test_journal_lost_held_device_found(void **state)
 	assert_int_equal(fixture_stop(f, SIGKILL), 128 + SIGKILL);
 	assert_int_equal(unlink(journal), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_true(fixture_wait_log(f, "found a device mount the journal did not record", WAIT_MS));
+	assert_true(
+		fixture_wait_log(f, "found a device mount the journal did not record", WAIT_MS));
 	assert_true(fixture_wait_pod_state(f, target, "mounted", 0, WAIT_MS));
 	assert_int_equal(test_mount_id(target), id_target);
 	assert_int_equal(test_mount_id(held), id_held);

@@ -26,8 +26,8 @@
 
 struct modes_env {
 	struct csi_env csi;
-	char src[600];	      /* the directory volume's source */
-	const char *dev;      /* the block volume's loop device, ext4 after the first stage */
+	char src[600];	 /* the directory volume's source */
+	const char *dev; /* the block volume's loop device, ext4 after the first stage */
 };
 
 static int setup(void **state)
@@ -50,7 +50,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-enum kind { DIRECTORY, BLOCK_DEVICE };
+enum kind {
+	DIRECTORY,
+	BLOCK_DEVICE
+};
 
 /* The JSON of a stage or publish of volume id of kind, with access mode mode. */
 static void cap_and_ctx(struct modes_env *e, enum kind k, const char *mode, char *buf, size_t size)
@@ -64,9 +67,9 @@ static void cap_and_ctx(struct modes_env *e, enum kind k, const char *mode, char
 
 struct mode_case {
 	const char *mode;
-	bool second_ok;	  /* a second target on this node is allowed */
-	bool read_only;	  /* the mode mounts read-only */
-	bool second_ro;	  /* the second publish asks readonly */
+	bool second_ok; /* a second target on this node is allowed */
+	bool read_only; /* the mode mounts read-only */
+	bool second_ro; /* the second publish asks readonly */
 };
 
 /* Stage, publish at t1 (twice), publish at t2; check the answers and the mounts; clean up. */
@@ -212,8 +215,9 @@ static void test_mode_conflicts(void **state)
 	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
-	assert_line(out, 2, "ERR FAILED_PRECONDITION volume cb is staged with access mode "
-			    "SINGLE_NODE_MULTI_WRITER, not SINGLE_NODE_SINGLE_WRITER");
+	assert_line(out, 2,
+		    "ERR FAILED_PRECONDITION volume cb is staged with access mode "
+		    "SINGLE_NODE_MULTI_WRITER, not SINGLE_NODE_SINGLE_WRITER");
 	free(out);
 	assert_true(test_is_mountpoint(t1));
 	assert_false(test_is_mountpoint(t2));
@@ -277,8 +281,9 @@ static void test_error_rows_with_a_device(void **state)
 	assert_line(out, 1, "OK {}");
 	assert_line(out, 2, "ERR NOT_FOUND volume other is not staged at");
 	assert_line(out, 3, "ERR NOT_FOUND volume other is not published at");
-	assert_line(out, 4, "ERR INVALID_ARGUMENT volume_capability.access_mode: "
-			    "MULTI_NODE_MULTI_WRITER, but volume ev is used as SINGLE_NODE_WRITER");
+	assert_line(out, 4,
+		    "ERR INVALID_ARGUMENT volume_capability.access_mode: "
+		    "MULTI_NODE_MULTI_WRITER, but volume ev is used as SINGLE_NODE_WRITER");
 	assert_line(out, 5, "OK {\"capacity_bytes\"");
 	free(out);
 	assert_true(test_is_mountpoint(stg));

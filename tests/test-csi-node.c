@@ -646,7 +646,7 @@ static void test_conformance_error_codes(void **state)
 	csi_env_start(e);
 #define CALL(...) n += (size_t)snprintf(calls + n, sizeof(calls) - n, __VA_ARGS__)
 #define CTX "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}"
-#define RBD_CTX                                                                          \
+#define RBD_CTX                                                                              \
 	"\"volume_context\": {\"type\": \"rbd\", \"monitors\": \"127.0.0.1:1\", \"image\": " \
 	"\"img\"}"
 	calls[0] = '\0';
@@ -701,8 +701,8 @@ static void test_conformance_error_codes(void **state)
 	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", " CTX "}\n",
 	     t2, stg, src);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"r\", \"target_path\": \"%s\", "
-	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_MULTI
-	     ", " RBD_CTX "}\n",
+	     "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_MULTI ", " RBD_CTX
+	     "}\n",
 	     t2, stg2);
 	CALL("Node/NodePublishVolume {\"volume_id\": \"c\", \"target_path\": \"%s\", "
 	     "\"volume_capability\": " CAP_RW ", " CTX "}\n",
@@ -755,15 +755,17 @@ static void test_conformance_error_codes(void **state)
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT staging_target_path: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_capability: required");
-	assert_line(out, i++, "ERR NOT_FOUND volume_context.path: /nonexistent/source does not "
-			      "exist"); /* checked at stage, not only at publish */
+	assert_line(out, i++,
+		    "ERR NOT_FOUND volume_context.path: /nonexistent/source does not "
+		    "exist"); /* checked at stage, not only at publish */
 	assert_line(out, i++, "OK {}");
 	assert_line(out, i++, "ERR ALREADY_EXISTS");
 	/* FAILED_PRECONDITION, exceeds capabilities: raw block; a writer on several nodes of
 	 * an rbd volume (refused before anything reaches a cluster) */
 	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.block");
-	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.access_mode: "
-			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes with a filesystem");
+	assert_line(out, i++,
+		    "ERR FAILED_PRECONDITION volume_capability.access_mode: "
+		    "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes with a filesystem");
 	/* NodePublishVolume; issue 12 #1: no capability and no staging path */
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT target_path: required");
@@ -774,8 +776,9 @@ static void test_conformance_error_codes(void **state)
 	assert_line(out, i++, "ERR ALREADY_EXISTS");
 	/* FAILED_PRECONDITION, exceeds capabilities: one target for SINGLE_NODE_WRITER, and
 	 * rbd's multi-node writer */
-	assert_line(out, i++, "ERR FAILED_PRECONDITION volume c is SINGLE_NODE_WRITER and already "
-			      "published on this node at");
+	assert_line(out, i++,
+		    "ERR FAILED_PRECONDITION volume c is SINGLE_NODE_WRITER and already "
+		    "published on this node at");
 	assert_line(out, i++, "ERR FAILED_PRECONDITION volume_capability.access_mode");
 	/* FAILED_PRECONDITION, staging target path not set */
 	assert_line(out, i++, "ERR FAILED_PRECONDITION staging_target_path: required");
@@ -791,8 +794,9 @@ static void test_conformance_error_codes(void **state)
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_id: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_path: required");
 	assert_line(out, i++, "ERR INVALID_ARGUMENT capacity_range.required_bytes: negative");
-	assert_line(out, i++, "ERR INVALID_ARGUMENT volume_capability.access_mode: "
-			      "MULTI_NODE_MULTI_WRITER, but volume c is used as SINGLE_NODE_WRITER");
+	assert_line(out, i++,
+		    "ERR INVALID_ARGUMENT volume_capability.access_mode: "
+		    "MULTI_NODE_MULTI_WRITER, but volume c is used as SINGLE_NODE_WRITER");
 	assert_line(out, i++, "ERR NOT_FOUND volume_path: some/path");
 	assert_line(out, i++, "ERR NOT_FOUND volume id is not staged or published");
 	assert_line(out, i++, "ERR NOT_FOUND volume c is not published or staged at");

@@ -367,7 +367,8 @@ static void test_overflow_answered_by_full_read(void **state)
 	int r;
 
 	if (queue <= 0 || queue > 200000) {
-		fprintf(stderr, "max_queued_events is %ld: too many mounts to overflow it\n", queue);
+		fprintf(stderr, "max_queued_events is %ld: too many mounts to overflow it\n",
+			queue);
 		skip();
 	}
 	assert_int_equal(mount("tmpfs", gone, "tmpfs", 0, "size=1m"), 0);
@@ -474,10 +475,10 @@ static void test_mount_gone_before_read(void **state)
 	asw_free(a);
 }
 
-#define BOTH(fn)                                                            \
-	{ "events: " #fn, fn, setup_events, teardown, NULL },               \
-	{                                                                   \
-		"fallback: " #fn, fn, setup_fallback, teardown, NULL        \
+#define BOTH(fn)                                                     \
+	{ "events: " #fn, fn, setup_events, teardown, NULL },        \
+	{                                                            \
+		"fallback: " #fn, fn, setup_fallback, teardown, NULL \
 	}
 
 int main(void)

@@ -544,8 +544,8 @@ static void dd_block(const struct ctx *c, const char *path, char ch)
 {
 	char src[700], ifarg[720], ofarg[720];
 	char *buf = malloc(65536);
-	const char *argv[] = { "dd",	       ifarg,	     ofarg,		  "bs=65536",
-			       "count=1",      "seek=16",    "oflag=direct", "conv=notrunc,fsync",
+	const char *argv[] = { "dd",	      ifarg,	 ofarg,		 "bs=65536",
+			       "count=1",     "seek=16", "oflag=direct", "conv=notrunc,fsync",
 			       "status=none", NULL };
 
 	assert_non_null(buf);
@@ -664,44 +664,50 @@ static void test_csi_access_modes(void **state)
 		assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
 		snprintf(i ? t2 : t1, 700, "%s/mount", parent);
 	}
-	assert_int_equal(fixture_start(c->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
-								    c->kubelet, "--device-inventory",
-								    "false", NULL }),
+	assert_int_equal(fixture_start(c->f,
+				       (const char *const[]){ "--csi", "--kubelet-root-dir",
+							      c->kubelet, "--device-inventory",
+							      "false", NULL }),
 			 0);
 	assert_true(test_wait_until(socket_exists, sock, 10000));
 	assert_true(fixture_wait_log(c->f, "startup reconstruction complete", 10000));
 	for (int i = 0; i < 3; i++)
-		snprintf(cc[i], sizeof(cc[i]),
-			 "\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": "
-			 "{\"mode\": \"%s\"}}, \"volume_context\": {\"type\": \"rbd\", \"monitors\": "
-			 "\"%s\", \"pool\": \"%s\", \"image\": \"%s\"}, \"secrets\": {\"userID\": "
-			 "\"admin\", \"userKey\": \"%s\"}",
-			 modes[i], rt.mon, rt.pool, c->image, rt.key);
+		snprintf(
+			cc[i], sizeof(cc[i]),
+			"\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": "
+			"{\"mode\": \"%s\"}}, \"volume_context\": {\"type\": \"rbd\", \"monitors\": "
+			"\"%s\", \"pool\": \"%s\", \"image\": \"%s\"}, \"secrets\": {\"userID\": "
+			"\"admin\", \"userKey\": \"%s\"}",
+			modes[i], rt.mon, rt.pool, c->image, rt.key);
 
 	/* SINGLE_NODE_SINGLE_WRITER; a multi-node writer is refused first */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
-		 "Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"readonly\": true, %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"m\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\"}\n",
-		 stg, cc[2], stg, cc[0], stg, t1, cc[0], stg, t2, cc[0], stg, t2, cc[1], t1, stg);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
+		"Node/NodeStageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", %s}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		"\"target_path\": \"%s\", %s}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		"\"target_path\": \"%s\", \"readonly\": true, %s}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\", "
+		"\"target_path\": \"%s\", %s}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"m\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"m\", \"staging_target_path\": \"%s\"}\n",
+		stg, cc[2], stg, cc[0], stg, t1, cc[0], stg, t2, cc[0], stg, t2, cc[1], t1, stg);
 	out = csi(c, sock, calls);
 	print_message("%s", out);
-	assert_answer(out, 0, "ERR FAILED_PRECONDITION volume_capability.access_mode: "
-			      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes with a filesystem");
+	assert_answer(out, 0,
+		      "ERR FAILED_PRECONDITION volume_capability.access_mode: "
+		      "MULTI_NODE_MULTI_WRITER is not supported by rbd volumes with a filesystem");
 	assert_answer(out, 1, "OK {}");
 	assert_answer(out, 2, "OK {}");
-	assert_answer(out, 3, "ERR FAILED_PRECONDITION volume m is SINGLE_NODE_SINGLE_WRITER and "
-			      "already published on this node at");
+	assert_answer(out, 3,
+		      "ERR FAILED_PRECONDITION volume m is SINGLE_NODE_SINGLE_WRITER and "
+		      "already published on this node at");
 	assert_answer(out, 3, t1);
-	assert_answer(out, 4, "ERR FAILED_PRECONDITION volume m is staged with access mode "
-			      "SINGLE_NODE_SINGLE_WRITER, not SINGLE_NODE_MULTI_WRITER");
+	assert_answer(out, 4,
+		      "ERR FAILED_PRECONDITION volume m is staged with access mode "
+		      "SINGLE_NODE_SINGLE_WRITER, not SINGLE_NODE_MULTI_WRITER");
 	assert_answer(out, 5, "OK {}");
 	assert_answer(out, 6, "OK {}");
 	free(out);

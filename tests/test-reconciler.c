@@ -281,8 +281,8 @@ struct fix {
 	char *dir;
 	char root[512], state[512], pods[512], kubelet[512];
 	struct reconciler *r;
-	bool full;		    /* every pass is a full one */
-	uint64_t refresh_ms;	    /* refresh_min_interval_ms; 0: 10 ms */
+	bool full;	       /* every pass is a full one */
+	uint64_t refresh_ms;   /* refresh_min_interval_ms; 0: 10 ms */
 	bool mount_events_off; /* the libmount fallback (whose table read can be made to fail) */
 	uint64_t health_ms;    /* health_interval_ms; 0: none */
 };
@@ -880,8 +880,8 @@ static void test_health_tick_is_not_a_full_pass(void **state)
 	assert_int_equal(rec_start(f), 0);
 	mount_pods(f, 20);
 	before = probe(f, NULL, NULL);
-	assert_true(test_wait_until(passes_above,
-				    &(struct passes_above){ f, before.passes + 3 }, scaled(5000)));
+	assert_true(test_wait_until(passes_above, &(struct passes_above){ f, before.passes + 3 },
+				    scaled(5000)));
 	after = probe(f, NULL, NULL);
 	assert_int_equal(after.full_passes, before.full_passes);
 	assert_true(after.incremental_passes >= before.incremental_passes + 4);
@@ -900,7 +900,8 @@ static void test_csi_request_converges_incrementally(void **state)
 
 	f->refresh_ms = 600000;
 	make_src(f, "src-csi", src, sizeof(src));
-	snprintf(parent, sizeof(parent), "%s/pods/uid-c/volumes/kubernetes.io~csi/pv-c", f->kubelet);
+	snprintf(parent, sizeof(parent), "%s/pods/uid-c/volumes/kubernetes.io~csi/pv-c",
+		 f->kubelet);
 	snprintf(target, sizeof(target), "%s/mount", parent);
 	snprintf(vol, sizeof(vol), "csi:vol-c");
 	assert_int_equal(path_mkdir_p(parent, 0750), 0);
@@ -909,10 +910,10 @@ static void test_csi_request_converges_incrementally(void **state)
 
 	before = probe(f, NULL, NULL);
 	memset(&res, 0, sizeof(res));
-	assert_int_equal(reconciler_request(f->r,
-					    csi_request(VOLUME_REQUEST_PUBLISH, "vol-c", target, src),
-					    scaled(5000), &res),
-			 0);
+	assert_int_equal(
+		reconciler_request(f->r, csi_request(VOLUME_REQUEST_PUBLISH, "vol-c", target, src),
+				   scaled(5000), &res),
+		0);
 	assert_int_equal(res.error, 0);
 	assert_true(test_is_mountpoint(target));
 	after = probe(f, target, vol);
@@ -943,7 +944,9 @@ static void test_csi_request_converges_incrementally(void **state)
  * target and the volume's device, not every pod of the volume. */
 static void test_shared_volume_visits_linear(void **state)
 {
-	enum { K = 16 };
+	enum {
+		K = 16
+	};
 	struct fix *f = *state;
 	char src[600], t[600], vol[620], name[32], file[32];
 	struct probe before, after;
@@ -982,8 +985,8 @@ static void inject_stray(struct reconciler *r, void *arg)
 
 	assert_int_equal(path_mkdir_p(s->target, 0750), 0);
 	assert_int_equal(mount(s->src, s->target, NULL, MS_BIND, NULL), 0);
-	assert_non_null(asw_set_pod_mount(r->asw, s->target, "pod-s", "v", "fake", s->volume,
-					  false, -1, 0));
+	assert_non_null(asw_set_pod_mount(r->asw, s->target, "pod-s", "v", "fake", s->volume, false,
+					  -1, 0));
 }
 
 static bool stray_gone(void *arg)
@@ -1154,9 +1157,11 @@ static void test_table_unreadable_while_running_logged_once(void **state)
 }
 
 /* A case run under incremental passes, then under full passes only. */
-#define BOTH_KINDS(f)                                                   \
-	{ #f " (incremental)", f, setup, teardown, NULL }, { #f " (full)", f, setup_full, \
-							     teardown, NULL }
+#define BOTH_KINDS(f)                                       \
+	{ #f " (incremental)", f, setup, teardown, NULL },  \
+	{                                                   \
+#f " (full)", f, setup_full, teardown, NULL \
+	}
 
 int main(void)
 {

@@ -9,9 +9,9 @@
 
 struct actual_state {
 	char *root_dir;
-	char *pods_prefix;	    /* "<root>/pods/" */
-	struct hashmap *pod_mounts; /* target -> asw_pod_mount */
-	struct hashmap *devices;    /* volume name -> asw_device */
+	char *pods_prefix;	      /* "<root>/pods/" */
+	struct hashmap *pod_mounts;   /* target -> asw_pod_mount */
+	struct hashmap *devices;      /* volume name -> asw_device */
 	struct hashmap *device_paths; /* mount path -> asw_device */
 	/* Targets unmounted since the last table refresh, with the generation then: a table
 	 * read before the unmount must not bring them back as unverified mounts. */
@@ -56,8 +56,7 @@ struct actual_state *asw_new(const char *root_dir)
 	a->unmounted = hashmap_new();
 	a->tracked = hashmap_new();
 	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->device_paths ||
-	    !a->unmounted ||
-	    !a->tracked)
+	    !a->unmounted || !a->tracked)
 		return asw_free(a);
 	return a;
 }
@@ -269,8 +268,8 @@ bool asw_parse_pod_volume_dir(const char *root_dir, const char *path, char **ret
 	*name++ = '\0';
 	slash = strchr(name, '/');
 	if (slash || (!streq(vols, "volumes") && !streq(vols, "volumeDevices")) ||
-	    !startswith(plugin, "kubernetes.io~") ||
-	    !path_is_safe_component(uid) || !path_is_safe_component(name))
+	    !startswith(plugin, "kubernetes.io~") || !path_is_safe_component(uid) ||
+	    !path_is_safe_component(name))
 		goto no;
 	*ret_buf = buf;
 	*ret_uid = uid;
@@ -419,8 +418,7 @@ bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const 
 	bool changed = false;
 
 	/* The pod mount the table no longer shows, or another mount now covers. */
-	if (pm && pm->learned_gen < gen &&
-	    (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id))) {
+	if (pm && pm->learned_gen < gen && (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id))) {
 		hashmap_remove_hashed(a->pod_mounts, target, hash);
 		pod_mount_free(pm);
 		pm = NULL;

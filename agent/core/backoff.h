@@ -35,8 +35,8 @@ const struct backoff_entry *backoff_get(const struct backoff *b, const char *key
 uint64_t backoff_next_deadline(const struct backoff *b);
 /* Calls fn(key) once for each entry whose delay is over at now_ms (until it fails again), so
  * the caller can retry exactly those keys. */
-void backoff_take_due(struct backoff *b, uint64_t now_ms, void (*fn)(void *userdata, const char *key),
-		      void *userdata);
+void backoff_take_due(struct backoff *b, uint64_t now_ms,
+		      void (*fn)(void *userdata, const char *key), void *userdata);
 unsigned backoff_count(const struct backoff *b);
 
 uint64_t now_ms(void);

@@ -276,11 +276,11 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 
 		if (!pv)
 			return -ENOMEM;
-		pv->target = src->spec->block ? dsw_pod_volume_device_path(d->root_dir, p->uid,
-									   src->plugin->name,
-									   src->name)
-					      : dsw_pod_volume_dir(d->root_dir, p->uid,
-								   src->plugin->name, src->name);
+		pv->target = src->spec->block
+				     ? dsw_pod_volume_device_path(d->root_dir, p->uid,
+								  src->plugin->name, src->name)
+				     : dsw_pod_volume_dir(d->root_dir, p->uid, src->plugin->name,
+							  src->name);
 		pv->pod_uid = strdup(p->uid);
 		pv->outer_name = strdup(src->name);
 		pv->read_only = src->read_only || src->spec->read_only;

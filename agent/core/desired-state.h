@@ -29,7 +29,7 @@ struct dsw_volume {
 	bool csi;
 	bool staged;
 	char *volume_id;
-	char *fingerprint; /* what NodeStage asked, to tell a compatible repeat */
+	char *fingerprint;		    /* what NodeStage asked, to tell a compatible repeat */
 	struct dsw_pod_volume *pod_volumes; /* the n_pod_volumes that use it (next_of_volume) */
 };
 

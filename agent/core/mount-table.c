@@ -189,9 +189,9 @@ static char *dup_or_empty(const char *s)
 	return strdup(or_empty(s));
 }
 
-static struct mount_info *info_new(uint64_t mnt_id, uint64_t parent_id, int id,
-				   const char *target, const char *fstype, const char *source,
-				   const char *root, dev_t devno, bool read_only)
+static struct mount_info *info_new(uint64_t mnt_id, uint64_t parent_id, int id, const char *target,
+				   const char *fstype, const char *source, const char *root,
+				   dev_t devno, bool read_only)
 {
 	struct mount_info *i = calloc(1, sizeof(*i));
 
@@ -290,8 +290,8 @@ static int diff_cb(uint64_t id, bool added, void *userdata)
 	return 0;
 }
 
-static int refresh_listmount(struct mount_table *t, mount_table_changed_fn changed,
-			     void *userdata, struct error_info *err)
+static int refresh_listmount(struct mount_table *t, mount_table_changed_fn changed, void *userdata,
+			     struct error_info *err)
 {
 	struct diff_ctx c = { t, changed, userdata, false };
 	uint64_t *ids = NULL;
@@ -358,8 +358,7 @@ static int apply_event(const struct mount_event *ev, void *userdata)
 /* --- libmount (the fallback) --- */
 
 static int refresh_mountinfo(struct mount_table *t, const char *path,
-			     mount_table_changed_fn changed, void *userdata,
-			     struct error_info *err)
+			     mount_table_changed_fn changed, void *userdata, struct error_info *err)
 {
 	struct libmnt_table *tb = mnt_new_table();
 	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
@@ -473,7 +472,7 @@ size_t mount_table_size(const struct mount_table *t)
 /* --- the monitor --- */
 
 struct mount_monitor {
-	struct libmnt_monitor *mn;  /* fallback */
+	struct libmnt_monitor *mn;   /* fallback */
 	struct mount_notify *notify; /* events */
 	int fd;
 };

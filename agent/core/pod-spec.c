@@ -213,7 +213,7 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 	if (ro && !json_is_boolean(ro))
 		return err_set(err, -EINVAL, "%s.readOnly: must be true or false", field);
 	if (mode && (!json_is_string(mode) || (!streq(json_string_value(mode), "Block") &&
-						 !streq(json_string_value(mode), "Filesystem"))))
+					       !streq(json_string_value(mode), "Filesystem"))))
 		return err_set(err, -EINVAL, "%s.volumeMode: must be \"Block\" or \"Filesystem\"",
 			       field);
 

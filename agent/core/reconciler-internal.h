@@ -47,9 +47,9 @@ struct reconciler {
 	struct executor *ex;
 	struct backoff *backoff;
 	struct spec_source *specs;
-	struct hashmap *inflight_pod;	/* target -> volume_op */
-	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
-	struct hashmap *busy;		/* volume name -> vol_busy */
+	struct hashmap *inflight_pod; /* target -> volume_op */
+	struct hashmap *inflight_dev; /* volume name -> volume_op (device-level) */
+	struct hashmap *busy;	      /* volume name -> vol_busy */
 	/* What the next pass visits (see rec_touch_target): sets of owned strings. */
 	struct hashmap *touched_targets;
 	struct hashmap *touched_volumes; /* the device and every pod volume and mount */
@@ -73,9 +73,9 @@ struct reconciler {
 	unsigned long table_reads;	     /* full reads of the mount table */
 	unsigned long mount_event_batches;   /* reads of the mount event queue */
 	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
-	bool table_unreadable; /* the last read of the mount table failed (logged once) */
-	bool full_pass_due; /* the next pass visits every key */
-	bool always_full;   /* tests: every pass is a full one */
+	bool table_unreadable;	 /* the last read of the mount table failed (logged once) */
+	bool full_pass_due;	 /* the next pass visits every key */
+	bool always_full;	 /* tests: every pass is a full one */
 	bool holders_incomplete; /* the next full pass rebuilds r->holders */
 	unsigned long ops_started;
 	unsigned long ops_failed;

@@ -32,8 +32,8 @@ struct vol_holders {
 /* What one pass found. */
 struct pass_ctx {
 	bool full;
-	size_t keys;	   /* keys visited */
-	size_t unverified; /* full pass: pod mounts not verified yet */
+	size_t keys;	    /* keys visited */
+	size_t unverified;  /* full pass: pod mounts not verified yet */
 	int any_unverified; /* incremental pass: -1 not known yet, else 0 or 1 */
 	struct volume_op **tail;
 };
@@ -140,7 +140,8 @@ void rec_note_holder(struct reconciler *r, const char *volume_name, const char *
 
 	if (!h) {
 		h = calloc(1, sizeof(*h));
-		if (!h || !(h->name = strdup(volume_name)) || hashmap_put(r->holders, h->name, h) < 0) {
+		if (!h || !(h->name = strdup(volume_name)) ||
+		    hashmap_put(r->holders, h->name, h) < 0) {
 			if (h)
 				free(h->name);
 			free(h);
@@ -409,7 +410,6 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		rec_op_start(r, op, tail);
 	}
 }
-
 
 /* Whether some pod mount holds volume_name; *ret_releasing: one of them is not wanted (so a
  * pod waiting for the volume waits until it is torn down). */

@@ -215,9 +215,14 @@ static int fingerprint_mode(const char *fp)
 static const char *mode_name(int mode)
 {
 	static const char *const names[] = {
-		"UNKNOWN",		     "SINGLE_NODE_WRITER",	  "SINGLE_NODE_READER_ONLY",
-		"MULTI_NODE_READER_ONLY",    "MULTI_NODE_SINGLE_WRITER",  "MULTI_NODE_MULTI_WRITER",
-		"SINGLE_NODE_SINGLE_WRITER", "SINGLE_NODE_MULTI_WRITER",
+		"UNKNOWN",
+		"SINGLE_NODE_WRITER",
+		"SINGLE_NODE_READER_ONLY",
+		"MULTI_NODE_READER_ONLY",
+		"MULTI_NODE_SINGLE_WRITER",
+		"MULTI_NODE_MULTI_WRITER",
+		"SINGLE_NODE_SINGLE_WRITER",
+		"SINGLE_NODE_MULTI_WRITER",
 	};
 
 	return mode >= 0 && (size_t)mode < ARRAY_SIZE(names) ? names[mode] : "UNKNOWN";
@@ -356,7 +361,8 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 	if (pv && !pv->csi)
 		return complete(r, p, -EEXIST, "%s belongs to a pod spec file, not to CSI", target);
 	if (pv && pv->volume->volume_id && !streq(pv->volume->volume_id, p->req->volume_id))
-		return complete(r, p, -ENOENT, "volume %s is not published at %s (another volume is)",
+		return complete(r, p, -ENOENT,
+				"volume %s is not published at %s (another volume is)",
 				p->req->volume_id, target);
 	if (pv) {
 		dsw_csi_unpublish(r->dsw, target);
@@ -380,7 +386,8 @@ static bool staged_at(struct reconciler *r, const char *path)
 
 	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &value, NULL)) {
 		const struct dsw_volume *v = value;
-		if (v->csi && v->staged && v->device_mount_path && streq(v->device_mount_path, path))
+		if (v->csi && v->staged && v->device_mount_path &&
+		    streq(v->device_mount_path, path))
 			return true;
 	}
 	return false;
@@ -438,9 +445,9 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 						      streq(v->device_mount_path, p->req->path)) ||
 						     (pv && pv->volume == v));
 		snprintf(p->result.plugin, sizeof(p->result.plugin), "%s", v->plugin->name);
-		p->result.access_mode = fingerprint_mode(v->staged ? v->fingerprint
-						   : pv && pv->volume == v ? pv->fingerprint
-									   : NULL);
+		p->result.access_mode = fingerprint_mode(v->staged		 ? v->fingerprint
+							 : pv && pv->volume == v ? pv->fingerprint
+										 : NULL);
 	}
 	if (v && d && d->mounted && !d->broken && d->att.device_path) {
 		p->result.device_mounted = true;

@@ -402,9 +402,9 @@ static int open_mount_table(struct reconciler *r, struct error_info *err)
 	if (!r->monitor)
 		return err->code ? err->code : -ENOMEM;
 	mount_table_use_listmount(r->table, mount_monitor_has_events(r->monitor));
-	log_info("mount table source",
-		 "source", mount_monitor_has_events(r->monitor) ? "mount events" : "libmount",
-		 "reason", reason);
+	log_info("mount table source", "source",
+		 mount_monitor_has_events(r->monitor) ? "mount events" : "libmount", "reason",
+		 reason);
 	return 0;
 }
 
@@ -445,8 +445,8 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->busy = hashmap_new();
 	r->holders_incomplete = true;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
-	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff ||
-	    !r->inflight_pod || !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
+	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff || !r->inflight_pod ||
+	    !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}

@@ -64,11 +64,12 @@ static int check_mode_fits_volume(const struct volume_plugin *p, const struct vo
 	 * this node only, and a raw block device is the pod's to share (as ceph-csi allows). */
 	if (streq(p->name, "local") || !plugin_has_attach(p) || spec->block)
 		return 0;
-	csi_reply_set(reply, CSI_FAILED_PRECONDITION,
-		      "volume_capability.access_mode: %s is not supported by %s volumes with a "
-		      "filesystem: it would be written from several nodes; use a SINGLE_NODE_* mode, "
-		      "MULTI_NODE_READER_ONLY or a block volume",
-		      mode_name(cap->access_mode), p->name);
+	csi_reply_set(
+		reply, CSI_FAILED_PRECONDITION,
+		"volume_capability.access_mode: %s is not supported by %s volumes with a "
+		"filesystem: it would be written from several nodes; use a SINGLE_NODE_* mode, "
+		"MULTI_NODE_READER_ONLY or a block volume",
+		mode_name(cap->access_mode), p->name);
 	return -EOPNOTSUPP;
 }
 
@@ -306,7 +307,8 @@ static int check_directory_source(const struct volume_request *req, struct csi_r
 	const char *path = volume_spec_get(req->spec, "path");
 	struct stat st;
 
-	if (!streq(req->plugin->name, "local") || !path || plugin_uses_device(req->plugin, req->spec))
+	if (!streq(req->plugin->name, "local") || !path ||
+	    plugin_uses_device(req->plugin, req->spec))
 		return 0;
 	if (stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR))
 		return 0;
@@ -582,7 +584,8 @@ static int expand_nothing_to_grow(struct csi_node_config *cfg, const struct csi_
  * mode is not the one the volume was staged (or published) with.  Returns 0, or -EINVAL with
  * reply set. */
 static int check_expand_capability(const struct csi_expand_request *in,
-				   const struct volume_request_result *info, struct csi_reply *reply)
+				   const struct volume_request_result *info,
+				   struct csi_reply *reply)
 {
 	if (!in->capability.present || info->access_mode < 0 ||
 	    (int)in->capability.access_mode == info->access_mode)
