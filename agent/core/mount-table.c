@@ -81,11 +81,6 @@ void mount_table_use_listmount(struct mount_table *t, bool on)
 	t->listmount = on;
 }
 
-bool mount_table_uses_listmount(const struct mount_table *t)
-{
-	return t->listmount;
-}
-
 bool mount_table_covers(const struct mount_table *t, const char *path)
 {
 	if (t->n_trees == 0)

@@ -52,7 +52,6 @@ struct mount_table *mount_table_new(const char *const *trees, size_t n);
 struct mount_table *mount_table_free(struct mount_table *t);
 /* Full reads use listmount/statmount (set when the monitor has mount events). */
 void mount_table_use_listmount(struct mount_table *t, bool on);
-bool mount_table_uses_listmount(const struct mount_table *t);
 /* A full read: listmount + statmount of new IDs, or /proc/self/mountinfo (path, for tests)
  * through libmount.  changed (may be NULL) gets each target that changed since the last
  * read.  On failure the old index is kept.  Returns 0 or -errno with err set. */
