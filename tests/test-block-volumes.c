@@ -1,8 +1,9 @@
 /* test-block-volumes.c - raw block volumes (volumeMode: Block) from pod spec files, with the
  * local plugin on real loop devices: the device is bind-mounted onto a file at kubelet's
  * volumeDevices layout, never formatted; bytes written through the pod's file with dd
- * oflag=direct are on the device and survive the pod's removal and return; read-only binds,
- * a read-only loop device refusing writes, a move between pods (unmap before map), mixed
+ * oflag=direct are on the device and survive the pod's removal and return; read-only binds
+ * refusing writes (of a writable device through a read-only loop over it, of a read-only
+ * device as it is), a move between pods (unmap before map), mixed
  * block and filesystem use refused, and SIGKILL + restart adopting the binds (mount IDs
  * unchanged).  Root, private mount namespace; the fixture stops the agent and detaches every
  * loop device even on failure. */
@@ -263,14 +264,19 @@ static void test_read_only_block_volume(void **state)
 
 	assert_non_null(dev);
 	/* readOnly: the bind is read-only (the mount table says so).  The kernel does not refuse
-	 * writes to a device node on a read-only mount (only the container runtime's device
-	 * permission does), so the write below still opens. */
+	 * writes to a device node on a read-only mount, so a writable device is bound through a
+	 * read-only loop device over it (plugins/block-map.c): the pod reads the device's bytes
+	 * and its writes are refused; the device itself stays writable. */
+	dd_write(f, dev, 'R');
 	assert_int_equal(write_block_pod(f, "r.json", "pod-r", dev, "Block", true), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	pod_dev(f, "pod-r", "raw", target);
 	assert_true(fixture_wait_pod_state(f, target, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(target));
-	assert_true(same_block_device(target, dev));
+	assert_true(direct_read_is(target, 'R'));
+	assert_block_write_refused(target);
+	dd_write(f, dev, 'S');
+	assert_true(direct_read_is(dev, 'S'));
 
 	/* Where the kernel enforces it (a read-only device: a loop made read-only with
 	 * BLKROSET, as rbd maps read-only), a write through the pod's file is refused. */
