@@ -30,8 +30,7 @@
 #include "testlib.h"
 
 #define CHUNK 65536
-#define CAP_BLOCK_MULTI \
-	"{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_MULTI_WRITER\"}}"
+#define CAP_BLOCK_MULTI "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_MULTI_WRITER\"}}"
 #define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_XFS \
 	"{\"mount\": {\"fs_type\": \"xfs\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
@@ -58,8 +57,7 @@ static int csi_teardown(void **state)
  * uid (its parent made; the file is the driver's to make). */
 static void block_paths(struct csi_env *e, const char *pv, const char *uid, char *stg, char *target)
 {
-	snprintf(stg, 700, "%s/plugins/kubernetes.io/csi/volumeDevices/staging/%s", e->kubelet,
-		 pv);
+	snprintf(stg, 700, "%s/plugins/kubernetes.io/csi/volumeDevices/staging/%s", e->kubelet, pv);
 	snprintf(target, 800, "%s/plugins/kubernetes.io/csi/volumeDevices/publish/%s", e->kubelet,
 		 pv);
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, target, NULL }), 0);
@@ -256,8 +254,8 @@ static void test_readonly_block_publish(void **state)
 	/* The device under the read-only file is detached with it, when it was not the volume's
 	 * own device (a read-only loop over it). */
 	if (ro_rdev != st_rdev_of(dev)) {
-		snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file",
-			 major(ro_rdev), minor(ro_rdev));
+		snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(ro_rdev),
+			 minor(ro_rdev));
 		assert_true(path_is_gone(sys));
 	}
 	assert_true(test_is_mountpoint(t_rw));
@@ -367,12 +365,13 @@ static void test_block_expand(void **state)
 	assert_string_equal(s, "fs-data");
 	free(s);
 
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"grow\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"fs\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"fs\", \"staging_target_path\": \"%s\"}\n",
-		 t1, stg, fs_t, fs_stg);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodeUnpublishVolume {\"volume_id\": \"grow\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"fs\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"fs\", \"staging_target_path\": \"%s\"}\n",
+		t1, stg, fs_t, fs_stg);
 	out = csi_env_call(e, calls);
 	for (int i = 0; i < 4; i++)
 		assert_line(out, i, "OK {}");

@@ -171,7 +171,8 @@ static char *read_to_eof(int fd, int timeout_ms, size_t *ret_len)
 static int free_port(int family)
 {
 	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
-	socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					   : sizeof(struct sockaddr_in);
 	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
 
 	if (fd < 0)
@@ -180,8 +181,8 @@ static int free_port(int family)
 		((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
 	else
 		((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || getsockname(fd, (struct sockaddr *)&ss,
-								     &len) < 0) {
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -365,9 +366,9 @@ static void test_tcp_loopback(void **state)
 static void test_refused_addresses(void **state)
 {
 	static const char *const bad[] = {
-		"0.0.0.0:9100",	   "10.1.2.3:9100", "192.168.0.1:80", "[::]:9100",
-		"example.com:80",  "127.0.0.1",	    "127.0.0.1:0",    "127.0.0.1:70000",
-		"127.0.0.1:http",  "127.0.0.2:9100", ":9100",	      "",
+		"0.0.0.0:9100",	  "10.1.2.3:9100",  "192.168.0.1:80", "[::]:9100",
+		"example.com:80", "127.0.0.1",	    "127.0.0.1:0",    "127.0.0.1:70000",
+		"127.0.0.1:http", "127.0.0.2:9100", ":9100",	      "",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
