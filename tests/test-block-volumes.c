@@ -435,6 +435,22 @@ static int csi_teardown(void **state)
 	return 0;
 }
 
+struct journal_has {
+	char path[700];
+	const char *text;
+};
+
+/* Whether the journal file has the text (a test_wait_until predicate). */
+static bool journal_has_text(void *arg)
+{
+	struct journal_has *jh = arg;
+	char *s = test_read_file(jh->path);
+	bool has = s && strstr(s, jh->text);
+
+	free(s);
+	return has;
+}
+
 #define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
@@ -503,12 +519,20 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	dd_write(e->f, t1, 'C');
 	assert_true(direct_read_is(dev, 'C'));
 
-	/* SIGKILL and restart; kubelet stages and publishes again (as it does after a driver
-	 * restart, and the journal may not have the last call yet): both binds are adopted,
-	 * not made again. */
+	/* SIGKILL and restart once the journal (saved a moment after each call) has the
+	 * publish; kubelet stages and publishes again (as it does after a driver restart):
+	 * both binds are adopted, not made again.  (Had the journal missed the publish, the
+	 * repeat would find the bind in place and keep it, the same mount ID, but log it as
+	 * set up: under a slow run that is what the log check below saw.) */
 	{
-		int id_t1 = test_mount_id(t1), id_held = test_mount_id(held);
+		struct journal_has jh = { .text = t1 };
+		int id_t1, id_held;
 		long off;
+
+		snprintf(jh.path, sizeof(jh.path), "%s/journal.json", e->f->state);
+		assert_true(test_wait_until(journal_has_text, &jh, WAIT_MS));
+		id_t1 = test_mount_id(t1);
+		id_held = test_mount_id(held);
 
 		assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
 		off = fixture_log_size(e->f);
