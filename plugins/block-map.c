@@ -2,9 +2,10 @@
  * is looked up twice), and a read-only one is made read-only before it is attached.
  *
  * A read-only mount does not stop writes to a device node (the kernel checks it for files,
- * not for devices), but a read-only block device does (EPERM).  So a read-only bind of a
- * writable device binds a read-only loop device over it instead, named RO_LOOP_NAME: check
- * knows such a loop over the device as the device, and unbind detaches it. */
+ * not for devices), but a read-only block device does (EPERM).  So a pod's read-only file
+ * over a writable device is a bind of a read-only loop device over it, named RO_LOOP_NAME:
+ * check knows such a loop over the device as the device, and unbind detaches it.  The
+ * node-wide hold stays a plain bind (read-only flag only): a read-write pod may share it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -206,7 +207,9 @@ int block_map_bind(const char *device, const struct mount_target *target, bool r
 	dev_fd = open(device, O_PATH | O_CLOEXEC);
 	if (dev_fd < 0)
 		return err_set(err, -errno, "device %s: %s", device, strerror(errno));
-	if (read_only && !bdev_read_only(device)) {
+	/* Only a pod's file (a bind of the held file, itself a mount) gets the loop: the hold is
+	 * the agent's own, and a read-write pod may come to share it. */
+	if (read_only && !bdev_read_only(device) && mnt_util_is_mount_root(device) == 1) {
 		r = ro_loop_attach(device, loop, err);
 		if (r < 0)
 			return r;

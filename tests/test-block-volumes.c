@@ -3,7 +3,7 @@
  * volumeDevices layout, never formatted; bytes written through the pod's file with dd
  * oflag=direct are on the device and survive the pod's removal and return; read-only binds
  * refusing writes (of a writable device through a read-only loop over it, of a read-only
- * device as it is), a move between pods (unmap before map), mixed
+ * device as it is), a reader and a writer sharing a device, a move between pods (unmap before map), mixed
  * block and filesystem use refused, and SIGKILL + restart adopting the binds (mount IDs
  * unchanged).  Root, private mount namespace; the fixture stops the agent and detaches every
  * loop device even on failure. */
@@ -20,6 +20,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
@@ -295,6 +296,45 @@ static void test_read_only_block_volume(void **state)
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	/* The kernel refuses at open (EACCES, EROFS) or at write (EPERM, blkdev_write_iter). */
 	assert_block_write_refused(target);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* A readOnly pod and a read-write pod of one writable device, the reader first (so the node's
+ * hold of the device is made read-only): the reader's file refuses writes, the writer's
+ * writes reach the device. */
+static void test_reader_and_writer_share_a_device(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 16 << 20);
+	char tr[600], tw[600], sys[96];
+	struct stat st, sd;
+
+	assert_non_null(dev);
+	assert_int_equal(write_block_pod(f, "r.json", "pod-r", dev, "Block", true), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	pod_dev(f, "pod-r", "raw", tr);
+	assert_true(fixture_wait_pod_state(f, tr, "mounted", 1, WAIT_MS));
+	assert_int_equal(write_block_pod(f, "w.json", "pod-w", dev, "Block", false), 0);
+	pod_dev(f, "pod-w", "raw", tw);
+	assert_true(fixture_wait_pod_state(f, tw, "mounted", 0, WAIT_MS));
+	dd_write(f, tw, 'W');
+	assert_true(direct_read_is(dev, 'W'));
+	assert_true(direct_read_is(tr, 'W'));
+	assert_block_write_refused(tr);
+	assert_int_equal(stat(tr, &st), 0);
+	assert_int_equal(stat(dev, &sd), 0);
+	assert_true(st.st_rdev != sd.st_rdev); /* a read-only loop device over dev */
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_rdev),
+		 minor(st.st_rdev));
+	assert_int_equal(access(sys, F_OK), 0);
+
+	/* Both go: no mount and no loop device of the agent's is left. */
+	assert_int_equal(fixture_remove_pod(f, "r.json"), 0);
+	assert_int_equal(fixture_remove_pod(f, "w.json"), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, tr, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, sys, WAIT_MS));
+	assert_true(direct_read_is(dev, 'W'));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -662,6 +702,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_block_volume_dd_survives_remove_and_readd,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_block_volume, setup, teardown_ro),
+		cmocka_unit_test_setup_teardown(test_reader_and_writer_share_a_device, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_move_between_pods_unmaps_first, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_block_and_filesystem_mixed_refused, setup,
