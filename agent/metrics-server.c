@@ -1,50 +1,135 @@
-/* metrics-server.c - see metrics-server.h. */
+/* metrics-server.c - see metrics-server.h.  One thread runs a libevent loop with evhttp on
+ * it: every connection is non-blocking and served by that loop, so a client that sends
+ * nothing or reads slowly holds up neither the other scrapes nor the reconciler (the text is
+ * rendered from the metrics counters, which any thread may read).  libevent (core + extra)
+ * links only libc: no TLS library is mapped into the daemon for an endpoint that never uses
+ * TLS.  The loop is stopped through an eventfd that the loop itself watches, so libevent's
+ * own locking (libevent_pthreads) is not needed. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <microhttpd.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "macro.h"
 #include "metrics-server.h"
 #include "metrics.h"
 #include "unix-socket.h"
 
+/* A connection idle (or stuck sending its request, or not reading the answer) this long is
+ * closed, so that forgotten clients do not pile up. */
+#define METRICS_CONN_TIMEOUT_S 30
+/* A scrape is a GET with a few headers and no body. */
+#define METRICS_MAX_HEADERS 8192
+#define METRICS_MAX_BODY 4096
+
 struct metrics_server {
-	struct MHD_Daemon *daemon;
+	struct event_base *base;
+	struct evhttp *http;
+	struct event *stop_ev;
+	int stop_fd;
+	pthread_t thread;
+	bool started;
 	char *socket_path; /* unlinked at the end; NULL for TCP */
 };
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-			      const char *method, const char *version, const char *upload_data,
-			      size_t *upload_data_size, void **con_cls)
+static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
+	struct evbuffer *body = evbuffer_new();
+
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "text/plain; charset=utf-8");
+	if (body)
+		evbuffer_add(body, text, strlen(text));
+	evhttp_send_reply(req, code, reason, body);
+	if (body)
+		evbuffer_free(body);
+}
+
+static void free_text(const void *data, size_t len, void *extra)
+{
+	free((void *)data);
+}
+
+static void handle(struct evhttp_request *req, void *userdata)
+{
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
+	struct evbuffer *body;
+	char len[24];
 	char *text;
 
-	if (!streq(method, "GET") && !streq(method, "HEAD"))
-		return MHD_NO; /* closes the connection */
-	if (!streq(url, "/metrics")) {
-		static const char nf[] = "not found: the metrics are at /metrics\n";
-		resp = MHD_create_response_from_buffer(strlen(nf), (void *)nf,
-						       MHD_RESPMEM_PERSISTENT);
-		ret = MHD_queue_response(conn, MHD_HTTP_NOT_FOUND, resp);
-		MHD_destroy_response(resp);
-		return ret;
+	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+		evhttp_add_header(headers, "Allow", "GET, HEAD");
+		reply_text(req, 405, "Method Not Allowed",
+			   "method not allowed: the metrics are read with GET or HEAD\n");
+		return;
+	}
+	if (!path || !streq(path, "/metrics")) {
+		reply_text(req, HTTP_NOTFOUND, "Not Found",
+			   "not found: the metrics are at /metrics\n");
+		return;
 	}
 	text = metrics_render();
-	if (!text)
-		return MHD_NO;
-	resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
-	ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	if (!text) {
+		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	evhttp_add_header(headers, "Content-Type", "text/plain; version=0.0.4");
+	if (cmd == EVHTTP_REQ_HEAD) {
+		/* The length GET would send; evhttp sends no body (and no length) for HEAD. */
+		snprintf(len, sizeof(len), "%zu", strlen(text));
+		evhttp_add_header(headers, "Content-Length", len);
+		free(text);
+		evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+		return;
+	}
+	body = evbuffer_new();
+	if (!body || evbuffer_add_reference(body, text, strlen(text), free_text, NULL) < 0) {
+		free(text);
+		if (body)
+			evbuffer_free(body);
+		reply_text(req, HTTP_INTERNAL, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	evhttp_send_reply(req, HTTP_OK, "OK", body);
+	evbuffer_free(body);
+}
+
+/* libevent's own messages (accept failures and the like) go to the agent's log. */
+static void libevent_log(int severity, const char *msg)
+{
+	if (severity >= EVENT_LOG_WARN)
+		log_warning("metrics server", "error", msg);
+	else
+		log_debug("metrics", "libevent", "message", msg);
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *userdata)
+{
+	event_base_loopbreak(userdata);
+}
+
+static void *metrics_main(void *userdata)
+{
+	struct metrics_server *s = userdata;
+
+	event_base_dispatch(s->base);
+	return NULL;
 }
 
 /* A loopback host:port into ret.  Returns 0 or -EINVAL. */
@@ -81,18 +166,44 @@ static int parse_loopback(const char *address, struct sockaddr_storage *ret, soc
 	return -EINVAL;
 }
 
+/* A listening TCP socket on a loopback address.  Returns the fd or -errno with err set. */
+static int tcp_listen(const char *address, struct error_info *err)
+{
+	_cleanup_close_ int fd = -1;
+	struct sockaddr_storage sa;
+	socklen_t len;
+	int one = 1;
+
+	if (parse_loopback(address, &sa, &len) < 0)
+		return err_set(err, -EINVAL,
+			       "metrics-address: \"%s\" is not unix:/path or a loopback "
+			       "host:port (127.0.0.1, localhost, [::1])",
+			       address);
+	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return err_set(err, -errno, "metrics-address: %s: socket: %s", address,
+			       strerror(errno));
+	if (sa.ss_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, SOMAXCONN) < 0)
+		return err_set(err, -errno, "metrics-address: %s: %s", address, strerror(errno));
+	return TAKE_FD(fd);
+}
+
 int metrics_server_start(const char *address, const char *group, struct metrics_server **ret,
 			 struct error_info *err)
 {
 	struct metrics_server *s = calloc(1, sizeof(*s));
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	sigset_t all, old;
+	int fd, k;
 
 	if (!s)
 		return -ENOMEM;
+	s->stop_fd = -1;
 	if (startswith(address, "unix:") || address[0] == '/') {
 		const char *path = startswith(address, "unix:") ? address + strlen("unix:")
 								: address;
-		int fd;
 
 		while (startswith(path, "//"))
 			path++; /* unix:///abs/path */
@@ -102,41 +213,85 @@ int metrics_server_start(const char *address, const char *group, struct metrics_
 			return err_prefix(err, "metrics socket");
 		}
 		s->socket_path = strdup(path);
-		s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL,
-					     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_END);
-		if (!s->daemon)
+		if (!s->socket_path) {
+			unlink(path);
 			close(fd);
-	} else {
-		struct sockaddr_storage sa;
-		socklen_t len;
-
-		if (parse_loopback(address, &sa, &len) < 0) {
 			free(s);
-			return err_set(err, -EINVAL,
-				       "metrics-address: \"%s\" is not unix:/path or a loopback "
-				       "host:port (127.0.0.1, localhost, [::1])",
-				       address);
+			return -ENOMEM;
 		}
-		if (sa.ss_family == AF_INET6)
-			flags |= MHD_USE_IPv6;
-		s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL,
-					     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-					     MHD_OPTION_END);
+	} else {
+		fd = tcp_listen(address, err);
+		if (fd < 0) {
+			free(s);
+			return fd;
+		}
 	}
-	if (!s->daemon) {
+
+	event_set_log_callback(libevent_log);
+	s->base = event_base_new();
+	s->http = s->base ? evhttp_new(s->base) : NULL;
+	if (!s->http) {
+		close(fd);
 		metrics_server_free(s);
-		return err_set(err, -EADDRINUSE, "metrics server on %s could not start", address);
+		return err_set(err, -ENOMEM, "metrics server on %s: out of memory", address);
 	}
+	/* The loop accepts until EAGAIN: a blocking socket would stop it in accept(). */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
+	    !evhttp_accept_socket_with_handle(s->http, fd)) {
+		close(fd);
+		metrics_server_free(s);
+		return err_set(err, -ENOMEM, "metrics server on %s could not start", address);
+	}
+	/* Every method reaches handle(), which answers 405 to all but GET and HEAD. */
+	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+						    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+						    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	evhttp_set_timeout(s->http, METRICS_CONN_TIMEOUT_S);
+	evhttp_set_max_headers_size(s->http, METRICS_MAX_HEADERS);
+	evhttp_set_max_body_size(s->http, METRICS_MAX_BODY);
+	evhttp_set_gencb(s->http, handle, s);
+
+	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->stop_ev = s->stop_fd >= 0 ? event_new(s->base, s->stop_fd, EV_READ, on_stop, s->base)
+				     : NULL;
+	if (!s->stop_ev || event_add(s->stop_ev, NULL) < 0) {
+		k = s->stop_fd < 0 ? -errno : -ENOMEM;
+		metrics_server_free(s);
+		return err_set(err, k, "metrics server on %s: %s", address, strerror(-k));
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	k = -pthread_create(&s->thread, NULL, metrics_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (k < 0) {
+		metrics_server_free(s);
+		return err_set(err, k, "metrics server on %s: %s", address, strerror(-k));
+	}
+	s->started = true;
 	*ret = s;
 	return 0;
 }
 
 struct metrics_server *metrics_server_free(struct metrics_server *s)
 {
+	uint64_t one = 1;
+
 	if (!s)
 		return NULL;
-	if (s->daemon)
-		MHD_stop_daemon(s->daemon);
+	if (s->started) {
+		(void)!write(s->stop_fd, &one, sizeof(one));
+		pthread_join(s->thread, NULL);
+	}
+	/* Closes the listening socket and every open connection. */
+	if (s->http)
+		evhttp_free(s->http);
+	if (s->stop_ev)
+		event_free(s->stop_ev);
+	if (s->base)
+		event_base_free(s->base);
+	if (s->stop_fd >= 0)
+		close(s->stop_fd);
 	if (s->socket_path) {
 		unlink(s->socket_path);
 		free(s->socket_path);

@@ -241,6 +241,20 @@ static void test_metrics_unix_and_loopback(void **state)
 		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
 		assert_true(fixture_wait_log(f, "is not unix:/path or a loopback host:port", 1000));
 	}
+
+	/* "off": no endpoint at all, the agent runs as usual. */
+	{
+		long off = fixture_log_size(f);
+
+		unlink(sock);
+		assert_int_equal(fixture_start(f, (const char *const[]){ "--metrics-address", "off",
+									 NULL }),
+				 0);
+		assert_true(fixture_wait_ready(f, NULL, 10000));
+		assert_int_equal(access(sock, F_OK), -1);
+		assert_false(fixture_wait_log_after(f, off, "msg=\"metrics served\"", 10));
+		assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	}
 }
 
 int main(void)

@@ -1,8 +1,9 @@
 /* test-block-volumes.c - raw block volumes (volumeMode: Block) from pod spec files, with the
  * local plugin on real loop devices: the device is bind-mounted onto a file at kubelet's
  * volumeDevices layout, never formatted; bytes written through the pod's file with dd
- * oflag=direct are on the device and survive the pod's removal and return; read-only binds,
- * a read-only loop device refusing writes, a move between pods (unmap before map), mixed
+ * oflag=direct are on the device and survive the pod's removal and return; read-only binds
+ * refusing writes (of a writable device through a read-only loop over it, of a read-only
+ * device as it is), a reader and a writer sharing a device, a move between pods (unmap before map), mixed
  * block and filesystem use refused, and SIGKILL + restart adopting the binds (mount IDs
  * unchanged).  Root, private mount namespace; the fixture stops the agent and detaches every
  * loop device even on failure. */
@@ -19,6 +20,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
@@ -263,14 +265,19 @@ static void test_read_only_block_volume(void **state)
 
 	assert_non_null(dev);
 	/* readOnly: the bind is read-only (the mount table says so).  The kernel does not refuse
-	 * writes to a device node on a read-only mount (only the container runtime's device
-	 * permission does), so the write below still opens. */
+	 * writes to a device node on a read-only mount, so a writable device is bound through a
+	 * read-only loop device over it (plugins/block-map.c): the pod reads the device's bytes
+	 * and its writes are refused; the device itself stays writable. */
+	dd_write(f, dev, 'R');
 	assert_int_equal(write_block_pod(f, "r.json", "pod-r", dev, "Block", true), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	pod_dev(f, "pod-r", "raw", target);
 	assert_true(fixture_wait_pod_state(f, target, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(target));
-	assert_true(same_block_device(target, dev));
+	assert_true(direct_read_is(target, 'R'));
+	assert_block_write_refused(target);
+	dd_write(f, dev, 'S');
+	assert_true(direct_read_is(dev, 'S'));
 
 	/* Where the kernel enforces it (a read-only device: a loop made read-only with
 	 * BLKROSET, as rbd maps read-only), a write through the pod's file is refused. */
@@ -289,6 +296,45 @@ static void test_read_only_block_volume(void **state)
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	/* The kernel refuses at open (EACCES, EROFS) or at write (EPERM, blkdev_write_iter). */
 	assert_block_write_refused(target);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* A readOnly pod and a read-write pod of one writable device, the reader first (so the node's
+ * hold of the device is made read-only): the reader's file refuses writes, the writer's
+ * writes reach the device. */
+static void test_reader_and_writer_share_a_device(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 16 << 20);
+	char tr[600], tw[600], sys[96];
+	struct stat st, sd;
+
+	assert_non_null(dev);
+	assert_int_equal(write_block_pod(f, "r.json", "pod-r", dev, "Block", true), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	pod_dev(f, "pod-r", "raw", tr);
+	assert_true(fixture_wait_pod_state(f, tr, "mounted", 1, WAIT_MS));
+	assert_int_equal(write_block_pod(f, "w.json", "pod-w", dev, "Block", false), 0);
+	pod_dev(f, "pod-w", "raw", tw);
+	assert_true(fixture_wait_pod_state(f, tw, "mounted", 0, WAIT_MS));
+	dd_write(f, tw, 'W');
+	assert_true(direct_read_is(dev, 'W'));
+	assert_true(direct_read_is(tr, 'W'));
+	assert_block_write_refused(tr);
+	assert_int_equal(stat(tr, &st), 0);
+	assert_int_equal(stat(dev, &sd), 0);
+	assert_true(st.st_rdev != sd.st_rdev); /* a read-only loop device over dev */
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_rdev),
+		 minor(st.st_rdev));
+	assert_int_equal(access(sys, F_OK), 0);
+
+	/* Both go: no mount and no loop device of the agent's is left. */
+	assert_int_equal(fixture_remove_pod(f, "r.json"), 0);
+	assert_int_equal(fixture_remove_pod(f, "w.json"), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, tr, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, sys, WAIT_MS));
+	assert_true(direct_read_is(dev, 'W'));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -429,6 +475,22 @@ static int csi_teardown(void **state)
 	return 0;
 }
 
+struct journal_has {
+	char path[700];
+	const char *text;
+};
+
+/* Whether the journal file has the text (a test_wait_until predicate). */
+static bool journal_has_text(void *arg)
+{
+	struct journal_has *jh = arg;
+	char *s = test_read_file(jh->path);
+	bool has = s && strstr(s, jh->text);
+
+	free(s);
+	return has;
+}
+
 #define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
@@ -497,12 +559,20 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	dd_write(e->f, t1, 'C');
 	assert_true(direct_read_is(dev, 'C'));
 
-	/* SIGKILL and restart; kubelet stages and publishes again (as it does after a driver
-	 * restart, and the journal may not have the last call yet): both binds are adopted,
-	 * not made again. */
+	/* SIGKILL and restart once the journal (saved a moment after each call) has the
+	 * publish; kubelet stages and publishes again (as it does after a driver restart):
+	 * both binds are adopted, not made again.  (Had the journal missed the publish, the
+	 * repeat would find the bind in place and keep it, the same mount ID, but log it as
+	 * set up: under a slow run that is what the log check below saw.) */
 	{
-		int id_t1 = test_mount_id(t1), id_held = test_mount_id(held);
+		struct journal_has jh = { .text = t1 };
+		int id_t1, id_held;
 		long off;
+
+		snprintf(jh.path, sizeof(jh.path), "%s/journal.json", e->f->state);
+		assert_true(test_wait_until(journal_has_text, &jh, WAIT_MS));
+		id_t1 = test_mount_id(t1);
+		id_held = test_mount_id(held);
 
 		assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
 		off = fixture_log_size(e->f);
@@ -632,6 +702,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_block_volume_dd_survives_remove_and_readd,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_block_volume, setup, teardown_ro),
+		cmocka_unit_test_setup_teardown(test_reader_and_writer_share_a_device, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_move_between_pods_unmaps_first, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_block_and_filesystem_mixed_refused, setup,

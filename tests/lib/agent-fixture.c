@@ -1,17 +1,55 @@
 /* agent-fixture.c - see agent-fixture.h. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libmount.h>
+#include <linux/loop.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
+
+/* The read-only loop devices the agent put over dev for read-only raw block binds
+ * (plugins/block-map.c, named "volagent: read-only bind") outlive a test whose agent stopped
+ * with its binds in place: the binds go with the test's mount namespace, loop devices do not.
+ * Detached here, so that dev can be. */
+static void detach_ro_loops_over(const char *dev)
+{
+	struct dirent *de;
+	struct stat d;
+	DIR *dir;
+
+	if (stat(dev, &d) < 0 || !(dir = opendir("/sys/block")))
+		return;
+	while ((de = readdir(dir))) {
+		struct loop_info64 info;
+		char path[300];
+		int fd;
+
+		if (strncmp(de->d_name, "loop", 4) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 &&
+		    strncmp((const char *)info.lo_file_name, "volagent: read-only bind",
+			    LO_NAME_SIZE) == 0 &&
+		    makedev(major(info.lo_rdevice), minor(info.lo_rdevice)) == d.st_rdev)
+			(void)ioctl(fd, LOOP_CLR_FD, 0);
+		close(fd);
+	}
+	closedir(dir);
+}
 
 struct agent_fixture *fixture_new(const char *tag)
 {
@@ -86,8 +124,10 @@ void fixture_free(struct agent_fixture *f)
 		unmount_below(f->short_dir);
 		test_rm_rf(f->short_dir);
 	}
-	for (int i = 0; i < f->n_loops; i++)
+	for (int i = 0; i < f->n_loops; i++) {
+		detach_ro_loops_over(f->loops[i]);
 		test_loop_detach(f->loops[i]);
+	}
 	if (getenv("VERBOSE"))
 		print_agent_log(f);
 	test_rm_rf(f->dir);

@@ -1,0 +1,393 @@
+/* test-csi-block.c - raw block CSI volumes of the local plugin on real loop devices, through
+ * the real CSI server (`volagent run --csi`) and a real gRPC client (tests/csi/csi_client.py):
+ * a read-only NodePublishVolume (the published file is a read-only bind that the kernel
+ * refuses writes through, reads work, a restart adopts it, unpublish removes it and the
+ * read-only loop device under it, and a read-write publish of the same staged volume still
+ * writes), and NodeExpandVolume after the loop device grew (the
+ * answer is the device's new size; an xfs staged volume still grows as before).  Root,
+ * private mount namespace; the fixture stops the agent and detaches every loop device even on
+ * failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/fs.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "check-util.h"
+#include "csi-env.h"
+#include "testlib.h"
+
+#define CHUNK 65536
+#define CAP_BLOCK_MULTI "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_MULTI_WRITER\"}}"
+#define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+#define CAP_XFS \
+	"{\"mount\": {\"fs_type\": \"xfs\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+
+static int csi_setup(void **state)
+{
+	struct csi_env *e = calloc(1, sizeof(*e));
+
+	csi_env_init(e, fixture_new("csiblock"));
+	*state = e;
+	return 0;
+}
+
+static int csi_teardown(void **state)
+{
+	struct csi_env *e = *state;
+
+	fixture_free(e->f);
+	free(e);
+	return 0;
+}
+
+/* Kubelet's block layout for volume pv: the staging dir (made) and the publish target of pod
+ * uid (its parent made; the file is the driver's to make). */
+static void block_paths(struct csi_env *e, const char *pv, const char *uid, char *stg, char *target)
+{
+	snprintf(stg, 700, "%s/plugins/kubernetes.io/csi/volumeDevices/staging/%s", e->kubelet, pv);
+	snprintf(target, 800, "%s/plugins/kubernetes.io/csi/volumeDevices/publish/%s", e->kubelet,
+		 pv);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, target, NULL }), 0);
+	strcat(target, "/");
+	strcat(target, uid);
+}
+
+/* Writes CHUNK bytes of c at offset 16 * CHUNK of path with O_DIRECT; returns 0 or -errno
+ * (of the open or of the write). */
+static int direct_write(const char *path, char c)
+{
+	void *buf = NULL;
+	int fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	assert_int_equal(posix_memalign(&buf, 4096, CHUNK), 0);
+	memset(buf, c, CHUNK);
+	if (pwrite(fd, buf, CHUNK, 16 * CHUNK) != CHUNK)
+		r = -errno;
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	free(buf);
+	close(fd);
+	return r;
+}
+
+/* Reads CHUNK bytes at offset 16 * CHUNK of path with O_DIRECT; whether each is c. */
+static bool direct_read_is(const char *path, char c)
+{
+	void *buf = NULL;
+	bool ok;
+	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	assert_int_equal(posix_memalign(&buf, 4096, CHUNK), 0);
+	ok = pread(fd, buf, CHUNK, 16 * CHUNK) == CHUNK;
+	for (size_t i = 0; ok && i < CHUNK; i++)
+		ok = ((char *)buf)[i] == c;
+	free(buf);
+	close(fd);
+	return ok;
+}
+
+static bool is_block_node(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
+}
+
+static bool path_is_gone(const char *path)
+{
+	return access(path, F_OK) < 0 && errno == ENOENT;
+}
+
+struct file_text {
+	char path[700];
+	const char *text;
+};
+
+/* Whether the file has the text (a test_wait_until predicate). */
+static bool file_has(void *arg)
+{
+	struct file_text *ft = arg;
+	char *s = test_read_file(ft->path);
+	bool has = s && strstr(s, ft->text);
+
+	free(s);
+	return has;
+}
+
+static dev_t st_rdev_of(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_rdev;
+}
+
+static long long device_bytes(const char *path)
+{
+	unsigned long long bytes = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ioctl(fd, BLKGETSIZE64, &bytes), 0);
+	close(fd);
+	return (long long)bytes;
+}
+
+/* The loop device dev's backing file img grows to size, and the loop is told
+ * (LOOP_SET_CAPACITY), as an operator or a cloud disk resize does. */
+static void grow_loop(const char *dev, const char *img, long long size)
+{
+	int lfd;
+
+	assert_int_equal(truncate(img, size), 0);
+	lfd = open(dev, O_RDWR | O_CLOEXEC);
+	assert_true(lfd >= 0);
+	assert_int_equal(ioctl(lfd, LOOP_SET_CAPACITY, 0), 0);
+	close(lfd);
+	assert_int_equal(device_bytes(dev), size);
+}
+
+static void test_readonly_block_publish(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	char stg[700], t_ro[800], t_rw[800], ctx[200], calls[8192], sys[96], *out;
+	struct stat st;
+	struct file_text journal;
+	dev_t ro_rdev;
+	long off;
+	int id;
+
+	assert_non_null(dev);
+	block_paths(e, "pv-ro", "pod-r", stg, t_ro);
+	block_paths(e, "pv-ro", "pod-w", stg, t_rw);
+	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
+	assert_int_equal(direct_write(dev, 'A'), 0);
+	csi_env_start(e);
+
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"ro\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_BLOCK_MULTI ", \"volume_context\": %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"ro\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK_MULTI
+		 ", \"readonly\": true, \"volume_context\": %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"ro\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK_MULTI
+		 ", \"readonly\": true, \"volume_context\": %s}\n",
+		 stg, ctx, stg, t_ro, ctx, stg, t_ro, ctx);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	assert_line(out, 2, "OK {}"); /* a repeat: idempotent */
+	free(out);
+
+	/* The published file: a read-only bind of a block device; reads see the device's bytes,
+	 * writes are refused by the kernel (at open or at the write). */
+	assert_true(is_block_node(t_ro));
+	assert_true(test_is_mountpoint(t_ro));
+	assert_true(test_mount_is_ro(t_ro));
+	assert_true(direct_read_is(t_ro, 'A'));
+	assert_block_write_refused(t_ro);
+	assert_true(direct_read_is(dev, 'A'));
+	assert_true(stat(t_ro, &st) == 0);
+	ro_rdev = st.st_rdev;
+
+	/* Once the journal has it: SIGKILL and restart; kubelet publishes again: the read-only
+	 * bind is adopted, not made again. */
+	snprintf(journal.path, sizeof(journal.path), "%s/journal.json", e->f->state);
+	journal.text = t_ro;
+	assert_true(test_wait_until(file_has, &journal, 10000));
+	id = test_mount_id(t_ro);
+	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
+	off = fixture_log_size(e->f);
+	csi_env_start(e);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	free(out);
+	assert_int_equal(test_mount_id(t_ro), id);
+	assert_false(fixture_wait_log_after(e->f, off, "msg=\"volume mounted\"", 200));
+	assert_block_write_refused(t_ro);
+
+	/* A read-write publish of the same staged volume still writes, to the device. */
+	snprintf(calls, sizeof(calls),
+		 "Node/NodePublishVolume {\"volume_id\": \"ro\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK_MULTI
+		 ", \"volume_context\": %s}\n",
+		 stg, t_rw, ctx);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_false(test_mount_is_ro(t_rw));
+	assert_int_equal(direct_write(t_rw, 'B'), 0);
+	assert_true(direct_read_is(dev, 'B'));
+	/* The read-only file still refuses writes with a writer beside it. */
+	assert_block_write_refused(t_ro);
+
+	/* Unpublish of the read-only target removes its bind and its file only. */
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"ro\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"ro\", \"target_path\": \"%s\"}\n",
+		 t_ro, t_ro);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}"); /* again: already gone, OK */
+	free(out);
+	assert_true(path_is_gone(t_ro));
+	/* The device under the read-only file is detached with it, when it was not the volume's
+	 * own device (a read-only loop over it). */
+	if (ro_rdev != st_rdev_of(dev)) {
+		snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(ro_rdev),
+			 minor(ro_rdev));
+		assert_true(path_is_gone(sys));
+	}
+	assert_true(test_is_mountpoint(t_rw));
+	assert_int_equal(direct_write(t_rw, 'C'), 0);
+	assert_true(direct_read_is(dev, 'C'));
+
+	/* And the rest goes: no mount is left under kubelet's dir, the bytes stay. */
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"ro\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"ro\", \"staging_target_path\": \"%s\"}\n",
+		 t_rw, stg);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	free(out);
+	assert_true(path_is_gone(t_rw));
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_true(direct_read_is(dev, 'C'));
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+/* The first "capacity_bytes" of answer line n, or -1. */
+static long long capacity_of(const char *out, int n)
+{
+	const char *s = strstr(csi_line(out, n), "\"capacity_bytes\": \"");
+
+	return s ? atoll(s + strlen("\"capacity_bytes\": \"")) : -1;
+}
+
+static void test_block_expand(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	const char *fsdev = fixture_add_loop(e->f, 512LL << 20); /* xfs wants >= 300 MiB */
+	char stg[700], t1[800], fs_stg[700], fs_t[700], ctx[200], fs_ctx[200], img[700];
+	char calls[8192], file[800], *out, *s;
+	long long fs_before;
+
+	assert_non_null(dev);
+	assert_non_null(fsdev);
+	block_paths(e, "pv-grow", "pod-g", stg, t1);
+	csi_env_staging(e, "fs-grow", fs_stg);
+	csi_env_target(e, "pod-f", "pv-fs", fs_t);
+	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
+	snprintf(fs_ctx, sizeof(fs_ctx), "{\"type\": \"local\", \"path\": \"%s\"}", fsdev);
+	csi_env_start(e);
+
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 ", \"volume_context\": %s}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"grow\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeStageVolume {\"volume_id\": \"fs\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_XFS ", \"volume_context\": %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"fs\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_XFS
+		 ", \"volume_context\": %s}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"fs\", \"volume_path\": \"%s\"}\n",
+		 stg, ctx, stg, t1, ctx, t1, fs_stg, fs_ctx, fs_stg, fs_t, fs_ctx, fs_t);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	/* Nothing grew yet: the size it has. */
+	assert_int_equal(capacity_of(out, 2), 32 << 20);
+	assert_line(out, 3, "OK {}");
+	assert_line(out, 4, "OK {}");
+	s = strstr(csi_line(out, 5), "\"total\": \"");
+	assert_non_null(s);
+	fs_before = atoll(s + strlen("\"total\": \""));
+	free(out);
+	assert_true(is_block_node(t1));
+	snprintf(file, sizeof(file), "%s/data", fs_t);
+	assert_int_equal(test_write_file(file, "fs-data"), 0);
+
+	/* Both devices grow; expand answers the block device's new size, and grows ext4. */
+	snprintf(img, sizeof(img), "%s/disk0.img", e->f->dir);
+	grow_loop(dev, img, 48 << 20);
+	snprintf(img, sizeof(img), "%s/disk1.img", e->f->dir);
+	grow_loop(fsdev, img, 1LL << 30);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeExpandVolume {\"volume_id\": \"grow\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": \"%d\"}}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"grow\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"grow\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": \"%d\"}}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"fs\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": \"%d\"}}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"fs\", \"volume_path\": \"%s\"}\n",
+		 t1, 48 << 20, t1, t1, 64 << 20, fs_t, 1 << 30, fs_t);
+	out = csi_env_call(e, calls);
+	assert_int_equal(capacity_of(out, 0), 48 << 20);
+	assert_int_equal(capacity_of(out, 0), device_bytes(dev));
+	assert_line(out, 1, "\"total\": \"50331648\"");
+	/* More than the device has: OUT_OF_RANGE, nothing changed. */
+	assert_line(out, 2, "ERR OUT_OF_RANGE");
+	/* The filesystem staged volume: xfs grown online to the device's new size. */
+	assert_int_equal(capacity_of(out, 3), 1 << 30);
+	s = strstr(csi_line(out, 4), "\"total\": \"");
+	assert_non_null(s);
+	assert_true(atoll(s + strlen("\"total\": \"")) > fs_before + (400LL << 20));
+	free(out);
+	assert_int_equal(device_bytes(t1), 48 << 20);
+	s = test_read_file(file);
+	assert_non_null(s);
+	assert_string_equal(s, "fs-data");
+	free(s);
+
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodeUnpublishVolume {\"volume_id\": \"grow\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\"}\n"
+		"Node/NodeUnpublishVolume {\"volume_id\": \"fs\", \"target_path\": \"%s\"}\n"
+		"Node/NodeUnstageVolume {\"volume_id\": \"fs\", \"staging_target_path\": \"%s\"}\n",
+		t1, stg, fs_t, fs_stg);
+	out = csi_env_call(e, calls);
+	for (int i = 0; i < 4; i++)
+		assert_line(out, i, "OK {}");
+	free(out);
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_readonly_block_publish, csi_setup,
+						csi_teardown),
+		cmocka_unit_test_setup_teardown(test_block_expand, csi_setup, csi_teardown),
+	};
+
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
