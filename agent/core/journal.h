@@ -32,7 +32,9 @@ struct journal *journal_free(struct journal *j);
 int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
 		 struct error_info *err);
 
-/* Writes a's device entries, and csi (the CSI desired entries; may be NULL) atomically. */
+/* Writes a's device entries, and csi (the CSI desired entries; may be NULL) atomically.  The
+ * text of each entry of csi (an array) is kept from one save to the next by the entry's
+ * pointer: an entry passed again must not have been modified (build a new one instead). */
 int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 		 struct error_info *err);
 
@@ -43,6 +45,8 @@ int journal_flush(struct journal *j, const struct actual_state *a, json_t *csi,
 		  struct error_info *err);
 /* The number of saves so far (for tests and metrics). */
 unsigned long journal_save_count(const struct journal *j);
+/* How many csi entries were serialised so far (an entry passed again is not). */
+unsigned long journal_csi_dump_count(const struct journal *j);
 const char *journal_path(const struct journal *j);
 
 /* This boot's id (/proc/sys/kernel/random/boot_id), or "" when unknown. */
