@@ -113,6 +113,21 @@ static const char *const rpc_method[] = {
 	[RPC_UNSTAGE] = "/csi.v1.Node/NodeUnstageVolume",
 };
 
+/* Each method registered on the channel once (grpc_channel_register_call): a call then does
+ * not hand gRPC its path to look up again. */
+static grpc_channel *registered_on;
+static void *registered[RPC_UNSTAGE + 1];
+
+static void *method_handle(enum rpc rpc)
+{
+	if (registered_on != channel) {
+		for (size_t i = 0; i < sizeof(registered) / sizeof(registered[0]); i++)
+			registered[i] = grpc_channel_register_call(channel, rpc_method[i], NULL, NULL);
+		registered_on = channel;
+	}
+	return registered[rpc];
+}
+
 struct slot {
 	grpc_call *call;
 	grpc_byte_buffer *request, *response;
@@ -226,9 +241,8 @@ static void slot_start(struct slot *s, enum rpc rpc, int i, int deadline_ms)
 	grpc_metadata_array_init(&s->md_initial);
 	grpc_metadata_array_init(&s->md_trailing);
 	s->details = grpc_empty_slice();
-	s->call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-					   grpc_slice_from_static_string(rpc_method[rpc]), NULL,
-					   deadline, NULL);
+	s->call = grpc_channel_create_registered_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+						      method_handle(rpc), deadline, NULL);
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = s->request;
@@ -431,6 +445,7 @@ static int wait_ready(int timeout_ms)
 		if (st == GRPC_STATUS_UNAVAILABLE) {
 			/* Not listening yet: start afresh rather than wait out a reconnect backoff. */
 			grpc_channel_destroy(channel);
+			registered_on = NULL; /* its handles went with it */
 			channel = channel_new();
 		}
 		usleep(2000);
