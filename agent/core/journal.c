@@ -30,7 +30,6 @@ struct journal {
 	unsigned long saves;
 	struct hashmap *csi_text; /* "%p" of a csi entry -> struct entry_text */
 	unsigned gen;
-	unsigned long csi_dumps;
 };
 
 /* The compact text of one entry of the csi list. */
@@ -251,7 +250,6 @@ static struct entry_text *entry_text_get(struct journal *j, json_t *e)
 		}
 		t->entry = json_incref(e);
 		t->len = strlen(t->text);
-		j->csi_dumps++;
 	}
 	t->gen = j->gen;
 	return t;
@@ -377,11 +375,6 @@ int journal_flush(struct journal *j, const struct actual_state *a, json_t *csi,
 unsigned long journal_save_count(const struct journal *j)
 {
 	return j->saves;
-}
-
-unsigned long journal_csi_dump_count(const struct journal *j)
-{
-	return j->csi_dumps;
 }
 
 const char *journal_path(const struct journal *j)

@@ -45,8 +45,6 @@ int journal_flush(struct journal *j, const struct actual_state *a, json_t *csi,
 		  struct error_info *err);
 /* The number of saves so far (for tests and metrics). */
 unsigned long journal_save_count(const struct journal *j);
-/* How many csi entries were serialised so far (an entry passed again is not). */
-unsigned long journal_csi_dump_count(const struct journal *j);
 const char *journal_path(const struct journal *j);
 
 /* This boot's id (/proc/sys/kernel/random/boot_id), or "" when unknown. */

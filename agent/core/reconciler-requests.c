@@ -618,8 +618,14 @@ struct csi_export {
 	char *name; /* the volume's name; the key */
 	json_t *entry;
 	struct volume_spec *spec; /* a reference: same pointer, same spec */
-	char *key;		  /* every other field the entry is built from */
+	char *key;		  /* every other field the entry is built from; NULL: none yet */
 	unsigned gen;		  /* the export that last found the volume */
+	/* Parts of the entry that a rebuild reuses while spec is the same: its JSON, and the
+	 * last fingerprint masked for it (a publish adds a target, and targets of a volume
+	 * mostly share their fingerprint). */
+	json_t *spec_json;
+	char *fp;
+	json_t *fp_json;
 };
 
 static void csi_export_free(void *p)
@@ -628,9 +634,39 @@ static void csi_export_free(void *p)
 
 	json_decref(x->entry);
 	volume_spec_unref(x->spec);
+	json_decref(x->spec_json);
+	json_decref(x->fp_json);
+	free(x->fp);
 	free(x->key);
 	free(x->name);
 	free(x);
+}
+
+static char *mfree_str(char *p)
+{
+	free(p);
+	return NULL;
+}
+
+/* fingerprint_json() of fp with x's spec, reusing the last one.  NULL: no memory. */
+static json_t *export_fingerprint(struct csi_export *x, const char *fp)
+{
+	json_t *m;
+	char *copy;
+
+	if (x->fp_json && streq(x->fp, fp))
+		return json_incref(x->fp_json);
+	m = fingerprint_json(x->spec, fp);
+	copy = strdup(fp);
+	if (m && copy) {
+		free(x->fp);
+		json_decref(x->fp_json);
+		x->fp = copy;
+		x->fp_json = json_incref(m);
+	} else {
+		free(copy);
+	}
+	return m;
 }
 
 void requests_export_fini(struct reconciler *r)
@@ -638,45 +674,74 @@ void requests_export_fini(struct reconciler *r)
 	r->csi_export = hashmap_free_values(r->csi_export, csi_export_free);
 }
 
-/* Everything but the spec that the journal entry of vol holds, as one string.  NULL: no
- * memory. */
+/* Appends n strings, each followed by sep, to the key being built in *buf (*len used, *size
+ * allocated).  Returns false without memory (*buf is freed then). */
+static bool key_add(char **buf, size_t *len, size_t *size, char sep, size_t n,
+		    const char *const *parts)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(parts[i]);
+
+		if (*len + l + 2 > *size) {
+			size_t want = (*len + l + 2) * 2;
+			char *b = realloc(*buf, want);
+
+			if (!b) {
+				free(*buf);
+				*buf = NULL;
+				return false;
+			}
+			*buf = b;
+			*size = want;
+		}
+		memcpy(*buf + *len, parts[i], l);
+		*len += l;
+		(*buf)[(*len)++] = sep;
+		(*buf)[*len] = '\0';
+	}
+	return true;
+}
+
+/* Everything but the spec that the journal entry of vol holds, as one string: \x1f after
+ * each field, \x1e after each target (neither is in a path or an id).  NULL: no memory. */
 static char *export_key(const struct dsw_volume *vol)
 {
-	char *buf = NULL;
-	size_t size = 0;
-	FILE *f = open_memstream(&buf, &size);
+	const char *head[] = { vol->volume_id, vol->staged ? "s" : "-",
+			       vol->staged && vol->fingerprint ? vol->fingerprint : "",
+			       vol->device_mount_path ? vol->device_mount_path : "" };
+	size_t len = 0, size = 256;
+	char *buf = malloc(size);
 
-	if (!f)
-		return NULL;
-	/* \x1f between fields and \x1e between targets: neither is in a path or an id. */
-	fprintf(f, "%s\x1f%d\x1f%s\x1f%s", vol->volume_id, vol->staged,
-		vol->staged && vol->fingerprint ? vol->fingerprint : "",
-		vol->device_mount_path ? vol->device_mount_path : "");
-	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume)
-		if (pv->csi)
-			fprintf(f, "\x1e%s\x1f%s\x1f%s\x1f%d\x1f%s", pv->target, pv->pod_uid,
-				pv->outer_name, pv->read_only, pv->fingerprint);
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
+	if (!buf || !key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(head), head))
+		return NULL; /* key_add freed it */
+	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
+		const char *t[] = { pv->target, pv->pod_uid, pv->outer_name,
+				    pv->read_only ? "ro" : "rw", pv->fingerprint ? pv->fingerprint : "" };
+
+		if (pv->csi && (!key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(t), t) ||
+				!key_add(&buf, &len, &size, '\x1e', 1, (const char *[]){ "" })))
+			return NULL;
 	}
 	return buf;
 }
 
-static json_t *export_entry(const struct dsw_volume *vol)
+/* Builds vol's entry (x->spec is vol->spec). */
+static json_t *export_entry(struct csi_export *x, const struct dsw_volume *vol)
 {
 	json_t *o = json_object(), *targets = json_array();
 
-	if (!o || !targets) {
+	if (!x->spec_json)
+		x->spec_json = volume_spec_to_json(vol->spec, VOLUME_SPEC_JSON_JOURNAL);
+	if (!o || !targets || !x->spec_json) {
 		json_decref(o);
 		json_decref(targets);
 		return NULL;
 	}
 	json_object_set_new(o, "volume_id", json_string(vol->volume_id));
-	json_object_set_new(o, "spec", volume_spec_to_json(vol->spec, VOLUME_SPEC_JSON_JOURNAL));
+	json_object_set(o, "spec", x->spec_json);
 	json_object_set_new(o, "staged", json_boolean(vol->staged));
 	if (vol->staged && vol->fingerprint)
-		json_object_set_new(o, "fingerprint", fingerprint_json(vol->spec, vol->fingerprint));
+		json_object_set_new(o, "fingerprint", export_fingerprint(x, vol->fingerprint));
 	if (vol->device_mount_path)
 		json_object_set_new(o, "staging_path", json_string(vol->device_mount_path));
 	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
@@ -689,7 +754,7 @@ static json_t *export_entry(const struct dsw_volume *vol)
 		json_object_set_new(t, "pod_uid", json_string(pv->pod_uid));
 		json_object_set_new(t, "name", json_string(pv->outer_name));
 		json_object_set_new(t, "read_only", json_boolean(pv->read_only));
-		json_object_set_new(t, "fingerprint", fingerprint_json(vol->spec, pv->fingerprint));
+		json_object_set_new(t, "fingerprint", export_fingerprint(x, pv->fingerprint));
 		json_array_append_new(targets, t);
 	}
 	json_object_set_new(o, "targets", targets);
@@ -705,13 +770,10 @@ static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol,
 
 	if (!key)
 		return NULL;
-	if (x && x->spec == vol->spec && streq(x->key, key)) {
+	if (x && x->spec == vol->spec && streq_ptr(x->key, key)) {
 		x->gen = gen;
 		return x->entry;
 	}
-	entry = export_entry(vol);
-	if (!entry)
-		return NULL;
 	if (!x) {
 		x = calloc(1, sizeof(*x));
 		if (!x || !(x->name = strdup(vol->name)) ||
@@ -719,17 +781,27 @@ static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol,
 			if (x)
 				free(x->name);
 			free(x);
-			json_decref(entry);
 			return NULL;
 		}
 	}
-	json_decref(x->entry);
-	volume_spec_unref(x->spec);
-	free(x->key);
-	x->entry = entry;
-	x->spec = volume_spec_ref(vol->spec);
-	x->key = TAKE_PTR(key);
 	x->gen = gen;
+	if (x->spec != vol->spec) {
+		/* What was kept for the old spec goes with it. */
+		volume_spec_unref(x->spec);
+		x->spec = volume_spec_ref(vol->spec);
+		json_decref(x->spec_json);
+		json_decref(x->fp_json);
+		x->spec_json = x->fp_json = NULL;
+		x->fp = mfree_str(x->fp);
+	}
+	/* Until the new entry exists, the old one no longer matches anything. */
+	x->key = mfree_str(x->key);
+	entry = export_entry(x, vol);
+	if (!entry)
+		return NULL;
+	json_decref(x->entry);
+	x->entry = entry;
+	x->key = TAKE_PTR(key);
 	return entry;
 }
 
