@@ -861,7 +861,7 @@ static struct job *job_free(struct job *j)
 	return NULL;
 }
 
-static bool draining(struct csi_server *s)
+static bool is_draining(struct csi_server *s)
 {
 	bool d;
 
@@ -937,7 +937,7 @@ static void handle_call(struct gcore_call *call, void *userdata)
 			      "an operation on volume %s is already in progress",
 			      j->info.volume_id);
 	else {
-		job_run(s, j, draining(s));
+		job_run(s, j, is_draining(s));
 		job_free(j);
 		return;
 	}

@@ -11,8 +11,10 @@
  * all wait in grpc_completion_queue_next on it, for the blocking methods.  A pool thread runs
  * the handler, which blocks and answers; the answer's completion comes back on the same queue,
  * usually to the same thread.  So a blocking call costs no hand-off between threads of ours:
- * the thread gRPC wakes for the request is the one that runs it.  Counters under g->lock (owned calls, outstanding
- * requests, the shutdown tag) decide when destroying the server and the queue is safe. */
+ * the thread gRPC wakes for the request is the one that runs it.
+ *
+ * Counters under g->lock (owned calls, outstanding requests, the shutdown tag) decide when
+ * destroying the server and the queues is safe. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -471,10 +473,10 @@ static void request_call(struct gcore *g, struct gcore_method *m)
 		e = grpc_server_request_registered_call(g->server, m->registered, &c->call,
 							&c->raw_deadline, &c->md, &c->payload, cq,
 							cq, c);
-	}
-	else
+	} else {
 		e = grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq, g->cq,
 					     c);
+	}
 	if (e != GRPC_CALL_OK) {
 		log_event(LOG_LVL_ERROR, "grpc", "requesting a call failed", "error",
 			  grpc_call_error_to_string(e), (char *)NULL);
@@ -825,11 +827,13 @@ int gcore_shutdown(struct gcore *g, int grace_ms, int hard_ms, void (*on_grace_e
 	grpc_completion_queue_destroy(g->cq);
 	g->cq = NULL;
 	if (g->pool_cq) {
-		if (g->n_pool == 0) /* no thread ran it: drain it here */
+		if (g->n_pool == 0) { /* no thread runs it: drain it here */
 			drain_queue(g->pool_cq);
-		grpc_completion_queue_shutdown(g->pool_cq);
-		for (int i = 0; i < g->n_pool; i++) /* each runs it to GRPC_QUEUE_SHUTDOWN */
-			pthread_join(g->pool[i], NULL);
+		} else {
+			grpc_completion_queue_shutdown(g->pool_cq);
+			for (int i = 0; i < g->n_pool; i++) /* each runs it to its end */
+				pthread_join(g->pool[i], NULL);
+		}
 		g->n_pool = 0;
 		grpc_completion_queue_destroy(g->pool_cq);
 		g->pool_cq = NULL;
