@@ -829,7 +829,8 @@ json_t *requests_export_csi(struct reconciler *r)
 			continue;
 		e = export_volume(r, vol, r->csi_export_gen);
 		if (!e || json_array_append(volumes, e) < 0) {
-			/* Never a section with entries missing: the save keeps the last one. */
+			/* Never a list with entries missing (out of memory: the save then has no
+			 * CSI section, as when a list could not be made at all before). */
 			json_decref(volumes);
 			return NULL;
 		}
