@@ -4,7 +4,7 @@
  *
  *   csi-bench --endpoint unix:///path --targets-root DIR --count M [--concurrency C]
  *             [--volume-context k=v]... [--staging-path DIR] [--volume-id-prefix S]
- *             [--fs-type T] [--label NAME] [--deadline-ms MS]
+ *             [--fs-type T] [--label NAME] [--deadline-ms MS] [--keep]
  *   csi-bench --endpoint unix:///path --wait-ready MS
  *   csi-bench --self-test --targets-root DIR --volume-context path=/abs/dir ...
  *
@@ -16,6 +16,10 @@
  * is timed from the start of its batch to its completion; the phase from its first call to
  * its last completion.  After the publish phase every target must be a mount root, after the
  * unpublish phase none: a driver that answers OK without mounting is caught.
+ *
+ * --keep stops after the publish phase and leaves the volumes staged and published (a later
+ * run, with another --label and --volume-id-prefix, then works next to them: the agent's
+ * cost with many volumes already there).
  *
  * --wait-ready polls Identity.Probe (about every 2 ms) until it answers ready, prints
  * "ready_at_ns <CLOCK_MONOTONIC ns>" and exits 0; exits 1 when MS pass first.  --self-test serves the CSI transport in this process with a test
@@ -56,6 +60,7 @@ static struct {
 	const char *fs_type;
 	const char *label;
 	int count, concurrency, deadline_ms;
+	bool keep; /* --keep: stop after the publish phase, leaving the volumes published */
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry ctx[MAX_CONTEXT];
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx_ptr[MAX_CONTEXT];
 	size_t n_ctx;
@@ -375,6 +380,10 @@ static int bench(void)
 	wall = run_phase(RPC_PUBLISH, opt.count, opt.concurrency, lat);
 	check_targets(true);
 	report("publish", lat, opt.count, wall);
+	if (opt.keep) {
+		free(lat);
+		return 0;
+	}
 	wall = run_phase(RPC_UNPUBLISH, opt.count, opt.concurrency, lat);
 	check_targets(false);
 	report("unpublish", lat, opt.count, wall);
@@ -518,7 +527,7 @@ static void usage(void)
 		"usage: csi-bench --endpoint unix:///path --targets-root DIR [--count M]\n"
 		"                 [--concurrency C] [--volume-context k=v]... [--staging-path DIR]\n"
 		"                 [--volume-id-prefix S] [--fs-type T] [--label NAME]\n"
-		"                 [--deadline-ms MS]\n"
+		"                 [--deadline-ms MS] [--keep]\n"
 		"       csi-bench --endpoint unix:///path --wait-ready MS\n"
 		"       csi-bench --self-test --targets-root DIR --volume-context path=/dir ...\n");
 	exit(2);
@@ -537,6 +546,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(o, "--self-test")) {
 			self_test = true;
+			continue;
+		}
+		if (!strcmp(o, "--keep")) {
+			opt.keep = true;
 			continue;
 		}
 		if (!v)
