@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/loop.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 
 #include "agent-fixture.h"
 #include "csi-env.h"
+#include "macro.h"
 #include "testlib.h"
 
 #define CANARY "canary-5ecr3t-7f3a"
@@ -1006,6 +1008,164 @@ static void test_call_running_past_grace_logged_once(void **state)
 	}
 }
 
+/* The journal's "csi" section is kept per volume between saves (only what changed is
+ * serialised again): after many calls spread over several saves, some volumes gone and some
+ * given a second target, it holds exactly the volumes kubelet left published, each with its
+ * targets; a restart adopts every one without a remount, and the journal it writes still
+ * holds them all. */
+struct journal_wait {
+	const char *path;
+	const char *text;
+	bool present;
+};
+
+static bool journal_has(void *arg)
+{
+	struct journal_wait *w = arg;
+	_cleanup_free_ char *j = test_read_file(w->path);
+
+	return j && (strstr(j, w->text) != NULL) == w->present;
+}
+
+/* Checks that the journal's csi list is volumes v<first>..v<last> with their targets: a second
+ * one (pod "jpod2") for those below two_below. */
+static void check_journal_csi(struct csi_env *e, const char *path, int first, int last,
+			      int two_below)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr), *csi, *o;
+	bool seen[64] = { false };
+	size_t i;
+
+	if (!root)
+		fail_msg("%s line %d: %s", path, jerr.line, jerr.text);
+	csi = json_object_get(root, "csi");
+	assert_true(json_is_array(csi));
+	assert_int_equal(json_array_size(csi), last - first + 1);
+	json_array_foreach(csi, i, o)
+	{
+		const char *id = json_string_value(json_object_get(o, "volume_id"));
+		json_t *targets = json_object_get(o, "targets");
+		char pv[32], tgt[700];
+		int k;
+
+		assert_non_null(id);
+		assert_int_equal(sscanf(id, "v%d", &k), 1);
+		assert_true(k >= first && k <= last && !seen[k]);
+		seen[k] = true;
+		assert_int_equal(json_array_size(targets), k < two_below ? 2 : 1);
+		snprintf(pv, sizeof(pv), "pv%d", k);
+		for (size_t t = 0; t < json_array_size(targets); t++) {
+			const char *have = json_string_value(
+				json_object_get(json_array_get(targets, t), "target"));
+			csi_env_target(e, "jpod", pv, tgt);
+			if (!streq(have, tgt))
+				assert_string_equal(have, csi_env_target(e, "jpod2", pv, tgt));
+		}
+	}
+	json_decref(root);
+}
+
+static void test_journal_keeps_every_entry(void **state)
+{
+	enum {
+		ROUNDS = 4,
+		PER_ROUND = 10,
+		N = ROUNDS * PER_ROUND,
+		GONE = 5,
+		TWO = 10 /* v<GONE>..v<TWO - 1> get a second target */
+	};
+	struct csi_env *e = *state;
+	char src[600], tgt[700], journal[700], calls[16384], one[1024], id[800], pv[32];
+	int ids[N];
+	char *out;
+
+	snprintf(src, sizeof(src), "%s/src", e->f->dir);
+	mkdir(src, 0755);
+	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
+	csi_env_start(e);
+	/* Each round is in the journal before the next starts: several saves, each with the
+	 * entries of the rounds before it unchanged. */
+	for (int r = 0; r < ROUNDS; r++) {
+		struct journal_wait w = { journal, id, true };
+
+		calls[0] = '\0';
+		for (int i = r * PER_ROUND; i < (r + 1) * PER_ROUND; i++) {
+			snprintf(pv, sizeof(pv), "pv%d", i);
+			csi_env_target(e, "jpod", pv, tgt);
+			snprintf(one, sizeof(one),
+				 "Node/NodePublishVolume {\"volume_id\": \"v%d\", \"target_path\": "
+				 "\"%s\", \"staging_target_path\": \"%s/jst%d\", "
+				 "\"volume_capability\": " CAP_MULTI ", \"volume_context\": {\"type\": "
+				 "\"local\", \"path\": \"%s\"}}\n",
+				 i, tgt, e->kubelet, i, src);
+			strcat(calls, one);
+		}
+		out = csi_env_call(e, calls);
+		for (int i = 0; i < PER_ROUND; i++)
+			assert_line(out, i, "OK {}");
+		free(out);
+		snprintf(id, sizeof(id), "\"volume_id\":\"v%d\"", (r + 1) * PER_ROUND - 1);
+		assert_true(test_wait_until(journal_has, &w, 5000));
+	}
+	/* Some go again: their entries leave the journal; some get a second target: their
+	 * entries change; the others stay as they were. */
+	calls[0] = '\0';
+	for (int i = GONE; i < TWO; i++) {
+		snprintf(pv, sizeof(pv), "pv%d", i);
+		csi_env_target(e, "jpod2", pv, tgt);
+		snprintf(one, sizeof(one),
+			 "Node/NodePublishVolume {\"volume_id\": \"v%d\", \"target_path\": "
+			 "\"%s\", \"staging_target_path\": \"%s/jst%d\", "
+			 "\"volume_capability\": " CAP_MULTI ", \"volume_context\": {\"type\": "
+			 "\"local\", \"path\": \"%s\"}}\n",
+			 i, tgt, e->kubelet, i, src);
+		strcat(calls, one);
+	}
+	for (int i = 0; i < GONE; i++) {
+		snprintf(pv, sizeof(pv), "pv%d", i);
+		csi_env_target(e, "jpod", pv, tgt);
+		snprintf(one, sizeof(one),
+			 "Node/NodeUnpublishVolume {\"volume_id\": \"v%d\", \"target_path\": "
+			 "\"%s\"}\n",
+			 i, tgt);
+		strcat(calls, one);
+	}
+	out = csi_env_call(e, calls);
+	for (int i = 0; i < TWO; i++)
+		assert_line(out, i, "OK {}");
+	free(out);
+	{
+		struct journal_wait w = { journal, id, false };
+
+		snprintf(id, sizeof(id), "\"volume_id\":\"v%d\"", GONE - 1);
+		assert_true(test_wait_until(journal_has, &w, 5000));
+		snprintf(pv, sizeof(pv), "pv%d", TWO - 1);
+		csi_env_target(e, "jpod2", pv, tgt);
+		snprintf(id, sizeof(id), "\"target\":\"%s\"", tgt);
+		w.present = true;
+		assert_true(test_wait_until(journal_has, &w, 5000));
+	}
+	check_journal_csi(e, journal, GONE, N - 1, TWO);
+	for (int i = GONE; i < N; i++) {
+		snprintf(pv, sizeof(pv), "pv%d", i);
+		ids[i] = test_mount_id(csi_env_target(e, "jpod", pv, tgt));
+		assert_true(ids[i] > 0);
+	}
+
+	/* A restart adopts every one without a remount, and saves them all again. */
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	check_journal_csi(e, journal, GONE, N - 1, TWO);
+	csi_env_start(e);
+	for (int i = GONE; i < N; i++) {
+		snprintf(pv, sizeof(pv), "pv%d", i);
+		assert_int_equal(test_mount_id(csi_env_target(e, "jpod", pv, tgt)), ids[i]);
+	}
+	assert_int_equal(fixture_log_count(e->f, "msg=\"volume mounted\""), N + TWO - GONE);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	check_journal_csi(e, journal, GONE, N - 1, TWO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1017,6 +1177,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_volumes_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_adopts_and_reboot_waits_for_kubelet,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_journal_keeps_every_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sigterm_with_call_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_instance_and_registration, setup,
 						teardown),

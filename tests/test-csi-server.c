@@ -1151,6 +1151,59 @@ static void test_shutdown_after_grace(void **state)
 	assert_int_equal(tb_calls(), 1); /* the queued call never reached the backend */
 }
 
+/* Volume calls run on the pool threads, the cheap ones on the queue thread: with the only pool
+ * thread blocked in an op, Probe, NodeGetInfo and NodeGetCapabilities are answered at once, a
+ * second volume call waits inside gRPC without reaching the backend, and runs once the pool
+ * thread is free. */
+static bool calls_at_least(void *arg)
+{
+	return tb_calls() >= *(int *)arg;
+}
+
+static void test_cheap_calls_with_pool_busy(void **state)
+{
+	struct fx *f = *state;
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = { 0 };
+	char bgcall[2048], tgt[600], l[1024];
+	_cleanup_free_ char *out = NULL, *bgout = NULL, *bgout2 = NULL;
+	int two = 2;
+
+	cfg.workers = 1;
+	cfg.registration = false;
+	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
+	assert_non_null(f->s);
+	assert_int_equal(csi_server_start(f->s, &err), 0);
+	csi_server_set_ready(f->s, true);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-9\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 0, bgcall);
+	assert_int_equal(wait_entered(1), 0);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"waits\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 1, bgcall);
+
+	out = client_run(f, f->sock,
+			 "Identity/Probe {}\nNode/NodeGetInfo {}\nNode/NodeGetCapabilities {}\n");
+	assert_non_null(out);
+	assert_string_equal(line_n(out, 0, l, sizeof(l)), "OK {\"ready\": true}");
+	assert_contains(line_n(out, 1, l, sizeof(l)), "\"node_id\": \"" NODE "\"");
+	assert_contains(line_n(out, 2, l, sizeof(l)), "STAGE_UNSTAGE_VOLUME");
+	assert_int_equal(tb_calls(), 1); /* the second volume call has not run */
+
+	tb_release();
+	bgout = bg_wait(f, 0);
+	bgout2 = bg_wait(f, 1);
+	assert_string_equal(bgout, "OK {}\n");
+	assert_string_equal(bgout2, "OK {}\n");
+	assert_true(test_wait_until(calls_at_least, &two, 1000));
+}
+
 static int count_dir(const char *path)
 {
 	DIR *d = opendir(path);
@@ -1280,6 +1333,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_secrets_canary, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shutdown_after_grace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cheap_calls_with_pool_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_after_timed_out_shutdown, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_no_leaks, setup, teardown),

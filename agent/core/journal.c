@@ -1,4 +1,11 @@
-/* journal.c - see journal.h. */
+/* journal.c - see journal.h.
+ *
+ * The "csi" section is written from text kept per entry: the caller hands the same json_t
+ * for an entry that did not change (reconciler-requests.c keeps them), and its compact text,
+ * made by jansson once, is kept here by that pointer (with a reference, so the address is not
+ * reused while kept).  A save then serialises only the entries that are new since the last
+ * one; the document is the jansson text of the rest of the root with the entries' texts
+ * joined into its "csi" list. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -9,6 +16,7 @@
 #include <unistd.h>
 
 #include "file-util.h"
+#include "hashmap.h"
 #include "journal.h"
 #include "macro.h"
 #include "path-util.h"
@@ -20,7 +28,27 @@ struct journal {
 	char *path;
 	bool dirty;
 	unsigned long saves;
+	struct hashmap *csi_text; /* "%p" of a csi entry -> struct entry_text */
+	unsigned gen;
 };
+
+/* The compact text of one entry of the csi list. */
+struct entry_text {
+	char key[2 * sizeof(void *) + 3];
+	json_t *entry; /* a reference */
+	char *text;
+	size_t len;
+	unsigned gen; /* the save that last wrote it */
+};
+
+static void entry_text_free(void *p)
+{
+	struct entry_text *t = p;
+
+	json_decref(t->entry);
+	free(t->text);
+	free(t);
+}
 
 const char *journal_boot_id(void)
 {
@@ -59,6 +87,7 @@ struct journal *journal_free(struct journal *j)
 {
 	if (!j)
 		return NULL;
+	hashmap_free_values(j->csi_text, entry_text_free);
 	free(j->dir);
 	free(j->path);
 	free(j);
@@ -201,6 +230,86 @@ static json_t *device_to_json(const struct asw_device *d)
 	return o;
 }
 
+/* The kept text of entry e, made now if it is new.  NULL: no memory. */
+static struct entry_text *entry_text_get(struct journal *j, json_t *e)
+{
+	struct entry_text *t, key;
+
+	snprintf(key.key, sizeof(key.key), "%p", (void *)e);
+	t = hashmap_get(j->csi_text, key.key);
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		memcpy(t->key, key.key, sizeof(t->key));
+		t->text = json_dumps(e, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (!t->text || hashmap_put(j->csi_text, t->key, t) < 0) {
+			free(t->text);
+			free(t);
+			return NULL;
+		}
+		t->entry = json_incref(e);
+		t->len = strlen(t->text);
+	}
+	t->gen = j->gen;
+	return t;
+}
+
+/* Drops the texts of entries the last save did not write. */
+static void entry_text_sweep(struct journal *j)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	struct entry_text **gone;
+	size_t n = 0;
+	void *v;
+
+	gone = calloc(hashmap_size(j->csi_text) + 1, sizeof(*gone));
+	while (gone && hashmap_iterate(j->csi_text, &it, &v, NULL))
+		if (((struct entry_text *)v)->gen != j->gen)
+			gone[n++] = v;
+	for (size_t i = 0; i < n; i++)
+		entry_text_free(hashmap_remove(j->csi_text, gone[i]->key));
+	free(gone);
+}
+
+/* head (a compact JSON object, "{...}") with "csi": the entries of csi (an array), and a
+ * newline.  NULL: no memory. */
+static char *with_csi_list(struct journal *j, const char *head, json_t *csi)
+{
+	size_t n = json_array_size(csi), len = strlen(head), size = len + 16;
+	struct entry_text **texts = calloc(n + 1, sizeof(*texts));
+	char *out = NULL, *p;
+	json_t *e;
+	size_t i;
+
+	if (!texts || (!j->csi_text && !(j->csi_text = hashmap_new())))
+		goto out;
+	j->gen++;
+	json_array_foreach(csi, i, e)
+	{
+		texts[i] = entry_text_get(j, e);
+		if (!texts[i])
+			goto out;
+		size += texts[i]->len + 1;
+	}
+	out = malloc(size);
+	if (!out)
+		goto out;
+	/* head ends with its closing brace, and has at least one member before it. */
+	p = mempcpy(out, head, len - 1);
+	p = stpcpy(p, ",\"csi\":[");
+	for (i = 0; i < n; i++) {
+		if (i)
+			*p++ = ',';
+		p = mempcpy(p, texts[i]->text, texts[i]->len);
+	}
+	strcpy(p, "]}\n");
+	entry_text_sweep(j);
+out:
+	free(texts);
+	return out;
+}
+
 int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 		 struct error_info *err)
 {
@@ -218,7 +327,7 @@ int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 	json_object_set_new(root, "version", json_integer(JOURNAL_VERSION));
 	json_object_set_new(root, "boot_id", json_string(journal_boot_id()));
 	json_object_set_new(root, "devices", devices);
-	if (csi)
+	if (csi && !json_is_array(csi))
 		json_object_set(root, "csi", csi);
 	while (hashmap_iterate(asw_devices(a), &it, &v, NULL)) {
 		json_t *o = device_to_json(v);
@@ -228,7 +337,10 @@ int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 	}
 	/* Compact: a node with thousands of CSI volumes saves it often. */
 	text = json_dumps(root, JSON_COMPACT);
-	if (!text || !(line = strdup_printf("%s\n", text)))
+	if (!text)
+		return -ENOMEM;
+	line = json_is_array(csi) ? with_csi_list(j, text, csi) : strdup_printf("%s\n", text);
+	if (!line)
 		return -ENOMEM;
 	r = file_write_atomic(j->dir, "journal.json", line, 0600, err);
 	if (r < 0)

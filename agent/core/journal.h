@@ -32,7 +32,9 @@ struct journal *journal_free(struct journal *j);
 int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
 		 struct error_info *err);
 
-/* Writes a's device entries, and csi (the CSI desired entries; may be NULL) atomically. */
+/* Writes a's device entries, and csi (the CSI desired entries; may be NULL) atomically.  The
+ * text of each entry of csi (an array) is kept from one save to the next by the entry's
+ * pointer: an entry passed again must not have been modified (build a new one instead). */
 int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 		 struct error_info *err);
 

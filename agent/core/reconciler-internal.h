@@ -105,6 +105,8 @@ struct reconciler {
 
 	uint64_t started_ms;	  /* for the uptime in status */
 	uint64_t csi_save_due_ms; /* CSI entries changed: save by then (0: clean) */
+	struct hashmap *csi_export; /* reconciler-requests.c: each CSI volume's journal entry */
+	unsigned csi_export_gen;
 	char journal_error[256];  /* the last save problem, "" when healthy */
 	char journal_note[512];	  /* what startup found wrong with it, or "" */
 };
@@ -201,4 +203,5 @@ void requests_abort_all(struct reconciler *r);
 char *reconciler_status_json(struct reconciler *r);
 /* The CSI part of the journal, and loading it back after a restart on the same boot. */
 json_t *requests_export_csi(struct reconciler *r);
+void requests_export_fini(struct reconciler *r);
 int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err);

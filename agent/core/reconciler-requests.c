@@ -610,54 +610,243 @@ static json_t *fingerprint_json(const struct volume_spec *s, const char *fp)
 	return json_string(m);
 }
 
-json_t *requests_export_csi(struct reconciler *r)
-{
-	json_t *volumes = json_array(), *by_name = json_object();
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
+/* The journal entry of one CSI volume, kept between saves (r->csi_export, by volume name):
+ * rebuilt only when what it is built from changed, so a save with thousands of CSI volumes
+ * builds (and the journal serialises, journal.c) only the entries that changed since the
+ * last one.  The entry is never modified once built; the journal may hold it too. */
+struct csi_export {
+	char *name; /* the volume's name; the key */
+	json_t *entry;
+	struct volume_spec *spec; /* a reference: same pointer, same spec */
+	char *key;		  /* every other field the entry is built from; NULL: none yet */
+	unsigned gen;		  /* the export that last found the volume */
+	/* Parts of the entry that a rebuild reuses while spec is the same: its JSON, and the
+	 * last fingerprint masked for it (a publish adds a target, and targets of a volume
+	 * mostly share their fingerprint). */
+	json_t *spec_json;
+	char *fp;
+	json_t *fp_json;
+};
 
-	if (!r->kubelet_root) {
-		json_decref(volumes);
-		json_decref(by_name);
+static void csi_export_free(void *p)
+{
+	struct csi_export *x = p;
+
+	json_decref(x->entry);
+	volume_spec_unref(x->spec);
+	json_decref(x->spec_json);
+	json_decref(x->fp_json);
+	free(x->fp);
+	free(x->key);
+	free(x->name);
+	free(x);
+}
+
+static char *mfree_str(char *p)
+{
+	free(p);
+	return NULL;
+}
+
+/* fingerprint_json() of fp with x's spec, reusing the last one.  NULL: no memory. */
+static json_t *export_fingerprint(struct csi_export *x, const char *fp)
+{
+	json_t *m;
+	char *copy;
+
+	if (x->fp_json && streq(x->fp, fp))
+		return json_incref(x->fp_json);
+	m = fingerprint_json(x->spec, fp);
+	copy = strdup(fp);
+	if (m && copy) {
+		free(x->fp);
+		json_decref(x->fp_json);
+		x->fp = copy;
+		x->fp_json = json_incref(m);
+	} else {
+		free(copy);
+	}
+	return m;
+}
+
+void requests_export_fini(struct reconciler *r)
+{
+	r->csi_export = hashmap_free_values(r->csi_export, csi_export_free);
+}
+
+/* Appends n strings, each followed by sep, to the key being built in *buf (*len used, *size
+ * allocated).  Returns false without memory (*buf is freed then). */
+static bool key_add(char **buf, size_t *len, size_t *size, char sep, size_t n,
+		    const char *const *parts)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(parts[i]);
+
+		if (*len + l + 2 > *size) {
+			size_t want = (*len + l + 2) * 2;
+			char *b = realloc(*buf, want);
+
+			if (!b) {
+				free(*buf);
+				*buf = NULL;
+				return false;
+			}
+			*buf = b;
+			*size = want;
+		}
+		memcpy(*buf + *len, parts[i], l);
+		*len += l;
+		(*buf)[(*len)++] = sep;
+		(*buf)[*len] = '\0';
+	}
+	return true;
+}
+
+/* Everything but the spec that the journal entry of vol holds, as one string: \x1f after
+ * each field, \x1e after each target (neither is in a path or an id).  NULL: no memory. */
+static char *export_key(const struct dsw_volume *vol)
+{
+	const char *head[] = { vol->volume_id, vol->staged ? "s" : "-",
+			       vol->staged && vol->fingerprint ? vol->fingerprint : "",
+			       vol->device_mount_path ? vol->device_mount_path : "" };
+	size_t len = 0, size = 256;
+	char *buf = malloc(size);
+
+	if (!buf || !key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(head), head))
+		return NULL; /* key_add freed it */
+	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
+		const char *t[] = { pv->target, pv->pod_uid, pv->outer_name,
+				    pv->read_only ? "ro" : "rw", pv->fingerprint ? pv->fingerprint : "" };
+
+		if (pv->csi && (!key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(t), t) ||
+				!key_add(&buf, &len, &size, '\x1e', 1, (const char *[]){ "" })))
+			return NULL;
+	}
+	return buf;
+}
+
+/* Builds vol's entry (x->spec is vol->spec). */
+static json_t *export_entry(struct csi_export *x, const struct dsw_volume *vol)
+{
+	json_t *o = json_object(), *targets = json_array();
+
+	if (!x->spec_json)
+		x->spec_json = volume_spec_to_json(vol->spec, VOLUME_SPEC_JSON_JOURNAL);
+	if (!o || !targets || !x->spec_json) {
+		json_decref(o);
+		json_decref(targets);
 		return NULL;
 	}
-	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
-		const struct dsw_volume *vol = v;
-		json_t *o;
+	json_object_set_new(o, "volume_id", json_string(vol->volume_id));
+	json_object_set(o, "spec", x->spec_json);
+	json_object_set_new(o, "staged", json_boolean(vol->staged));
+	if (vol->staged && vol->fingerprint)
+		json_object_set_new(o, "fingerprint", export_fingerprint(x, vol->fingerprint));
+	if (vol->device_mount_path)
+		json_object_set_new(o, "staging_path", json_string(vol->device_mount_path));
+	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
+		json_t *t;
 
-		if (!vol->csi)
-			continue;
-		o = json_object();
-		json_object_set_new(o, "volume_id", json_string(vol->volume_id));
-		json_object_set_new(o, "spec",
-				    volume_spec_to_json(vol->spec, VOLUME_SPEC_JSON_JOURNAL));
-		json_object_set_new(o, "staged", json_boolean(vol->staged));
-		if (vol->staged && vol->fingerprint)
-			json_object_set_new(o, "fingerprint",
-					    fingerprint_json(vol->spec, vol->fingerprint));
-		if (vol->device_mount_path)
-			json_object_set_new(o, "staging_path", json_string(vol->device_mount_path));
-		json_object_set_new(o, "targets", json_array());
-		json_object_set(by_name, vol->name, o);
-		json_array_append_new(volumes, o);
-	}
-	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
-		const struct dsw_pod_volume *pv = v;
-		json_t *o = pv->csi ? json_object_get(by_name, pv->volume->name) : NULL, *t;
-
-		if (!o)
+		if (!pv->csi)
 			continue;
 		t = json_object();
 		json_object_set_new(t, "target", json_string(pv->target));
 		json_object_set_new(t, "pod_uid", json_string(pv->pod_uid));
 		json_object_set_new(t, "name", json_string(pv->outer_name));
 		json_object_set_new(t, "read_only", json_boolean(pv->read_only));
-		json_object_set_new(t, "fingerprint",
-				    fingerprint_json(pv->volume->spec, pv->fingerprint));
-		json_array_append_new(json_object_get(o, "targets"), t);
+		json_object_set_new(t, "fingerprint", export_fingerprint(x, pv->fingerprint));
+		json_array_append_new(targets, t);
 	}
-	json_decref(by_name);
+	json_object_set_new(o, "targets", targets);
+	return o;
+}
+
+/* The cached entry of vol, rebuilt if it changed.  NULL: no memory. */
+static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol, unsigned gen)
+{
+	struct csi_export *x = r->csi_export ? hashmap_get(r->csi_export, vol->name) : NULL;
+	_cleanup_free_ char *key = export_key(vol);
+	json_t *entry;
+
+	if (!key)
+		return NULL;
+	if (x && x->spec == vol->spec && streq_ptr(x->key, key)) {
+		x->gen = gen;
+		return x->entry;
+	}
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x || !(x->name = strdup(vol->name)) ||
+		    hashmap_put(r->csi_export, x->name, x) < 0) {
+			if (x)
+				free(x->name);
+			free(x);
+			return NULL;
+		}
+	}
+	x->gen = gen;
+	if (x->spec != vol->spec) {
+		/* What was kept for the old spec goes with it. */
+		volume_spec_unref(x->spec);
+		x->spec = volume_spec_ref(vol->spec);
+		json_decref(x->spec_json);
+		json_decref(x->fp_json);
+		x->spec_json = x->fp_json = NULL;
+		x->fp = mfree_str(x->fp);
+	}
+	/* Until the new entry exists, the old one no longer matches anything. */
+	x->key = mfree_str(x->key);
+	entry = export_entry(x, vol);
+	if (!entry)
+		return NULL;
+	json_decref(x->entry);
+	x->entry = entry;
+	x->key = TAKE_PTR(key);
+	return entry;
+}
+
+json_t *requests_export_csi(struct reconciler *r)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	struct csi_export **gone;
+	size_t n_gone = 0;
+	json_t *volumes;
+	void *v;
+
+	if (!r->kubelet_root)
+		return NULL;
+	if (!r->csi_export && !(r->csi_export = hashmap_new()))
+		return NULL;
+	volumes = json_array();
+	if (!volumes)
+		return NULL;
+	r->csi_export_gen++;
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
+		const struct dsw_volume *vol = v;
+		json_t *e;
+
+		if (!vol->csi)
+			continue;
+		e = export_volume(r, vol, r->csi_export_gen);
+		if (!e || json_array_append(volumes, e) < 0) {
+			/* Never a list with entries missing (out of memory: the save then has no
+			 * CSI section, as when a list could not be made at all before). */
+			json_decref(volumes);
+			return NULL;
+		}
+	}
+	/* Forget the volumes that are gone: listed first, as the map cannot change while it is
+	 * walked.  Without memory for the list they stay until the next export. */
+	if (hashmap_size(r->csi_export) == json_array_size(volumes))
+		return volumes;
+	gone = calloc(hashmap_size(r->csi_export), sizeof(*gone));
+	it = HASHMAP_ITER_INIT;
+	while (gone && hashmap_iterate(r->csi_export, &it, &v, NULL))
+		if (((struct csi_export *)v)->gen != r->csi_export_gen)
+			gone[n_gone++] = v;
+	for (size_t i = 0; i < n_gone; i++)
+		csi_export_free(hashmap_remove(r->csi_export, gone[i]->name));
+	free(gone);
 	return volumes;
 }
 

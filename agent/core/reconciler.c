@@ -563,6 +563,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	hashmap_free(r->inflight_pod);
 	hashmap_free(r->inflight_dev);
 	rec_pass_fini(r);
+	requests_export_fini(r);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);

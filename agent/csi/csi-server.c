@@ -5,11 +5,14 @@
  * where its request keeps secrets.  Every answer, refused early or after the op, goes
  * through answer(): it withholds a message holding a secret, logs a failure once and sends.
  *
- * Threads: the grpc-core queue thread runs handle_call(): it decodes, validates what needs no
- * file system access, claims the volume's in-flight slot and queues a job; the cheap RPCs are
- * answered right there.  CSI workers take jobs, check the paths on disk, call the backend op,
- * release the slot and answer.  s->lock guards the job queue, the in-flight set and the
- * draining flags; it is never held across an op or a gRPC call. */
+ * Threads: the cheap RPCs (Identity, NodeGetCapabilities, NodeGetInfo) are answered by the
+ * grpc-core queue thread.  The volume RPCs are blocking methods of grpc-core: its pool of
+ * `workers` threads waits on their completion queue, and the thread woken for a request runs
+ * handle_call() to the end: decodes, validates what needs no file system access, claims the
+ * volume's in-flight slot, checks the paths on disk, calls the backend op, releases the slot
+ * and answers.  No hand-off between threads of ours; requests beyond `workers` wait inside
+ * gRPC.  s->lock guards the in-flight set and the draining flag; it is never held across an
+ * op or a gRPC call. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -78,9 +81,8 @@ struct csi_rpc {
 	size_t n_secrets, secrets;
 };
 
-/* A request on its way from the queue thread to a worker and back. */
+/* A request being served, and what its op is given. */
 struct job {
-	struct job *next;
 	const struct csi_rpc *rpc;
 	struct gcore_call *call;
 	ProtobufCMessage *msg;
@@ -113,13 +115,8 @@ struct csi_server {
 	_Atomic bool stopping;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct job *queue_head, *queue_tail;
 	struct inflight *inflight;
-	bool draining;	   /* past the grace: queued jobs get UNAVAILABLE */
-	bool workers_stop; /* workers exit once the queue is empty */
-	pthread_t *workers;
-	int n_started;
+	bool draining; /* past the grace: calls not yet taken get UNAVAILABLE */
 	bool started;
 	bool leaked;
 };
@@ -837,10 +834,6 @@ static void inflight_release(struct csi_server *s, const char *volume_id, bool s
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* --- jobs -------------------------------------------------------------------------------- */
-
-/* The secrets map of a request, or 0 entries. */
-
 /* --- jobs ---------------------------------------------------------------------------------- */
 
 /* Wipes the secrets of j's request and frees it. */
@@ -868,20 +861,17 @@ static struct job *job_free(struct job *j)
 	return NULL;
 }
 
-static void queue_push(struct csi_server *s, struct job *j)
+static bool is_draining(struct csi_server *s)
 {
+	bool d;
+
 	pthread_mutex_lock(&s->lock);
-	if (s->queue_tail)
-		s->queue_tail->next = j;
-	else
-		s->queue_head = j;
-	s->queue_tail = j;
+	d = s->draining;
 	pthread_mutex_unlock(&s->lock);
-	/* After the unlock: the worker woken does not block on s->lock at once. */
-	pthread_cond_signal(&s->cond);
+	return d;
 }
 
-/* The worker's part of a job that passed the checks: the symlink walk, then the op. */
+/* The part of a job that passed the checks: the symlink walk, then the op. */
 static void job_call(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
 {
 	if (!check_no_symlink(s, j->info.path_field[0], j->info.path[0], reply) ||
@@ -891,7 +881,7 @@ static void job_call(const struct csi_server *s, const struct job *j, struct csi
 	reply_settle(j->rpc->call(s, j, reply), reply);
 }
 
-/* On a worker: everything between the queue and the answer. */
+/* On a pool thread: everything between the in-flight slot and the answer. */
 static void job_run(struct csi_server *s, struct job *j, bool draining)
 {
 	struct csi_reply reply;
@@ -901,41 +891,13 @@ static void job_run(struct csi_server *s, struct job *j, bool draining)
 		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
 	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
 		csi_reply_set(&reply, CSI_DEADLINE_EXCEEDED,
-			      "deadline passed while the request waited for a worker");
+			      "deadline passed while the request waited to be served");
 	else
 		job_call(s, j, &reply);
 	/* Free the slot before answering: kubelet may call again as soon as it has the answer. */
 	inflight_release(s, j->info.volume_id, j->info.stats_slot);
 	answer(s, j->rpc, j->call, j->msg, j->info.volume_id, &reply);
 	j->call = NULL;
-}
-
-static void *worker_main(void *arg)
-{
-	struct csi_server *s = arg;
-
-	for (;;) {
-		struct job *j;
-		bool draining;
-
-		pthread_mutex_lock(&s->lock);
-		while (!s->queue_head && !s->workers_stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		j = s->queue_head;
-		if (!j) {
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
-		s->queue_head = j->next;
-		if (!s->queue_head)
-			s->queue_tail = NULL;
-		draining = s->draining;
-		pthread_mutex_unlock(&s->lock);
-
-		job_run(s, j, draining);
-		job_free(j);
-	}
-	return NULL;
 }
 
 /* --- the handler every method shares ------------------------------------------------------ */
@@ -975,7 +937,8 @@ static void handle_call(struct gcore_call *call, void *userdata)
 			      "an operation on volume %s is already in progress",
 			      j->info.volume_id);
 	else {
-		queue_push(s, j);
+		job_run(s, j, is_draining(s));
+		job_free(j);
 		return;
 	}
 	answer(s, rpc, call, j->msg,
@@ -1021,7 +984,6 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 		return NULL;
 	}
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
 	s->ops = ops ? ops : &no_ops;
 	s->userdata = userdata;
 	s->gid = (gid_t)-1;
@@ -1071,7 +1033,6 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 {
 	struct error_info local;
 	struct gcore_config gc = { 0 };
-	sigset_t all, old;
 	int r;
 
 	if (!err)
@@ -1086,38 +1047,24 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 	gc.mode = s->gid == (gid_t)-1 ? 0600 : 0660;
 	gc.gid = s->gid;
 	gc.calls_per_method = s->n_workers + 4;
+	gc.pool_threads = s->n_workers;
 	s->g = gcore_new(&gc, err);
 	if (!s->g)
 		return err->code;
 	for (int i = 0; i < N_RPCS; i++) {
 		s->ctx[i] = (struct method_ctx){ .s = s, .rpc = &csi_rpcs[i] };
-		r = gcore_add_method(s->g, csi_rpcs[i].path, handle_call, &s->ctx[i]);
+		/* The volume RPCs block (their ops wait for mounts); the rest are answered inline. */
+		r = csi_rpcs[i].validate
+			    ? gcore_add_blocking_method(s->g, csi_rpcs[i].path, handle_call,
+							&s->ctx[i])
+			    : gcore_add_method(s->g, csi_rpcs[i].path, handle_call, &s->ctx[i]);
 		if (r < 0) {
 			s->g = gcore_free(s->g);
 			return err_set(err, r, "cannot register %s", csi_rpcs[i].path);
 		}
 	}
 
-	s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
-	if (!s->workers) {
-		s->g = gcore_free(s->g);
-		return err_set(err, -ENOMEM, "out of memory");
-	}
-	/* Workers take no signals: main owns them. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (; s->n_started < s->n_workers; s->n_started++) {
-		r = -pthread_create(&s->workers[s->n_started], NULL, worker_main, s);
-		if (r < 0)
-			break;
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	s->started = true;
-	if (r < 0) {
-		err_set(err, r, "cannot start CSI workers: %s", strerror(-r));
-		goto out_stop;
-	}
-
 	r = gcore_start(s->g, err);
 	if (r < 0) {
 		err_prefix(err, "CSI socket");
@@ -1190,14 +1137,7 @@ int csi_server_shutdown(struct csi_server *s, int grace_ms)
 			return r;
 		}
 	}
-	/* No call is owned any more: the queue is empty and no op runs. */
-	pthread_mutex_lock(&s->lock);
-	s->workers_stop = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	for (int i = 0; i < s->n_started; i++)
-		pthread_join(s->workers[i], NULL);
-	s->n_started = 0;
+	/* No call is owned any more: no op runs, and gRPC's pool threads have stopped. */
 	s->leaked = false;
 	return 0;
 }
@@ -1222,12 +1162,10 @@ struct csi_server *csi_server_free(struct csi_server *s)
 		free(f->volume_id);
 		free(f);
 	}
-	free(s->workers);
 	free(s->socket_path);
 	free(s->driver_name);
 	free(s->node_id);
 	free(s->kubelet_root);
-	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return NULL;

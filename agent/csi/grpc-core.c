@@ -1,11 +1,20 @@
 /* grpc-core.c - a unary gRPC server on a unix socket over the gRPC core C API.  See
  * grpc-core.h for the contract; this file is the only one that includes <grpc/...>.
  *
- * Every tag on the completion queue is either &g->shutdown_tag or a struct gcore_call, whose
+ * Every tag on a completion queue is either &g->shutdown_tag or a struct gcore_call, whose
  * state says which event it is: CALL_REQUESTED (a new call arrived, or the request failed at
- * shutdown) or CALL_REPLYING (the final batch completed).  The queue thread frees a call
- * only after its final batch completed.  Counters under g->lock (owned calls, outstanding
- * requests, the shutdown tag) decide when destroying the server and the queue is safe. */
+ * shutdown) or CALL_REPLYING (the final batch completed).  The thread that runs the call's
+ * queue frees a call only after its final batch completed.
+ *
+ * Two queues: g->cq, run by the queue thread, for the methods answered inline (and the
+ * unregistered ones, and the shutdown tag); g->pool_cq, run by cfg.pool_threads threads that
+ * all wait in grpc_completion_queue_next on it, for the blocking methods.  A pool thread runs
+ * the handler, which blocks and answers; the answer's completion comes back on the same queue,
+ * usually to the same thread.  So a blocking call costs no hand-off between threads of ours:
+ * the thread gRPC wakes for the request is the one that runs it.
+ *
+ * Counters under g->lock (owned calls, outstanding requests, the shutdown tag) decide when
+ * destroying the server and the queues is safe. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -205,6 +214,7 @@ static int gcore_dlopen(struct error_info *err)
 
 struct gcore_method {
 	const char *path;
+	bool blocking; /* served by the pool threads, on pool_cq */
 	gcore_handler_fn handler;
 	void *userdata;
 	void *registered; /* grpc_server_register_method() handle */
@@ -241,7 +251,10 @@ struct gcore {
 	int lock_fd;
 	grpc_server *server;
 	grpc_completion_queue *cq;
+	grpc_completion_queue *pool_cq; /* NULL without blocking methods or pool threads */
 	pthread_t thread;
+	pthread_t *pool;
+	int n_pool; /* pool threads running */
 	struct gcore_method *methods;
 	size_t n_methods;
 
@@ -367,13 +380,18 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
 	return g;
 }
 
-int gcore_add_method(struct gcore *g, const char *path, gcore_handler_fn handler, void *userdata)
+static int add_method(struct gcore *g, const char *path, gcore_handler_fn handler, void *userdata,
+		      bool blocking)
 {
 	struct gcore_method *m;
 	void *reg;
 
 	if (!g || !path || !handler || g->started || g->finished)
 		return -EINVAL;
+	if (blocking && g->cfg.pool_threads > 0 && !g->pool_cq) {
+		g->pool_cq = grpc_completion_queue_create_for_next(NULL);
+		grpc_server_register_completion_queue(g->server, g->pool_cq, NULL);
+	}
 	m = realloc(g->methods, (g->n_methods + 1) * sizeof(*m));
 	if (!m)
 		return -ENOMEM;
@@ -382,10 +400,23 @@ int gcore_add_method(struct gcore *g, const char *path, gcore_handler_fn handler
 					  GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
 	if (!reg)
 		return -EINVAL; /* registered twice */
-	g->methods[g->n_methods++] = (struct gcore_method){
-		.path = path, .handler = handler, .userdata = userdata, .registered = reg
-	};
+	g->methods[g->n_methods++] = (struct gcore_method){ .path = path,
+							    .blocking = blocking && g->pool_cq,
+							    .handler = handler,
+							    .userdata = userdata,
+							    .registered = reg };
 	return 0;
+}
+
+int gcore_add_method(struct gcore *g, const char *path, gcore_handler_fn handler, void *userdata)
+{
+	return add_method(g, path, handler, userdata, false);
+}
+
+int gcore_add_blocking_method(struct gcore *g, const char *path, gcore_handler_fn handler,
+			      void *userdata)
+{
+	return add_method(g, path, handler, userdata, true);
 }
 
 static void call_free(struct gcore_call *c)
@@ -436,13 +467,16 @@ static void request_call(struct gcore *g, struct gcore_method *m)
 	g->requested++;
 	pthread_mutex_unlock(&g->lock);
 
-	if (m)
+	if (m) {
+		grpc_completion_queue *cq = m->blocking ? g->pool_cq : g->cq;
+
 		e = grpc_server_request_registered_call(g->server, m->registered, &c->call,
-							&c->raw_deadline, &c->md, &c->payload,
-							g->cq, g->cq, c);
-	else
+							&c->raw_deadline, &c->md, &c->payload, cq,
+							cq, c);
+	} else {
 		e = grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq, g->cq,
 					     c);
+	}
 	if (e != GRPC_CALL_OK) {
 		log_event(LOG_LVL_ERROR, "grpc", "requesting a call failed", "error",
 			  grpc_call_error_to_string(e), (char *)NULL);
@@ -519,13 +553,11 @@ static void call_finished(struct gcore *g, struct gcore_call *c)
 	pthread_mutex_unlock(&g->lock);
 }
 
-static void *queue_thread(void *arg)
+/* Runs queue cq until it is shut down: the queue thread (g->cq) and each pool thread. */
+static void run_queue(struct gcore *g, grpc_completion_queue *cq)
 {
-	struct gcore *g = arg;
-
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(g->cq,
-							   gpr_inf_future(GPR_CLOCK_MONOTONIC),
+		grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
 							   NULL);
 		struct gcore_call *c;
 
@@ -546,6 +578,21 @@ static void *queue_thread(void *arg)
 		else if (c->state == CALL_REPLYING)
 			call_finished(g, c);
 	}
+}
+
+static void *queue_thread(void *arg)
+{
+	struct gcore *g = arg;
+
+	run_queue(g, g->cq);
+	return NULL;
+}
+
+static void *pool_thread(void *arg)
+{
+	struct gcore *g = arg;
+
+	run_queue(g, g->pool_cq);
 	return NULL;
 }
 
@@ -589,16 +636,43 @@ static int clear_stale_socket(struct gcore *g, struct error_info *err)
 	return 0;
 }
 
-static int start_thread(struct gcore *g)
+static int start_thread(struct gcore *g, pthread_t *t, void *(*fn)(void *))
 {
 	sigset_t all, old;
 	int r;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&g->thread, NULL, queue_thread, g);
+	r = -pthread_create(t, NULL, fn, g);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return r;
+}
+
+/* Starts the pool threads of pool_cq.  Returns 0 or -errno (g->n_pool are running). */
+static int start_pool(struct gcore *g)
+{
+	int r;
+
+	if (!g->pool_cq)
+		return 0;
+	g->pool = calloc((size_t)g->cfg.pool_threads, sizeof(*g->pool));
+	if (!g->pool)
+		return -ENOMEM;
+	for (; g->n_pool < g->cfg.pool_threads; g->n_pool++) {
+		r = start_thread(g, &g->pool[g->n_pool], pool_thread);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Shuts a queue down and waits until it is drained to its end. */
+static void drain_queue(grpc_completion_queue *cq)
+{
+	grpc_completion_queue_shutdown(cq);
+	while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+	       GRPC_QUEUE_SHUTDOWN)
+		;
 }
 
 int gcore_start(struct gcore *g, struct error_info *err)
@@ -634,7 +708,7 @@ int gcore_start(struct gcore *g, struct error_info *err)
 	}
 
 	grpc_server_start(g->server);
-	r = start_thread(g);
+	r = start_thread(g, &g->thread, queue_thread);
 	if (r < 0) {
 		/* Nothing was requested, so nothing can be in flight: shut down inline. */
 		grpc_server_shutdown_and_notify(g->server, g->cq, &g->shutdown_tag);
@@ -649,17 +723,26 @@ int gcore_start(struct gcore *g, struct error_info *err)
 		}
 		grpc_server_destroy(g->server);
 		g->server = NULL;
-		grpc_completion_queue_shutdown(g->cq);
-		while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
-			       .type != GRPC_QUEUE_SHUTDOWN)
-			;
+		drain_queue(g->cq);
 		grpc_completion_queue_destroy(g->cq);
 		g->cq = NULL;
+		if (g->pool_cq) {
+			drain_queue(g->pool_cq);
+			grpc_completion_queue_destroy(g->pool_cq);
+			g->pool_cq = NULL;
+		}
 		g->finished = true;
 		err_set(err, r, "cannot start the gRPC queue thread: %s", strerror(-r));
 		goto out_unlock;
 	}
 	g->started = true;
+	r = start_pool(g);
+	if (r < 0) {
+		/* Nothing requested yet: the shutdown only has the queue thread to wait for. */
+		gcore_shutdown(g, 0, 1000, NULL, NULL);
+		g->lock_fd = close_fd(g->lock_fd);
+		return err_set(err, r, "cannot start the gRPC pool threads: %s", strerror(-r));
+	}
 	for (size_t i = 0; i < g->n_methods; i++)
 		for (int k = 0; k < g->cfg.calls_per_method; k++)
 			request_call(g, &g->methods[i]);
@@ -743,6 +826,18 @@ int gcore_shutdown(struct gcore *g, int grace_ms, int hard_ms, void (*on_grace_e
 	pthread_join(g->thread, NULL); /* the thread drains the queue to GRPC_QUEUE_SHUTDOWN */
 	grpc_completion_queue_destroy(g->cq);
 	g->cq = NULL;
+	if (g->pool_cq) {
+		if (g->n_pool == 0) { /* no thread runs it: drain it here */
+			drain_queue(g->pool_cq);
+		} else {
+			grpc_completion_queue_shutdown(g->pool_cq);
+			for (int i = 0; i < g->n_pool; i++) /* each runs it to its end */
+				pthread_join(g->pool[i], NULL);
+		}
+		g->n_pool = 0;
+		grpc_completion_queue_destroy(g->pool_cq);
+		g->pool_cq = NULL;
+	}
 	g->finished = true;
 	return 0;
 }
@@ -777,12 +872,14 @@ struct gcore *gcore_free(struct gcore *g)
 		g->server = NULL;
 	}
 	if (g->cq) {
-		grpc_completion_queue_shutdown(g->cq);
-		while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
-			       .type != GRPC_QUEUE_SHUTDOWN)
-			;
+		drain_queue(g->cq);
 		grpc_completion_queue_destroy(g->cq);
 		g->cq = NULL;
+	}
+	if (g->pool_cq) {
+		drain_queue(g->pool_cq);
+		grpc_completion_queue_destroy(g->pool_cq);
+		g->pool_cq = NULL;
 	}
 	grpc_shutdown();
 	/* The lock goes last: the socket gRPC unlinked at shutdown is ours until here. */
@@ -790,6 +887,7 @@ struct gcore *gcore_free(struct gcore *g)
 	pthread_cond_destroy(&g->cond);
 	pthread_mutex_destroy(&g->lock);
 	free(g->methods);
+	free(g->pool);
 	free(g->socket_path);
 	free(g->lock_path);
 	free(g);

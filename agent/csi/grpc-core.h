@@ -5,7 +5,8 @@
  * stays behind this one header: an upgrade of libgrpc touches grpc-core.c only.  Messages
  * cross this boundary as serialized bytes; encoding and decoding (protobuf-c) is the caller's.
  *
- * Shape: one gcore = one grpc_server + one completion queue + one thread that runs the queue.
+ * Shape: one gcore = one grpc_server + one completion queue + one thread that runs the queue,
+ * and optionally a pool of threads that run a second queue for the blocking methods.
  * The caller registers methods by path ("/csi.v1.Node/NodeGetInfo"), each with a handler.  The
  * queue thread calls the handler for each incoming call with the request already read; from
  * then on the call belongs to the caller, who answers it exactly once with gcore_call_reply()
@@ -64,7 +65,8 @@ struct gcore;
 struct gcore_call;
 
 /* Called on the queue thread with a new call that the callee now owns.  It must not block;
- * it answers inline or hands the call to another thread, which answers it. */
+ * it answers inline or hands the call to another thread, which answers it.  The handler of a
+ * blocking method runs on a pool thread and may block. */
 typedef void (*gcore_handler_fn)(struct gcore_call *call, void *userdata);
 
 struct gcore_config {
@@ -73,6 +75,9 @@ struct gcore_config {
 	mode_t mode;		 /* final mode of the socket, e.g. 0600 */
 	gid_t gid;		 /* group of the socket, or (gid_t)-1 to leave it */
 	int calls_per_method;	 /* requested calls kept outstanding per method; <= 0: 8 */
+	/* Threads that serve the blocking methods (gcore_add_blocking_method); 0: none, those
+	 * methods are served by the queue thread like the others. */
+	int pool_threads;
 };
 
 /* Creates a server for cfg (copied), initialising gRPC.  Nothing is bound yet.
@@ -82,6 +87,12 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err);
 /* Registers a method by its full path; before gcore_start() only.  path must stay valid for
  * the lifetime of g.  Returns 0, -EINVAL after start, -ENOMEM. */
 int gcore_add_method(struct gcore *g, const char *path, gcore_handler_fn handler, void *userdata);
+/* The same for a method whose handler may block (it runs the call and answers it before it
+ * returns): its calls are served by the pool threads, each waiting on a completion queue of
+ * their own, so the thread gRPC wakes for a request runs it, with no hand-off, and a blocked
+ * handler never delays the methods of gcore_add_method(). */
+int gcore_add_blocking_method(struct gcore *g, const char *path, gcore_handler_fn handler,
+			      void *userdata);
 
 /* Takes the lock, binds the socket, sets its mode and group, starts the queue thread and
  * starts serving.  Returns 0, or a negative errno with err set: -EBUSY when another process

@@ -4,7 +4,7 @@
  *
  *   csi-bench --endpoint unix:///path --targets-root DIR --count M [--concurrency C]
  *             [--volume-context k=v]... [--staging-path DIR] [--volume-id-prefix S]
- *             [--fs-type T] [--label NAME] [--deadline-ms MS]
+ *             [--fs-type T] [--label NAME] [--deadline-ms MS] [--keep]
  *   csi-bench --endpoint unix:///path --wait-ready MS
  *   csi-bench --self-test --targets-root DIR --volume-context path=/abs/dir ...
  *
@@ -16,6 +16,10 @@
  * is timed from the start of its batch to its completion; the phase from its first call to
  * its last completion.  After the publish phase every target must be a mount root, after the
  * unpublish phase none: a driver that answers OK without mounting is caught.
+ *
+ * --keep stops after the publish phase and leaves the volumes staged and published (a later
+ * run, with another --label and --volume-id-prefix, then works next to them: the agent's
+ * cost with many volumes already there).
  *
  * --wait-ready polls Identity.Probe (about every 2 ms) until it answers ready, prints
  * "ready_at_ns <CLOCK_MONOTONIC ns>" and exits 0; exits 1 when MS pass first.  --self-test serves the CSI transport in this process with a test
@@ -56,6 +60,7 @@ static struct {
 	const char *fs_type;
 	const char *label;
 	int count, concurrency, deadline_ms;
+	bool keep; /* --keep: stop after the publish phase, leaving the volumes published */
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry ctx[MAX_CONTEXT];
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx_ptr[MAX_CONTEXT];
 	size_t n_ctx;
@@ -112,6 +117,21 @@ static const char *const rpc_method[] = {
 	[RPC_UNPUBLISH] = "/csi.v1.Node/NodeUnpublishVolume",
 	[RPC_UNSTAGE] = "/csi.v1.Node/NodeUnstageVolume",
 };
+
+/* Each method registered on the channel once (grpc_channel_register_call): a call then does
+ * not hand gRPC its path to look up again. */
+static grpc_channel *registered_on;
+static void *registered[RPC_UNSTAGE + 1];
+
+static void *method_handle(enum rpc rpc)
+{
+	if (registered_on != channel) {
+		for (size_t i = 0; i < sizeof(registered) / sizeof(registered[0]); i++)
+			registered[i] = grpc_channel_register_call(channel, rpc_method[i], NULL, NULL);
+		registered_on = channel;
+	}
+	return registered[rpc];
+}
 
 struct slot {
 	grpc_call *call;
@@ -226,9 +246,8 @@ static void slot_start(struct slot *s, enum rpc rpc, int i, int deadline_ms)
 	grpc_metadata_array_init(&s->md_initial);
 	grpc_metadata_array_init(&s->md_trailing);
 	s->details = grpc_empty_slice();
-	s->call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-					   grpc_slice_from_static_string(rpc_method[rpc]), NULL,
-					   deadline, NULL);
+	s->call = grpc_channel_create_registered_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+						      method_handle(rpc), deadline, NULL);
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = s->request;
@@ -361,6 +380,10 @@ static int bench(void)
 	wall = run_phase(RPC_PUBLISH, opt.count, opt.concurrency, lat);
 	check_targets(true);
 	report("publish", lat, opt.count, wall);
+	if (opt.keep) {
+		free(lat);
+		return 0;
+	}
 	wall = run_phase(RPC_UNPUBLISH, opt.count, opt.concurrency, lat);
 	check_targets(false);
 	report("unpublish", lat, opt.count, wall);
@@ -431,6 +454,7 @@ static int wait_ready(int timeout_ms)
 		if (st == GRPC_STATUS_UNAVAILABLE) {
 			/* Not listening yet: start afresh rather than wait out a reconnect backoff. */
 			grpc_channel_destroy(channel);
+			registered_on = NULL; /* its handles went with it */
 			channel = channel_new();
 		}
 		usleep(2000);
@@ -503,7 +527,7 @@ static void usage(void)
 		"usage: csi-bench --endpoint unix:///path --targets-root DIR [--count M]\n"
 		"                 [--concurrency C] [--volume-context k=v]... [--staging-path DIR]\n"
 		"                 [--volume-id-prefix S] [--fs-type T] [--label NAME]\n"
-		"                 [--deadline-ms MS]\n"
+		"                 [--deadline-ms MS] [--keep]\n"
 		"       csi-bench --endpoint unix:///path --wait-ready MS\n"
 		"       csi-bench --self-test --targets-root DIR --volume-context path=/dir ...\n");
 	exit(2);
@@ -522,6 +546,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(o, "--self-test")) {
 			self_test = true;
+			continue;
+		}
+		if (!strcmp(o, "--keep")) {
+			opt.keep = true;
 			continue;
 		}
 		if (!v)
