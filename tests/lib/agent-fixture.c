@@ -367,6 +367,26 @@ long fixture_log_find(const struct agent_fixture *f, const char *a, const char *
 	return off;
 }
 
+struct log_pair_arg {
+	const struct agent_fixture *f;
+	const char *a, *b;
+};
+
+static bool log_has_pair(void *arg)
+{
+	struct log_pair_arg *l = arg;
+
+	return fixture_log_find(l->f, l->a, l->b) >= 0;
+}
+
+bool fixture_wait_log_line(const struct agent_fixture *f, const char *a, const char *b,
+			   int timeout_ms)
+{
+	struct log_pair_arg l = { f, a, b };
+
+	return test_wait_until(log_has_pair, &l, timeout_ms);
+}
+
 /* --- status --- */
 
 json_t *fixture_status_at(const char *socket)

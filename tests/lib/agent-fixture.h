@@ -68,6 +68,9 @@ bool fixture_wait_log_after(const struct agent_fixture *f, long offset, const ch
 int fixture_log_count(const struct agent_fixture *f, const char *text);
 /* Offset in the log of the first line containing all of a and b, or -1. */
 long fixture_log_find(const struct agent_fixture *f, const char *a, const char *b);
+/* Waits until one line of the agent's log has both texts. */
+bool fixture_wait_log_line(const struct agent_fixture *f, const char *a, const char *b,
+			   int timeout_ms);
 
 /* --- the agent's state, through `volagent status --json` (the admin socket) --- */
 
