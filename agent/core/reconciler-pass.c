@@ -668,6 +668,7 @@ void rec_pass(struct reconciler *r)
 	if (!r->ready && c.full && c.unverified == 0) {
 		became_ready = true;
 		r->ready = true;
+		rec_log_adopted_at_start(r);
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
 			 LOG_INT(hashmap_size(asw_devices(r->asw))));
