@@ -160,9 +160,11 @@ static void remove_target_dir(const struct volume_op *op, bool file)
 		(void)path_rmdir_up_to(parent, stop);
 }
 
-static int record_mount_id(struct volume_op *op)
+/* The mount ID now at op->target; t (NULL: none) is its opened parent, for a short lookup. */
+static int record_mount_id(struct volume_op *op, const struct opened_target *t)
 {
-	int r = mnt_util_mount_id(op->target, &op->mount_id);
+	int r = t && t->parent_fd >= 0 ? mnt_util_mount_id_at(t->parent_fd, t->name, &op->mount_id)
+				      : mnt_util_mount_id(op->target, &op->mount_id);
 
 	if (r < 0)
 		return err_set(&op->err, r, "%s: cannot read its mount id: %s", op->target,
@@ -194,7 +196,7 @@ static int run_set_up(struct volume_op *op)
 	else
 		r = plugin_set_up_at(m, &mt, &op->err);
 	if (r == 0)
-		r = record_mount_id(op);
+		r = record_mount_id(op, &t);
 out:
 	if (r < 0 && (created || op_is_block(op)))
 		remove_target_dir(op, op_is_block(op)); /* a failed map removed its own file */
@@ -240,7 +242,7 @@ static int run_verify(struct volume_op *op)
 		return r;
 	op->verified = r == 1;
 	if (op->verified)
-		(void)record_mount_id(op);
+		(void)record_mount_id(op, NULL);
 	return 0;
 }
 
@@ -281,7 +283,7 @@ static int run_mount_device(struct volume_op *op)
 		r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
 					&mt, &op->err);
 	if (r == 0)
-		r = record_mount_id(op);
+		r = record_mount_id(op, &t);
 	if (r == 0 && op_is_block(op))
 		note_block_content(op);
 	if (r == 0)
