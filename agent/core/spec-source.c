@@ -58,6 +58,7 @@ struct spec_source {
 	struct desired_state *dsw;
 	struct hashmap *files;	/* name -> spec_file */
 	struct hashmap *owners; /* uid -> spec_file */
+	size_t n_conflicts;	/* files with conflict set */
 };
 
 bool spec_source_wants_name(const char *name)
@@ -188,6 +189,13 @@ static struct spec_file *get_file(struct spec_source *s, const char *name)
 	return f;
 }
 
+static void set_conflict(struct spec_source *s, struct spec_file *f, bool conflict)
+{
+	if (f->conflict != conflict)
+		s->n_conflicts += conflict ? 1 : (size_t)-1;
+	f->conflict = conflict;
+}
+
 /* Logs a rejection: the file, the field and the reason, split at the first ": ". */
 static void log_rejected(const char *path, const char *msg, bool kept)
 {
@@ -234,7 +242,7 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 	if (!f)
 		return false;
 	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-	f->conflict = false;
+	set_conflict(s, f, false);
 	if (r == -ENOENT) /* gone again before we read it */
 		return false;
 	if (stats)
@@ -243,7 +251,7 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 		goto rejected;
 	owner = hashmap_get(s->owners, spec->uid);
 	if (owner && owner != f) {
-		f->conflict = true;
+		set_conflict(s, f, true);
 		err_set(err, -EEXIST, "pod.uid: %s is already declared by %s", spec->uid,
 			owner->name);
 		goto rejected;
@@ -299,10 +307,12 @@ static bool remove_file(struct spec_source *s, const char *name)
 
 	if (!f)
 		return false;
+	set_conflict(s, f, false);
 	changed = forget_pod(s, f);
 	file_free(f);
-	/* A file rejected for claiming this uid may be acceptable now. */
-	while (changed && hashmap_iterate(s->files, &it, &v, NULL)) {
+	/* A file rejected for claiming this uid may be acceptable now (looked for only when
+	 * there is one: removing a burst of files is not quadratic). */
+	while (changed && s->n_conflicts && hashmap_iterate(s->files, &it, &v, NULL)) {
 		struct spec_file *other = v;
 		if (other->conflict)
 			load_file(s, other->name);
