@@ -104,6 +104,7 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *copy = NULL;
 	char *saveptr = NULL;
+	bool made = false; /* the last component was made by this call */
 	/* For messages: root and rel joined without a doubled '/'. */
 	const char *sep = endswith(root, "/") ? "" : "/";
 
@@ -123,14 +124,17 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 	if (!copy)
 		return -ENOMEM;
 	for (char *c = strtok_r(copy, "/", &saveptr); c; c = strtok_r(NULL, "/", &saveptr)) {
-		int next;
+		int next = -1;
 
 		if (streq(c, ".") || streq(c, ".."))
 			return err_set(err, -EINVAL, "%s%s%s: \"..\" is not allowed", root, sep,
 				       rel);
-		next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, c, mode) < 0 && errno != EEXIST)
+		/* Below a dir made just now nothing is there yet: no open that fails first. */
+		if (!made)
+			next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (made || (next < 0 && errno == ENOENT && create)) {
+			made = mkdirat(fd, c, mode) == 0;
+			if (!made && errno != EEXIST)
 				return err_set(err, -errno, "mkdir %s in %s%s%s: %s", c, root, sep,
 					       rel, strerror(errno));
 			next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
