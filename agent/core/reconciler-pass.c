@@ -656,10 +656,8 @@ void rec_pass(struct reconciler *r)
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
 	rec_save_journal(r, false);
-	for (struct volume_op *op = list, *next; op; op = next) {
-		next = volume_op_from_job(op->job.next);
-		executor_submit(r->ex, &op->job);
-	}
+	if (list)
+		executor_submit_list(r->ex, &list->job);
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
