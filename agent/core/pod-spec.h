@@ -24,6 +24,10 @@ struct pod_volume {
 	struct volume_spec *spec;
 	const struct volume_plugin *plugin;
 	char *volume_name; /* the plugin's node-wide name for the source */
+	/* plugin_uses_device() of spec, when uses_device_known: found by whoever parsed the
+	 * file (a start-up scan does it on its parsing threads), else by the desired state. */
+	bool uses_device_known;
+	bool uses_device;
 };
 
 struct pod_spec {

@@ -30,12 +30,12 @@ struct spec_file {
 	bool conflict; /* rejected because another file has its uid: retried */
 };
 
-/* One file of a scan: its name and what parsing it gave. */
+/* One file of a scan: its name and what parsing it gave (small: there is one per file). */
 struct scan_slot {
 	char *name;
 	struct pod_spec *spec;
 	int r;
-	struct error_info err;
+	char *error; /* the message when r < 0 (NULL: out of memory) */
 };
 
 /* A scan in progress: the slots are parsed by whoever takes the next index. */
@@ -77,6 +77,8 @@ static void file_free(void *p)
 
 static void scan_parse(struct spec_scan *sc)
 {
+	struct error_info err;
+
 	for (;;) {
 		size_t i = atomic_fetch_add(&sc->next, 1);
 		struct scan_slot *sl;
@@ -86,7 +88,19 @@ static void scan_parse(struct spec_scan *sc)
 			return;
 		sl = &sc->slots[i];
 		snprintf(path, sizeof(path), "%s/%s", sc->dir, sl->name);
-		sl->r = pod_spec_parse_at(sc->dir_fd, sl->name, path, &sl->spec, &sl->err);
+		err = (struct error_info){ 0 };
+		sl->r = pod_spec_parse_at(sc->dir_fd, sl->name, path, &sl->spec, &err);
+		if (sl->r < 0) {
+			sl->error = strdup(err_msg(&err));
+			continue;
+		}
+		/* The stat the desired state would make per volume, made here in parallel. */
+		for (size_t k = 0; k < sl->spec->n_volumes; k++) {
+			struct pod_volume *v = &sl->spec->volumes[k];
+
+			v->uses_device = plugin_uses_device(v->plugin, v->spec);
+			v->uses_device_known = true;
+		}
 	}
 }
 
@@ -106,6 +120,7 @@ static void scan_free(struct spec_scan *sc)
 		pthread_join(sc->helper, NULL);
 	for (size_t i = 0; i < sc->n; i++) {
 		free(sc->slots[i].name);
+		free(sc->slots[i].error);
 		pod_spec_free(sc->slots[i].spec);
 	}
 	free(sc->slots);
@@ -424,7 +439,14 @@ int spec_source_scan_finish(struct spec_source *s)
 	for (size_t i = 0; i < sc->n; i++) {
 		struct scan_slot *sl = &sc->slots[i];
 
-		if (apply_file(s, sl->name, sl->r, TAKE_PTR(sl->spec), &sl->err, true, &stats))
+		struct error_info err = { .code = sl->r };
+
+		if (sl->r < 0)
+			snprintf(err.msg, sizeof(err.msg), "%s",
+				 sl->error ? sl->error : strerror(-sl->r));
+		else
+			err.msg[0] = '\0';
+		if (apply_file(s, sl->name, sl->r, TAKE_PTR(sl->spec), &err, true, &stats))
 			changed = 1;
 	}
 	log_info("loaded pod spec files", "dir", s->dir, "files", LOG_INT(stats.files), "volumes",
