@@ -136,14 +136,16 @@ static int open_target(const struct volume_op *op, bool create, struct opened_ta
 /* Removes the target dir if it is an empty directory that is not mounted, and its empty
  * parents up to cleanup_stop.  rmdir only: never a recursive delete through a mount.  For a
  * raw block volume (file set) the file is already gone (unmap_device removed it): its empty
- * parents go, and a held device's own dir (volumeDevices/<name>, which is cleanup_stop). */
-static void remove_target_dir(const struct volume_op *op, bool file)
+ * parents go, and a held device's own dir (volumeDevices/<name>, which is cleanup_stop).
+ * not_mounted: the caller has just seen that the target is no mount root (no second statx;
+ * rmdir refuses a mount point anyway). */
+static void remove_target_dir_checked(const struct volume_op *op, bool file, bool not_mounted)
 {
 	const char *stop = op->cleanup_stop ? op->cleanup_stop : op->target_root;
 	_cleanup_free_ char *parent = NULL;
 	char *slash;
 
-	if (mnt_util_is_mount_root(op->target) == 1)
+	if (!not_mounted && mnt_util_is_mount_root(op->target) == 1)
 		return;
 	if (!file) {
 		(void)path_rmdir_up_to(op->target, stop);
@@ -158,6 +160,11 @@ static void remove_target_dir(const struct volume_op *op, bool file)
 		(void)rmdir(parent);
 	else
 		(void)path_rmdir_up_to(parent, stop);
+}
+
+static void remove_target_dir(const struct volume_op *op, bool file)
+{
+	remove_target_dir_checked(op, file, false);
 }
 
 /* The mount ID now at op->target; t (NULL: none) is its opened parent, for a short lookup. */
@@ -224,7 +231,7 @@ static int run_tear_down(struct volume_op *op)
 			       "%s is still a mount point after unmounting (stacked mounts); "
 			       "will unmount again",
 			       op->target);
-	remove_target_dir(op, file);
+	remove_target_dir_checked(op, file, true); /* checked just now */
 	return 0;
 }
 
@@ -322,7 +329,7 @@ static int run_unmount_device(struct volume_op *op)
 	if (mnt_util_is_mount_root(op->target) == 1)
 		return err_set(&op->err, -EBUSY, "%s is still mounted after unmounting",
 			       op->target);
-	remove_target_dir(op, file || op_is_block(op));
+	remove_target_dir_checked(op, file || op_is_block(op), true);
 	if (plugin_has_detach(op->plugin) && op->att.device_path) {
 		r = plugin_detach(op->plugin, op->spec, &op->att, &op->err);
 		if (r < 0)
