@@ -10,11 +10,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -239,7 +239,7 @@ static bool forget_pod(struct spec_source *s, struct spec_file *f)
 	return true;
 }
 
-/* What a scan (or a run of events) loaded, for its one summary line. */
+/* What a scan loaded, for its one summary line. */
 struct load_stats {
 	unsigned files, volumes, refused;
 };
