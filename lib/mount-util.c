@@ -1,5 +1,9 @@
 /* mount-util.c - see mount-util.h.
  *
+ * A bind uses the new mount API (open_tree + move_mount) on the descriptors it is given, and
+ * libmount only on kernels without it; mounts of a filesystem (nfs through its mount.nfs
+ * helper, devices) always go through libmount.
+ *
  * Unmount uses umount2(2) directly: libmount's umount path looks the target up in the mount
  * table first, which costs a parse of the whole of mountinfo per call (O(n) per unmount, O(n^2)
  * for a node with thousands of pod mounts), and volagent needs none of the mtab or helper
@@ -84,10 +88,13 @@ static int remount_ro(int dir_fd, const char *name, struct error_info *err)
 	return 0;
 }
 
-/* A read-only bind that is never writable, not even for a moment: a detached clone of the
- * source is made read-only, then moved onto the target.  Returns -ENOSYS on kernels without
- * the new mount API (before 5.12), for the caller to fall back. */
-static int bind_ro_atomic(int source_fd, int target_fd, struct error_info *err)
+/* A bind through the new mount API: a detached clone of the source (not recursive, as
+ * MS_BIND without MS_REC), made read-only first when asked (so it is never writable, not even
+ * for a moment), then moved onto the target.  Two or three syscalls on descriptors: no path
+ * is resolved again, and no libmount context is built for what is a plain bind (libmount adds
+ * nothing to it: no helper, no fstab, no utab).  Returns -ENOSYS on kernels without the new
+ * mount API (before 5.2; 5.12 for read-only), for the caller to fall back to libmount. */
+static int bind_new_api(int source_fd, int target_fd, bool read_only, struct error_info *err)
 {
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
 	_cleanup_close_ int tree =
@@ -96,34 +103,35 @@ static int bind_ro_atomic(int source_fd, int target_fd, struct error_info *err)
 	if (tree < 0)
 		return errno == ENOSYS ? -ENOSYS
 				       : err_set(err, -errno, "bind: %s", strerror(errno));
-	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+	if (read_only && mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return errno == ENOSYS
 			       ? -ENOSYS
 			       : err_set(err, -errno, "read-only bind: %s", strerror(errno));
 	if (move_mount(tree, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
 	    0)
-		return err_set(err, -errno, "read-only bind: %s", strerror(errno));
+		return err_set(err, -errno, "%sbind: %s", read_only ? "read-only " : "",
+			       strerror(errno));
 	return 0;
 }
 
 int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
 		     struct error_info *err)
 {
-	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = new_context();
+	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = NULL;
 	_cleanup_close_ int target_fd = -1;
 	char src[FD_PATH_MAX], dst[FD_PATH_MAX];
 	int rc;
 
-	if (!cxt)
-		return err_set(err, -ENOMEM, "bind: out of memory");
 	target_fd = open_target(dir_fd, name, err);
 	if (target_fd < 0)
 		return target_fd;
-	if (read_only) {
-		rc = bind_ro_atomic(source_fd, target_fd, err);
-		if (rc != -ENOSYS)
-			return rc;
-	}
+	rc = bind_new_api(source_fd, target_fd, read_only, err);
+	if (rc != -ENOSYS)
+		return rc;
+	/* An older kernel: the bind through libmount, then "remount,bind,ro". */
+	cxt = new_context();
+	if (!cxt)
+		return err_set(err, -ENOMEM, "bind: out of memory");
 	if (mnt_context_set_source(cxt, path_fd_path(source_fd, src)) < 0 ||
 	    mnt_context_set_target(cxt, path_fd_path(target_fd, dst)) < 0 ||
 	    mnt_context_set_options(cxt, "bind") < 0)
@@ -180,9 +188,14 @@ int mnt_util_umount(const char *target, int flags, struct error_info *err)
 
 int mnt_util_mount_id(const char *path, int *ret_id)
 {
+	return mnt_util_mount_id_at(AT_FDCWD, path, ret_id);
+}
+
+int mnt_util_mount_id_at(int dir_fd, const char *name, int *ret_id)
+{
 	struct statx stx;
 
-	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) < 0)
+	if (statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) < 0)
 		return -errno;
 	if (!(stx.stx_mask & STATX_MNT_ID))
 		return -EOPNOTSUPP;

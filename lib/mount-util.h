@@ -11,10 +11,11 @@
 #include "error.h"
 
 /* Bind-mounts the object source_fd refers to (a directory, or the root of a mount) onto the
- * directory name in dir_fd, which is opened without following symlinks.  read_only makes it a
- * read-only bind that is never writable, even briefly: a detached clone made read-only, then
- * moved onto the target (open_tree, mount_setattr, move_mount); on kernels before 5.12, the
- * bind through libmount and then "remount,bind,ro" of the new mount only.  Returns 0 or
+ * directory name in dir_fd, which is opened without following symlinks: a detached clone of
+ * the source moved onto the target (open_tree, move_mount; not recursive, like MS_BIND).
+ * read_only makes it a read-only bind that is never writable, even briefly: the clone is made
+ * read-only (mount_setattr) before it is moved.  On kernels without that API, the bind
+ * through libmount and then "remount,bind,ro" of the new mount only.  Returns 0 or
  * -errno with err filled; a failed remount unmounts the bind again, so nothing writable is
  * left behind. */
 int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
@@ -33,6 +34,8 @@ int mnt_util_umount(const char *target, int flags, struct error_info *err);
 /* The mount ID (as in mountinfo) of the mount path is on, via statx(STATX_MNT_ID).
  * Returns 0 or -errno. */
 int mnt_util_mount_id(const char *path, int *ret_id);
+/* The same for name in the directory dir_fd: no walk of the whole path again. */
+int mnt_util_mount_id_at(int dir_fd, const char *name, int *ret_id);
 
 /* Whether path is the root of a mount (statx STATX_ATTR_MOUNT_ROOT), without following a
  * final symlink.  Returns 1, 0, or -errno. */

@@ -21,7 +21,8 @@ bool path_is_under(const char *path, const char *root);
 /* Opens root (which is trusted) and walks rel below it one component at a time with
  * O_NOFOLLOW, creating missing directories with mode when create is set.  A component that
  * is a symlink or not a directory is refused with -ELOOP or -ENOTDIR.  On success stores an
- * O_PATH descriptor of the final directory in *ret_fd. */
+ * O_PATH descriptor of the final directory in *ret_fd.  (When all of rel exists and has no
+ * symlink, one openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) does the walk.) */
 int path_open_dir_below(const char *root, const char *rel, bool create, mode_t mode, int *ret_fd,
 			struct error_info *err);
 

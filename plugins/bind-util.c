@@ -3,19 +3,11 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 
 #include "bind-util.h"
 #include "mount-util.h"
-
-static int same_object(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	if (stat(a, &sa) < 0 || stat(b, &sb) < 0)
-		return -errno;
-	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
 
 static bool is_read_only(const char *path)
 {
@@ -24,24 +16,46 @@ static bool is_read_only(const char *path)
 	return statvfs(path, &sv) == 0 && (sv.f_flag & ST_RDONLY);
 }
 
+/* bind_check(), also saying whether target is a mount root at all.  The mount-root test and
+ * the target's identity come from one statx of the target (not following a final symlink:
+ * a symlink is never a mount root). */
+static int check_target(const char *target, const char *source, bool read_only,
+			bool *ret_mount_root)
+{
+	struct statx stx;
+	struct stat src;
+
+	*ret_mount_root = false;
+	if (statx(AT_FDCWD, target, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO, &stx) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return -EOPNOTSUPP;
+	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0;
+	*ret_mount_root = true;
+	if (stat(source, &src) < 0)
+		return -errno;
+	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != src.st_dev ||
+	    stx.stx_ino != src.st_ino)
+		return 0;
+	return is_read_only(target) == read_only;
+}
+
 int bind_check(const char *target, const char *source, bool read_only)
 {
-	int r = mnt_util_is_mount_root(target);
+	bool mount_root;
 
-	if (r <= 0)
-		return r == -ENOENT ? 0 : r;
-	r = same_object(target, source);
-	if (r <= 0)
-		return r;
-	return is_read_only(target) == read_only;
+	return check_target(target, source, read_only, &mount_root);
 }
 
 int bind_set_up(int source_fd, const char *source, const struct mount_target *target,
 		bool read_only, struct error_info *err)
 {
-	if (bind_check(target->path, source, read_only) == 1)
+	bool mount_root;
+
+	if (check_target(target->path, source, read_only, &mount_root) == 1)
 		return 0;
-	if (mnt_util_is_mount_root(target->path) == 1)
+	if (mount_root)
 		return err_set(err, -EBUSY,
 			       "%s is already a mount point of something else; refusing to mount "
 			       "over it",

@@ -112,13 +112,62 @@ static void test_restart_adopts_without_remount(void **state)
 		assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 3, 1 },
 						WAIT_MS));
 	}
-	assert_int_equal(fixture_log_count(f, "adopted existing mount"), 3);
+	/* One summary line for the adoption, none per mount (those are at debug level). */
+	assert_int_equal(fixture_log_count(f, "adopted existing mount"), 1);
+	assert_true(fixture_log_find(f, "msg=\"adopted existing mounts\"", "count=3") >= 0);
 	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 3); /* first run only */
 	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1); /* first run only */
 	usleep(200 * 1000);
 	after = mount_ids(f);
 	assert_string_equal(before, after); /* same mounts, same IDs: nothing was remounted */
 	fixture_pod_dir(f, "b1", "disk", d);
+	assert_true(test_is_mountpoint(d));
+	free(before);
+	free(after);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* Start-up reads every spec file and logs one summary line (files, volumes, refused), not a
+ * line per file; a refused file still gets its own error line naming the file, the field and
+ * the reason, and a restart with it changes nothing that is mounted. */
+static void test_startup_logs_one_summary_line(void **state)
+{
+	struct agent_fixture *f = *state;
+	char src[512], d[512], *before, *after;
+	long off;
+
+	make_dir(f, "src", src);
+	for (int i = 0; i < 70; i++) { /* enough for the scan's helper thread */
+		char uid[32];
+		snprintf(uid, sizeof(uid), "p%02d", i);
+		write_dir_pod(f, uid, src);
+	}
+	assert_int_equal(fixture_write_pod(f, "bad.json",
+					   "{\"pod\": {\"uid\": \"bad\"}, \"volumes\": "
+					   "[{\"name\": \"v\", \"local\": {\"path\": 7}}]}"),
+			 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mount_count(f, 70, WAIT_MS));
+	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
+	assert_true(fixture_log_find(f, "msg=\"loaded pod spec files\"",
+				     "files=71 volumes=70 refused=1") >= 0);
+	assert_int_equal(fixture_log_count(f, "msg=\"pod spec loaded\""), 0);
+	assert_int_equal(fixture_log_count(f, "msg=\"rejected pod spec file\""), 1);
+	assert_true(fixture_log_find(f, "bad.json", "field=volumes[0].local.path") >= 0);
+	before = mount_ids(f);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+
+	off = fixture_log_size(f);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log_after(f, off, "startup reconstruction complete", WAIT_MS));
+	assert_int_equal(fixture_log_count(f, "msg=\"loaded pod spec files\""), 2);
+	assert_int_equal(fixture_log_count(f, "files=71 volumes=70 refused=1"), 2);
+	assert_true(fixture_log_find(f, "msg=\"adopted existing mounts\"", "count=70") >= 0);
+	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 70); /* first run */
+	assert_int_equal(fixture_log_count(f, "msg=\"rejected pod spec file\""), 2);
+	after = mount_ids(f);
+	assert_string_equal(before, after);
+	fixture_pod_dir(f, "p69", "v", d);
 	assert_true(test_is_mountpoint(d));
 	free(before);
 	free(after);
@@ -364,6 +413,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_startup_logs_one_summary_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pods_deleted_while_down_are_unmounted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stale_pod_dirs_removed_after_restart, setup,

@@ -8,9 +8,12 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pod-spec.h"
 #include "testlib.h"
@@ -126,6 +129,74 @@ static void test_missing_file(void **state)
 	assert_int_equal(pod_spec_parse_file(FILES "/does-not-exist.json", &p, &err), -ENOENT);
 }
 
+/* pod_spec_parse_at: a file opened relative to its dir parses as by path; a FIFO is refused
+ * at once (not waited on), a directory and an oversized file are refused naming why. */
+static void test_parse_at_and_odd_files(void **state)
+{
+	char dir[] = "/tmp/test-pod-spec.XXXXXX", path[600];
+	struct error_info err = { 0 };
+	struct pod_spec *p = NULL;
+	int dfd;
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+
+	snprintf(path, sizeof(path), "%s/ok.json", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": [{\"name\": \"v\", "
+	      "\"local\": {\"path\": \"/srv/x\"}}]}",
+	      f);
+	fclose(f);
+	assert_int_equal(pod_spec_parse_at(dfd, "ok.json", path, &p, &err), 0);
+	assert_string_equal(p->uid, "u1");
+	assert_string_equal(p->origin, path);
+	assert_int_equal(p->n_volumes, 1);
+	p = pod_spec_free(p);
+
+	snprintf(path, sizeof(path), "%s/fifo.json", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(pod_spec_parse_at(dfd, "fifo.json", path, &p, &err), -EINVAL);
+	assert_string_equal(err_msg(&err), "not a regular file");
+	assert_null(p);
+
+	snprintf(path, sizeof(path), "%s/dir.json", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	err_clear(&err);
+	assert_int_equal(pod_spec_parse_at(dfd, "dir.json", path, &p, &err), -EINVAL);
+	assert_string_equal(err_msg(&err), "not a regular file");
+
+	snprintf(path, sizeof(path), "%s/big.json", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(truncate(path, POD_SPEC_MAX_BYTES + 1), 0);
+	err_clear(&err);
+	assert_int_equal(pod_spec_parse_file(path, &p, &err), -EFBIG);
+	assert_non_null(strstr(err_msg(&err), "larger than"));
+
+	/* A syntax error still names its line and column. */
+	snprintf(path, sizeof(path), "%s/syntax.json", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"pod\":\n  {\"uid\": }", f);
+	fclose(f);
+	err_clear(&err);
+	assert_int_equal(pod_spec_parse_at(dfd, "syntax.json", path, &p, &err), -EINVAL);
+	assert_non_null(strstr(err_msg(&err), "line 2 column"));
+
+	close(dfd);
+	for (const char *n = "ok.json\0fifo.json\0big.json\0syntax.json\0"; *n; n += strlen(n) + 1) {
+		snprintf(path, sizeof(path), "%s/%s", dir, n);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/dir.json", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
 static void test_volume_names(void **state)
 {
 	assert_true(pod_volume_name_is_valid("data"));
@@ -168,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_good_files),	    cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_missing_file),	    cmocka_unit_test(test_volume_names),
 		cmocka_unit_test(test_same_source_same_id),
+		cmocka_unit_test(test_parse_at_and_odd_files),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

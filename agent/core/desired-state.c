@@ -228,7 +228,8 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 	v->name = strdup(src->volume_name);
 	v->spec = volume_spec_ref(src->spec);
 	v->plugin = src->plugin;
-	v->uses_device = plugin_uses_device(src->plugin, src->spec);
+	v->uses_device = src->uses_device_known ? src->uses_device
+						: plugin_uses_device(src->plugin, src->spec);
 	if (v->uses_device)
 		v->device_mount_path =
 			src->spec->block

@@ -139,6 +139,31 @@ void executor_submit(struct executor *ex, struct executor_job *job)
 	pthread_cond_signal(&ex->cond);
 }
 
+void executor_submit_list(struct executor *ex, struct executor_job *first)
+{
+	struct executor_job *last = first;
+	size_t n = 1;
+
+	if (!first)
+		return;
+	while (last->next) {
+		last = last->next;
+		n++;
+	}
+	pthread_mutex_lock(&ex->lock);
+	if (ex->queue_tail)
+		ex->queue_tail->next = first;
+	else
+		ex->queue_head = first;
+	ex->queue_tail = last;
+	ex->pending += n;
+	pthread_mutex_unlock(&ex->lock);
+	/* One wake-up per job up to one per worker: a pass's many jobs are not one lock round
+	 * and one wake-up each. */
+	for (size_t i = 0; i < n && i < ex->n_threads; i++)
+		pthread_cond_signal(&ex->cond);
+}
+
 int executor_get_fd(const struct executor *ex)
 {
 	return ex->event_fd;

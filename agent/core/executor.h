@@ -23,6 +23,9 @@ int executor_new(unsigned workers, struct executor **ret, struct error_info *err
 struct executor *executor_free(struct executor *ex, void (*drop)(struct executor_job *job));
 /* Queues job.  Never blocks. */
 void executor_submit(struct executor *ex, struct executor_job *job);
+/* Queues the jobs linked through next from first (NULL: none), in that order, under one lock.
+ * Never blocks. */
+void executor_submit_list(struct executor *ex, struct executor_job *first);
 /* An eventfd that is readable while completed jobs wait to be taken. */
 int executor_get_fd(const struct executor *ex);
 /* Takes all completed jobs (in completion order, linked through next), or NULL. */

@@ -1,9 +1,11 @@
 /* pod-spec.c - parsing and validating pod spec files with jansson.  See pod-spec.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "macro.h"
 #include "path-util.h"
@@ -26,8 +28,6 @@ struct pod_spec *pod_spec_free(struct pod_spec *p)
 	free(p);
 	return NULL;
 }
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_spec *, pod_spec_free)
 
 bool pod_volume_name_is_valid(const char *name)
 {
@@ -364,21 +364,68 @@ int pod_spec_parse_string(const char *json, const char *origin, struct pod_spec 
 	return parse_root(root, origin, ret, err);
 }
 
-int pod_spec_parse_file(const char *path, struct pod_spec **ret, struct error_info *err)
+/* Reads the open file fd (at most POD_SPEC_MAX_BYTES) and parses it: one fstat, one read for a
+ * file of the usual size, no stdio. */
+static int parse_fd(int fd, const char *origin, struct pod_spec **ret, struct error_info *err)
 {
 	_cleanup_(json_decrefp) json_t *root = NULL;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, cap;
 	json_error_t jerr;
 	struct stat st;
 
-	if (stat(path, &st) < 0)
+	if (fstat(fd, &st) < 0)
 		return err_set(err, -errno, "%s", strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return err_set(err, -EINVAL, "not a regular file");
 	if (st.st_size > POD_SPEC_MAX_BYTES)
 		return err_set(err, -EFBIG, "larger than %d bytes", POD_SPEC_MAX_BYTES);
-	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	/* One byte more than the size, to see a file that grew meanwhile. */
+	cap = (size_t)st.st_size + 1;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		char *b;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return err_set(err, -errno, "%s", strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len < cap)
+			continue;
+		/* It grew since the fstat: once more, up to one byte over the limit. */
+		if (cap > POD_SPEC_MAX_BYTES)
+			return err_set(err, -EFBIG, "larger than %d bytes", POD_SPEC_MAX_BYTES);
+		cap = POD_SPEC_MAX_BYTES + 1;
+		b = realloc(buf, cap);
+		if (!b)
+			return -ENOMEM;
+		buf = b;
+	}
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		return err_set(err, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column,
 			       jerr.text);
-	return parse_root(root, path, ret, err);
+	return parse_root(root, origin, ret, err);
+}
+
+int pod_spec_parse_at(int dir_fd, const char *name, const char *origin, struct pod_spec **ret,
+		      struct error_info *err)
+{
+	/* O_NONBLOCK: a FIFO in the pods dir must not hang the agent; it is refused below. */
+	_cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0)
+		return err_set(err, -errno, "%s", strerror(errno));
+	return parse_fd(fd, origin, ret, err);
+}
+
+int pod_spec_parse_file(const char *path, struct pod_spec **ret, struct error_info *err)
+{
+	return pod_spec_parse_at(AT_FDCWD, path, path, ret, err);
 }

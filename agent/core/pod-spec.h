@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "macro.h"
 #include "plugin.h"
 #include "volume-spec.h"
 
@@ -23,6 +24,10 @@ struct pod_volume {
 	struct volume_spec *spec;
 	const struct volume_plugin *plugin;
 	char *volume_name; /* the plugin's node-wide name for the source */
+	/* plugin_uses_device() of spec, when uses_device_known: found by whoever parsed the
+	 * file (a start-up scan does it on its parsing threads), else by the desired state. */
+	bool uses_device_known;
+	bool uses_device;
 };
 
 struct pod_spec {
@@ -40,10 +45,17 @@ struct pod_spec {
 /* Parses and validates one spec file.  err gets "<field>: <reason>" (or the JSON syntax error
  * with its line) and the file is rejected whole. */
 int pod_spec_parse_file(const char *path, struct pod_spec **ret, struct error_info *err);
+/* The same for the file name in the directory dir_fd (AT_FDCWD: name is a path), recording
+ * origin as the spec's origin.  The file is opened once (no stat of the path first, no
+ * stdio); a FIFO or other non-regular file is refused without blocking.  Safe to call from
+ * several threads at once. */
+int pod_spec_parse_at(int dir_fd, const char *name, const char *origin, struct pod_spec **ret,
+		      struct error_info *err);
 /* The same for a string; origin is recorded as the spec's origin. */
 int pod_spec_parse_string(const char *json, const char *origin, struct pod_spec **ret,
 			  struct error_info *err);
 struct pod_spec *pod_spec_free(struct pod_spec *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_spec *, pod_spec_free)
 /* Whether name is a valid volume name: a DNS-1123 label (lowercase alphanumerics and '-',
  * starting and ending alphanumeric, at most 63). */
 bool pod_volume_name_is_valid(const char *name);

@@ -80,6 +80,7 @@ struct reconciler {
 	unsigned long ops_started;
 	unsigned long ops_failed;
 	bool ready;
+	unsigned long adopted_at_start; /* mounts verified before ready (one summary line) */
 	uint64_t last_refresh_ms;
 	uint64_t last_resync_ms;
 	uint64_t last_health_ms;
@@ -134,6 +135,10 @@ char *key_for(const char *kind, const char *name);
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 /* Applies the results of the operations the executor finished. */
 void rec_drain_completed(struct reconciler *r);
+/* Logs how many existing mounts the startup reconstruction adopted (their own lines are at
+ * debug level until the agent is ready); nothing when none.  Called once, on becoming
+ * ready. */
+void rec_log_adopted_at_start(struct reconciler *r);
 
 /* reconciler-pass.c: one pass (see reconciler.h): a full one when asked for (or until the
  * startup reconstruction is complete), else an incremental one over what was touched. */

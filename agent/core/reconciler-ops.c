@@ -258,6 +258,12 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 		rec_touch_device(r, op->volume_name);
 }
 
+void rec_log_adopted_at_start(struct reconciler *r)
+{
+	if (r->adopted_at_start)
+		log_info("adopted existing mounts", "count", LOG_INT(r->adopted_at_start));
+}
+
 static void apply_result(struct reconciler *r, struct volume_op *op)
 {
 	uint64_t gen = mount_table_generation(r->table);
@@ -308,8 +314,15 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			pm->read_only = op->read_only || op->spec->read_only;
 			pm->mount_id = op->mount_id;
 			rec_note_holder(r, op->volume_name, op->target);
-			log_info("adopted existing mount", "volume", op->volume_name, "pod",
-				 op->pod_uid, "target", op->target);
+			/* At start-up there is one per volume: a summary line says how many. */
+			if (!r->ready) {
+				r->adopted_at_start++;
+				log_debug("reconcile", "adopted existing mount", "volume",
+					  op->volume_name, "pod", op->pod_uid, "target", op->target);
+			} else {
+				log_info("adopted existing mount", "volume", op->volume_name, "pod",
+					 op->pod_uid, "target", op->target);
+			}
 		} else {
 			pm->foreign = true;
 			log_info("mount holds something else, replacing it", "volume",

@@ -656,10 +656,8 @@ void rec_pass(struct reconciler *r)
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
 	rec_save_journal(r, false);
-	for (struct volume_op *op = list, *next; op; op = next) {
-		next = volume_op_from_job(op->job.next);
-		executor_submit(r->ex, &op->job);
-	}
+	if (list)
+		executor_submit_list(r->ex, &list->job);
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
@@ -668,6 +666,7 @@ void rec_pass(struct reconciler *r)
 	if (!r->ready && c.full && c.unverified == 0) {
 		became_ready = true;
 		r->ready = true;
+		rec_log_adopted_at_start(r);
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
 			 LOG_INT(hashmap_size(asw_devices(r->asw))));

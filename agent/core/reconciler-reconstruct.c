@@ -203,19 +203,29 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 		journal_mark_dirty(r->journal);
 	}
 	journal_us = lap_us(&t);
+	/* The spec files are parsed on a helper thread while this one reads the mount table:
+	 * the two are independent.  They reach the desired state only in
+	 * spec_source_scan_finish(), after the table, as before. */
+	if (r->specs) {
+		k = spec_source_scan_begin(r->specs);
+		if (k < 0)
+			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir,
+				       strerror(-k));
+	}
 	/* Not logged here: the caller of reconciler_start logs err once. */
 	k = rec_refresh_table(r, err);
 	if (k < 0)
-		return k;
+		return k; /* reconciler_free() waits for the helper */
 	adopt_untracked_device_mounts(r);
 	table_us = lap_us(&t);
 	if (r->specs) {
-		k = spec_source_scan(r->specs);
+		k = spec_source_scan_finish(r->specs);
 		if (k < 0)
 			return err_set(err, k, "reading pods dir %s: %s", r->pods_dir,
 				       strerror(-k));
 		specs_us = lap_us(&t);
 	}
+	/* specs_us is what parsing took beyond the table read, plus applying the results. */
 	log_debug("reconcile", "reconstruction timed", "journal_us", LOG_INT(journal_us),
 		  "table_us", LOG_INT(table_us), "specs_us", LOG_INT(specs_us));
 	log_info("reconstructed actual state", "pod_mounts",

@@ -1,7 +1,17 @@
-/* spec-source.c - see spec-source.h. */
+/* spec-source.c - see spec-source.h.
+ *
+ * A scan (start-up, or an inotify queue overflow) parses the files on two threads at once,
+ * the caller's and one helper, into one slot per file, and applies the results to the desired
+ * state afterwards, on the caller's thread, in name order: parsing is independent of
+ * everything else (spec_source_scan_begin() lets the caller read the mount table meanwhile),
+ * the desired state is touched by one thread only. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +30,35 @@ struct spec_file {
 	bool conflict; /* rejected because another file has its uid: retried */
 };
 
+/* One file of a scan: its name and what parsing it gave (small: there is one per file). */
+struct scan_slot {
+	char *name;
+	struct pod_spec *spec;
+	int r;
+	char *error; /* the message when r < 0 (NULL: out of memory) */
+};
+
+/* A scan in progress: the slots are parsed by whoever takes the next index. */
+struct spec_scan {
+	struct scan_slot *slots;
+	size_t n;
+	atomic_size_t next;
+	int dir_fd;
+	const char *dir;
+	pthread_t helper;
+	bool helper_started;
+};
+
 struct spec_source {
 	char *dir;
+	int dir_fd; /* the pods dir (O_PATH): files are opened relative to it */
 	int fd;
 	int wd;
+	struct spec_scan *scan;
 	struct desired_state *dsw;
 	struct hashmap *files;	/* name -> spec_file */
 	struct hashmap *owners; /* uid -> spec_file */
+	size_t n_conflicts;	/* files with conflict set */
 };
 
 bool spec_source_wants_name(const char *name)
@@ -43,6 +75,58 @@ static void file_free(void *p)
 	free(f);
 }
 
+static void scan_parse(struct spec_scan *sc)
+{
+	struct error_info err;
+
+	for (;;) {
+		size_t i = atomic_fetch_add(&sc->next, 1);
+		struct scan_slot *sl;
+		char path[PATH_MAX];
+
+		if (i >= sc->n)
+			return;
+		sl = &sc->slots[i];
+		snprintf(path, sizeof(path), "%s/%s", sc->dir, sl->name);
+		err = (struct error_info){ 0 };
+		sl->r = pod_spec_parse_at(sc->dir_fd, sl->name, path, &sl->spec, &err);
+		if (sl->r < 0) {
+			sl->error = strdup(err_msg(&err));
+			continue;
+		}
+		/* The stat the desired state would make per volume, made here in parallel. */
+		for (size_t k = 0; k < sl->spec->n_volumes; k++) {
+			struct pod_volume *v = &sl->spec->volumes[k];
+
+			v->uses_device = plugin_uses_device(v->plugin, v->spec);
+			v->uses_device_known = true;
+		}
+	}
+}
+
+static void *scan_helper(void *arg)
+{
+	scan_parse(arg);
+	return NULL;
+}
+
+/* Waits for the helper (parsing what is left meanwhile) and frees the scan. */
+static void scan_free(struct spec_scan *sc)
+{
+	if (!sc)
+		return;
+	scan_parse(sc);
+	if (sc->helper_started)
+		pthread_join(sc->helper, NULL);
+	for (size_t i = 0; i < sc->n; i++) {
+		free(sc->slots[i].name);
+		free(sc->slots[i].error);
+		pod_spec_free(sc->slots[i].spec);
+	}
+	free(sc->slots);
+	free(sc);
+}
+
 int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec_source **ret,
 		    struct error_info *err)
 {
@@ -51,6 +135,7 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 	if (!s)
 		return -ENOMEM;
 	s->fd = -1;
+	s->dir_fd = -1;
 	s->dsw = dsw;
 	s->dir = strdup(pods_dir);
 	s->files = hashmap_new();
@@ -64,6 +149,12 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 		int r = -errno;
 		spec_source_free(s);
 		return err_set(err, r, "inotify: %s", strerror(-r));
+	}
+	s->dir_fd = open(pods_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (s->dir_fd < 0) {
+		int r = -errno;
+		spec_source_free(s);
+		return err_set(err, r, "pods dir %s: %s", pods_dir, strerror(-r));
 	}
 	s->wd = inotify_add_watch(s->fd, pods_dir,
 				  IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
@@ -81,10 +172,13 @@ struct spec_source *spec_source_free(struct spec_source *s)
 {
 	if (!s)
 		return NULL;
+	scan_free(s->scan);
 	hashmap_free_values(s->files, file_free);
 	hashmap_free(s->owners);
 	if (s->fd >= 0)
 		close(s->fd);
+	if (s->dir_fd >= 0)
+		close(s->dir_fd);
 	free(s->dir);
 	free(s);
 	return NULL;
@@ -108,6 +202,13 @@ static struct spec_file *get_file(struct spec_source *s, const char *name)
 		return NULL;
 	}
 	return f;
+}
+
+static void set_conflict(struct spec_source *s, struct spec_file *f, bool conflict)
+{
+	if (f->conflict != conflict)
+		s->n_conflicts += conflict ? 1 : (size_t)-1;
+	f->conflict = conflict;
 }
 
 /* Logs a rejection: the file, the field and the reason, split at the first ": ". */
@@ -138,55 +239,78 @@ static bool forget_pod(struct spec_source *s, struct spec_file *f)
 	return true;
 }
 
+/* What a scan loaded, for its one summary line. */
+struct load_stats {
+	unsigned files, volumes, refused;
+};
+
+/* Applies what parsing file name gave (r, p, err): into the desired state, or logged as
+ * rejected.  Takes p.  quiet logs a loaded file at debug only (a scan logs a summary).
+ * Returns true when the desired state changed. */
+static bool apply_file(struct spec_source *s, const char *name, int r, struct pod_spec *p,
+		       struct error_info *err, bool quiet, struct load_stats *stats)
+{
+	_cleanup_(pod_spec_freep) struct pod_spec *spec = p;
+	struct spec_file *f = get_file(s, name), *owner;
+	char path[PATH_MAX];
+
+	if (!f)
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
+	set_conflict(s, f, false);
+	if (r == -ENOENT) /* gone again before we read it */
+		return false;
+	if (stats)
+		stats->files++;
+	if (r < 0)
+		goto rejected;
+	owner = hashmap_get(s->owners, spec->uid);
+	if (owner && owner != f) {
+		set_conflict(s, f, true);
+		err_set(err, -EEXIST, "pod.uid: %s is already declared by %s", spec->uid,
+			owner->name);
+		goto rejected;
+	}
+	/* The file now declares another pod: the old one goes. */
+	if (f->uid && !streq(f->uid, spec->uid))
+		forget_pod(s, f);
+	r = dsw_set_pod(s->dsw, spec, err);
+	if (r < 0)
+		goto rejected;
+	f->rejected = false;
+	if (!f->uid) {
+		f->uid = strdup(spec->uid);
+		if (f->uid)
+			hashmap_put(s->owners, f->uid, f);
+	}
+	if (stats)
+		stats->volumes += spec->n_volumes;
+	if (quiet)
+		log_debug("specs", "pod spec loaded", "file", path, "pod", spec->uid, "volumes",
+			  LOG_INT(spec->n_volumes));
+	else
+		log_info("pod spec loaded", "file", path, "pod", spec->uid, "volumes",
+			 LOG_INT(spec->n_volumes));
+	return true;
+rejected:
+	f->rejected = true;
+	if (stats)
+		stats->refused++;
+	log_rejected(path, err_msg(err), f->uid != NULL);
+	return false;
+}
+
 /* Reads file name and applies it.  Returns true when the desired state changed. */
 static bool load_file(struct spec_source *s, const char *name)
 {
-	struct spec_file *f = get_file(s, name), *owner;
 	struct error_info err = { 0 };
 	struct pod_spec *p = NULL;
 	char path[PATH_MAX];
 	int r;
 
-	if (!f)
-		return false;
 	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-	f->conflict = false;
-	r = pod_spec_parse_file(path, &p, &err);
-	if (r == -ENOENT) /* gone again before we read it */
-		return false;
-	if (r < 0) {
-		f->rejected = true;
-		log_rejected(path, err_msg(&err), f->uid != NULL);
-		return false;
-	}
-	owner = hashmap_get(s->owners, p->uid);
-	if (owner && owner != f) {
-		f->rejected = f->conflict = true;
-		err_set(&err, -EEXIST, "pod.uid: %s is already declared by %s", p->uid,
-			owner->name);
-		log_rejected(path, err_msg(&err), f->uid != NULL);
-		pod_spec_free(p);
-		return false;
-	}
-	/* The file now declares another pod: the old one goes. */
-	if (f->uid && !streq(f->uid, p->uid))
-		forget_pod(s, f);
-	r = dsw_set_pod(s->dsw, p, &err);
-	if (r < 0) {
-		f->rejected = true;
-		log_rejected(path, err_msg(&err), f->uid != NULL);
-		pod_spec_free(p);
-		return false;
-	}
-	f->rejected = false;
-	if (!f->uid) {
-		f->uid = strdup(p->uid);
-		if (f->uid)
-			hashmap_put(s->owners, f->uid, f);
-	}
-	log_info("pod spec loaded", "file", path, "pod", p->uid, "volumes", LOG_INT(p->n_volumes));
-	pod_spec_free(p);
-	return true;
+	r = pod_spec_parse_at(s->dir_fd, name, path, &p, &err);
+	return apply_file(s, name, r, p, &err, false, NULL);
 }
 
 static bool remove_file(struct spec_source *s, const char *name)
@@ -198,10 +322,12 @@ static bool remove_file(struct spec_source *s, const char *name)
 
 	if (!f)
 		return false;
+	set_conflict(s, f, false);
 	changed = forget_pod(s, f);
 	file_free(f);
-	/* A file rejected for claiming this uid may be acceptable now. */
-	while (changed && hashmap_iterate(s->files, &it, &v, NULL)) {
+	/* A file rejected for claiming this uid may be acceptable now (looked for only when
+	 * there is one: removing a burst of files is not quadratic). */
+	while (changed && s->n_conflicts && hashmap_iterate(s->files, &it, &v, NULL)) {
 		struct spec_file *other = v;
 		if (other->conflict)
 			load_file(s, other->name);
@@ -209,56 +335,132 @@ static bool remove_file(struct spec_source *s, const char *name)
 	return changed;
 }
 
-static int compare_names(const void *a, const void *b)
+static int compare_slots(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return strcmp(((const struct scan_slot *)a)->name, ((const struct scan_slot *)b)->name);
+}
+
+static bool scan_has(const struct spec_scan *sc, const char *name)
+{
+	struct scan_slot key = { .name = (char *)name };
+
+	return sc->n > 0 && bsearch(&key, sc->slots, sc->n, sizeof(*sc->slots), compare_slots);
+}
+
+/* Below this many files a helper thread costs more than it saves. */
+#define SCAN_HELPER_MIN 64
+
+int spec_source_scan_begin(struct spec_source *s)
+{
+	struct spec_scan *sc;
+	struct dirent *de;
+	size_t cap = 0;
+	int dfd, r = 0;
+	DIR *d;
+
+	if (s->scan)
+		return -EBUSY;
+	dfd = openat(s->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	d = fdopendir(dfd);
+	if (!d) {
+		r = -errno;
+		close(dfd);
+		return r;
+	}
+	sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		closedir(d);
+		return -ENOMEM;
+	}
+	sc->dir_fd = s->dir_fd;
+	sc->dir = s->dir;
+	while ((de = readdir(d))) {
+		if (!spec_source_wants_name(de->d_name))
+			continue;
+		if (sc->n == cap) {
+			struct scan_slot *ns =
+				realloc(sc->slots, (cap = cap ? cap * 2 : 64) * sizeof(*ns));
+			if (!ns) {
+				r = -ENOMEM;
+				break;
+			}
+			sc->slots = ns;
+		}
+		sc->slots[sc->n] = (struct scan_slot){ .name = strdup(de->d_name) };
+		if (!sc->slots[sc->n].name) {
+			r = -ENOMEM;
+			break;
+		}
+		sc->n++;
+	}
+	closedir(d);
+	if (r < 0) {
+		scan_free(sc);
+		return r;
+	}
+	/* In name order, so that which of two files claiming one uid wins is predictable. */
+	if (sc->n > 0)
+		qsort(sc->slots, sc->n, sizeof(*sc->slots), compare_slots);
+	s->scan = sc;
+	/* Without the helper the caller parses everything in spec_source_scan_finish(). */
+	if (sc->n >= SCAN_HELPER_MIN) {
+		sigset_t all, old;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		sc->helper_started = pthread_create(&sc->helper, NULL, scan_helper, sc) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	return 0;
+}
+
+int spec_source_scan_finish(struct spec_source *s)
+{
+	struct spec_scan *sc = s->scan;
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	struct load_stats stats = { 0 };
+	int changed = 0;
+	void *v;
+
+	if (!sc)
+		return -EINVAL;
+	scan_parse(sc); /* help the helper with what is left */
+	if (sc->helper_started)
+		pthread_join(sc->helper, NULL);
+	sc->helper_started = false;
+	/* Files that are gone. */
+	while (hashmap_iterate(s->files, &it, &v, NULL)) {
+		struct spec_file *f = v;
+		if (!scan_has(sc, f->name) && remove_file(s, f->name))
+			changed = 1;
+	}
+	for (size_t i = 0; i < sc->n; i++) {
+		struct scan_slot *sl = &sc->slots[i];
+
+		struct error_info err = { .code = sl->r };
+
+		if (sl->r < 0)
+			snprintf(err.msg, sizeof(err.msg), "%s",
+				 sl->error ? sl->error : strerror(-sl->r));
+		else
+			err.msg[0] = '\0';
+		if (apply_file(s, sl->name, sl->r, TAKE_PTR(sl->spec), &err, true, &stats))
+			changed = 1;
+	}
+	log_info("loaded pod spec files", "dir", s->dir, "files", LOG_INT(stats.files), "volumes",
+		 LOG_INT(stats.volumes), "refused", LOG_INT(stats.refused));
+	s->scan = NULL;
+	scan_free(sc);
+	return changed;
 }
 
 int spec_source_scan(struct spec_source *s)
 {
-	DIR *d = opendir(s->dir);
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	int changed = 0;
-	void *v;
+	int r = spec_source_scan_begin(s);
 
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		if (!spec_source_wants_name(de->d_name))
-			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(char *));
-			if (!nn)
-				break;
-			names = nn;
-		}
-		names[n] = strdup(de->d_name);
-		if (names[n])
-			n++;
-	}
-	closedir(d);
-	/* Files that are gone. */
-	while (hashmap_iterate(s->files, &it, &v, NULL)) {
-		struct spec_file *f = v;
-		bool present = false;
-		for (size_t i = 0; i < n && !present; i++)
-			present = streq(names[i], f->name);
-		if (!present && remove_file(s, f->name))
-			changed = 1;
-	}
-	/* In name order, so that which of two files claiming one uid wins is predictable. */
-	if (n > 0)
-		qsort(names, n, sizeof(char *), compare_names);
-	for (size_t i = 0; i < n; i++) {
-		if (load_file(s, names[i]))
-			changed = 1;
-		free(names[i]);
-	}
-	free(names);
-	return changed;
+	return r < 0 ? r : spec_source_scan_finish(s);
 }
 
 int spec_source_dispatch(struct spec_source *s)

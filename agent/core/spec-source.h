@@ -20,8 +20,17 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 		    struct error_info *err);
 struct spec_source *spec_source_free(struct spec_source *s);
 int spec_source_get_fd(const struct spec_source *s);
-/* Reads every file of the directory (at start, and after an inotify queue overflow). */
+/* Reads every file of the directory (at start, and after an inotify queue overflow), and logs
+ * one summary line (files, volumes, refused); each refused file still gets its own error
+ * line.  Returns 1 when the desired state changed, 0, or -errno. */
 int spec_source_scan(struct spec_source *s);
+/* spec_source_scan() in two halves: begin lists the directory and starts parsing the files
+ * on a helper thread; finish parses what is left on the caller's thread, waits for the
+ * helper and applies the results to the desired state (only finish touches it).  The caller
+ * may do independent work in between, e.g. read the mount table.  begin returns 0 or -errno
+ * (-EBUSY: a scan is already under way); finish returns what spec_source_scan() does. */
+int spec_source_scan_begin(struct spec_source *s);
+int spec_source_scan_finish(struct spec_source *s);
 /* Handles pending inotify events.  Returns 1 when the desired state changed, 0, or -errno. */
 int spec_source_dispatch(struct spec_source *s);
 /* How many files are currently rejected. */

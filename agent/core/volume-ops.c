@@ -136,14 +136,16 @@ static int open_target(const struct volume_op *op, bool create, struct opened_ta
 /* Removes the target dir if it is an empty directory that is not mounted, and its empty
  * parents up to cleanup_stop.  rmdir only: never a recursive delete through a mount.  For a
  * raw block volume (file set) the file is already gone (unmap_device removed it): its empty
- * parents go, and a held device's own dir (volumeDevices/<name>, which is cleanup_stop). */
-static void remove_target_dir(const struct volume_op *op, bool file)
+ * parents go, and a held device's own dir (volumeDevices/<name>, which is cleanup_stop).
+ * not_mounted: the caller has just seen that the target is no mount root (no second statx;
+ * rmdir refuses a mount point anyway). */
+static void remove_target_dir_checked(const struct volume_op *op, bool file, bool not_mounted)
 {
 	const char *stop = op->cleanup_stop ? op->cleanup_stop : op->target_root;
 	_cleanup_free_ char *parent = NULL;
 	char *slash;
 
-	if (mnt_util_is_mount_root(op->target) == 1)
+	if (!not_mounted && mnt_util_is_mount_root(op->target) == 1)
 		return;
 	if (!file) {
 		(void)path_rmdir_up_to(op->target, stop);
@@ -160,9 +162,16 @@ static void remove_target_dir(const struct volume_op *op, bool file)
 		(void)path_rmdir_up_to(parent, stop);
 }
 
-static int record_mount_id(struct volume_op *op)
+static void remove_target_dir(const struct volume_op *op, bool file)
 {
-	int r = mnt_util_mount_id(op->target, &op->mount_id);
+	remove_target_dir_checked(op, file, false);
+}
+
+/* The mount ID now at op->target; t (NULL: none) is its opened parent, for a short lookup. */
+static int record_mount_id(struct volume_op *op, const struct opened_target *t)
+{
+	int r = t && t->parent_fd >= 0 ? mnt_util_mount_id_at(t->parent_fd, t->name, &op->mount_id)
+				      : mnt_util_mount_id(op->target, &op->mount_id);
 
 	if (r < 0)
 		return err_set(&op->err, r, "%s: cannot read its mount id: %s", op->target,
@@ -194,7 +203,7 @@ static int run_set_up(struct volume_op *op)
 	else
 		r = plugin_set_up_at(m, &mt, &op->err);
 	if (r == 0)
-		r = record_mount_id(op);
+		r = record_mount_id(op, &t);
 out:
 	if (r < 0 && (created || op_is_block(op)))
 		remove_target_dir(op, op_is_block(op)); /* a failed map removed its own file */
@@ -222,7 +231,7 @@ static int run_tear_down(struct volume_op *op)
 			       "%s is still a mount point after unmounting (stacked mounts); "
 			       "will unmount again",
 			       op->target);
-	remove_target_dir(op, file);
+	remove_target_dir_checked(op, file, true); /* checked just now */
 	return 0;
 }
 
@@ -240,7 +249,7 @@ static int run_verify(struct volume_op *op)
 		return r;
 	op->verified = r == 1;
 	if (op->verified)
-		(void)record_mount_id(op);
+		(void)record_mount_id(op, NULL);
 	return 0;
 }
 
@@ -281,7 +290,7 @@ static int run_mount_device(struct volume_op *op)
 		r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
 					&mt, &op->err);
 	if (r == 0)
-		r = record_mount_id(op);
+		r = record_mount_id(op, &t);
 	if (r == 0 && op_is_block(op))
 		note_block_content(op);
 	if (r == 0)
@@ -320,7 +329,7 @@ static int run_unmount_device(struct volume_op *op)
 	if (mnt_util_is_mount_root(op->target) == 1)
 		return err_set(&op->err, -EBUSY, "%s is still mounted after unmounting",
 			       op->target);
-	remove_target_dir(op, file || op_is_block(op));
+	remove_target_dir_checked(op, file || op_is_block(op), true);
 	if (plugin_has_detach(op->plugin) && op->att.device_path) {
 		r = plugin_detach(op->plugin, op->spec, &op->att, &op->err);
 		if (r < 0)
