@@ -198,7 +198,7 @@ int block_map_bind(const char *device, const struct mount_target *target, bool r
 			       r == -ENOTBLK ? "not a block device" : strerror(-r));
 	r = block_map_check(target->path, device, read_only);
 	if (r == 1)
-		return 0;
+		return 1; /* already in place: nothing done */
 	if (mnt_util_is_mount_root(target->path) == 1)
 		return err_set(err, -EBUSY,
 			       "%s is already a mount point of something else; refusing to mount "

@@ -23,8 +23,9 @@ int block_map_check(const char *target, const char *device, bool read_only);
  * the target file (mode 0600) when it is missing; target->parent_fd must exist.  Read-only
  * binds are never writable, not even for a moment; a read-only bind of a held file (a pod's
  * file) whose device is writable binds a read-only loop device over it, which the kernel
- * refuses writes to (a read-only mount alone does not stop writes to a device node).  Idempotent: 0 when target already holds
- * the device as asked.  A target that is a directory or another mount is refused (-EISDIR,
+ * refuses writes to (a read-only mount alone does not stop writes to a device node).
+ * Idempotent: 1 (nothing done) when target already holds the device as asked, 0 when the
+ * bind was made.  A target that is a directory or another mount is refused (-EISDIR,
  * -EBUSY); a device that is not a block device is -ENOTBLK.  A file made here is removed
  * again when the bind fails. */
 int block_map_bind(const char *device, const struct mount_target *target, bool read_only,

@@ -190,7 +190,8 @@ struct attach_ops {
 struct block_ops {
 	/* Binds device_path (the attached device node, or the held file for a pod) onto the
 	 * file target (target->parent_fd is its directory; the file is created when missing),
-	 * read-only when read_only.  Idempotent; may block. */
+	 * read-only when read_only.  Idempotent: 1 when the bind was already there (nothing
+	 * done), 0 when it was made.  May block. */
 	int (*map_device)(const struct volume_spec *spec, const char *device_path, bool read_only,
 			  const struct mount_target *target, struct error_info *err);
 	/* Undoes map_device at target: unmounts the bind and removes the file.  0 when neither

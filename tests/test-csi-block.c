@@ -4,7 +4,8 @@
  * refuses writes through, reads work, a restart adopts it, unpublish removes it and the
  * read-only loop device under it, and a read-write publish of the same staged volume still
  * writes), and NodeExpandVolume after the loop device grew (the
- * answer is the device's new size; an xfs staged volume still grows as before).  Root,
+ * answer is the device's new size; an xfs staged volume still grows as before), and a publish
+ * the journal lost in a crash (the repeat adopts the bind in place).  Root,
  * private mount namespace; the fixture stops the agent and detaches every loop device even on
  * failure. */
 #include <setjmp.h>
@@ -380,12 +381,91 @@ static void test_block_expand(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
+/* A crash can lose the journal's last CSI entries (they are saved a moment after each call):
+ * here the journal of before the publish is put back after a SIGKILL, exactly what such a
+ * crash leaves.  kubelet publishes again: the bind already in place is adopted (the same
+ * mount ID, logged as adopted), not made again and not logged as mounted. */
+static void test_publish_lost_by_journal_adopted(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	char stg[700], t1[800], ctx[200], stage[4096], publish[4096], saved[800], *out, *old;
+	struct file_text journal;
+	long off;
+	int id;
+
+	assert_non_null(dev);
+	block_paths(e, "pv-lost", "pod-l", stg, t1);
+	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
+	snprintf(stage, sizeof(stage),
+		 "Node/NodeStageVolume {\"volume_id\": \"lost\", \"staging_target_path\": "
+		 "\"%s\", \"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n",
+		 stg, ctx);
+	snprintf(publish, sizeof(publish),
+		 "Node/NodePublishVolume {\"volume_id\": \"lost\", \"staging_target_path\": "
+		 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 ", \"volume_context\": %s}\n",
+		 stg, t1, ctx);
+	csi_env_start(e);
+	snprintf(journal.path, sizeof(journal.path), "%s/journal.json", e->f->state);
+
+	out = csi_env_call(e, stage);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	journal.text = stg;
+	assert_true(test_wait_until(file_has, &journal, 10000));
+	old = test_read_file(journal.path);
+	assert_non_null(old);
+	assert_null(strstr(old, t1));
+
+	out = csi_env_call(e, publish);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	journal.text = t1;
+	assert_true(test_wait_until(file_has, &journal, 10000));
+	id = test_mount_id(t1);
+	assert_true(id > 0);
+	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
+	snprintf(saved, sizeof(saved), "%s/journal.json", e->f->state);
+	assert_int_equal(test_write_file(saved, old), 0);
+	free(old);
+
+	off = fixture_log_size(e->f);
+	csi_env_start(e);
+	out = csi_env_call(e, stage);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	out = csi_env_call(e, publish);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_int_equal(test_mount_id(t1), id);
+	assert_true(fixture_wait_log_after(e->f, off, "msg=\"adopted existing mount\"", 10000));
+	assert_true(fixture_log_find(e->f, "adopted existing mount", t1) >= 0);
+	assert_false(fixture_wait_log_after(e->f, off, "msg=\"volume mounted\"", 200));
+	assert_false(fixture_wait_log_after(e->f, off, "msg=\"device mounted\"", 10));
+
+	snprintf(publish, sizeof(publish),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"lost\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"lost\", \"staging_target_path\": "
+		 "\"%s\"}\n",
+		 t1, stg);
+	out = csi_env_call(e, publish);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	free(out);
+	assert_true(path_is_gone(t1));
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_readonly_block_publish, csi_setup,
 						csi_teardown),
 		cmocka_unit_test_setup_teardown(test_block_expand, csi_setup, csi_teardown),
+		cmocka_unit_test_setup_teardown(test_publish_lost_by_journal_adopted, csi_setup,
+						csi_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -290,6 +290,11 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 				  op->volume_name, op->read_only || op->spec->read_only,
 				  op->mount_id, gen);
 		rec_note_holder(r, op->volume_name, op->target);
+		if (op->found_in_place) { /* the bind was there already: nothing was mounted */
+			log_info("adopted existing mount", "volume", op->volume_name, "pod",
+				 op->pod_uid, "target", op->target);
+			break;
+		}
 		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
 			 "pod", op->pod_uid, "target", op->target, "read_only",
 			 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));

@@ -202,6 +202,10 @@ static int run_set_up(struct volume_op *op)
 				      &mt, &op->err);
 	else
 		r = plugin_set_up_at(m, &mt, &op->err);
+	if (r > 0) {
+		op->found_in_place = true; /* e.g. a journal that lost the call: adopted */
+		r = 0;
+	}
 	if (r == 0)
 		r = record_mount_id(op, &t);
 out:
@@ -289,6 +293,8 @@ static int run_mount_device(struct volume_op *op)
 	else
 		r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
 					&mt, &op->err);
+	if (r > 0)
+		r = 0; /* the held device was bound already */
 	if (r == 0)
 		r = record_mount_id(op, &t);
 	if (r == 0 && op_is_block(op))

@@ -44,6 +44,7 @@ struct volume_op {
 	int result; /* 0 or -errno */
 	struct error_info err;
 	int mount_id;	  /* of the new mount, SET_UP and MOUNT_DEVICE */
+	bool found_in_place; /* SET_UP: the mount was already there (nothing was done) */
 	bool verified;	  /* VERIFY: the target holds this volume */
 	bool broken;	  /* CHECK_HEALTH: the mount must be healed */
 	char content[32]; /* MOUNT_DEVICE of a raw block volume: what the device carries (a
