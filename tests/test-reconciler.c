@@ -1036,6 +1036,65 @@ static void test_untouched_stray_waits_for_full_pass(void **state)
 	assert_true(test_is_mountpoint(otarget));
 }
 
+/* Mounts src at target, records it in the actual state as an operation's result would (its
+ * mount ID, the table's generation then), and unmounts it again: all on the reconciler thread,
+ * so the table never shows the mount (its attach event finds it gone; the fallback's read
+ * finds the table as it was).  Only a full read that syncs the record finds it went. */
+static void inject_vanished(struct reconciler *r, void *arg)
+{
+	struct stray *s = arg;
+	int id;
+
+	assert_int_equal(path_mkdir_p(s->target, 0750), 0);
+	assert_int_equal(mount(s->src, s->target, NULL, MS_BIND, NULL), 0);
+	id = test_mount_id(s->target);
+	assert_true(id > 0);
+	assert_non_null(asw_set_pod_mount(r->asw, s->target, "pod-x", "v", "fake", s->volume, false,
+					  id, mount_table_generation(r->table)));
+	assert_int_equal(umount2(s->target, 0), 0);
+}
+
+static bool not_recorded(const struct probe *p)
+{
+	return !p->mounted;
+}
+
+/* A full read syncs only what the table reported changed and the records it never confirmed:
+ * an operation's mount that went before the table showed it is one of them.  The next table
+ * read (the mount events' "unread" or the fallback's monitor asks for one) drops the record,
+ * without a tear-down (a pass that still believed in the mount would queue one). */
+static void vanished_mount_dropped(struct fix *f)
+{
+	char src[600], target[600], vol[620];
+	struct stray s = { src, target, vol };
+
+	make_src(f, "src-vanished", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-x", "v", target, sizeof(target));
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	rec_run_on_thread(f->r, inject_vanished, &s);
+	if (f->mount_events_off) /* the monitor may have said nothing: nothing showed */
+		reconciler_request_resync(f->r);
+	assert_true(wait_state(f, target, vol, not_recorded, scaled(5000)));
+	wait_two_passes(f);
+	assert_int_equal(fake_count("tear_down", src), 0);
+	assert_false(test_is_mountpoint(target));
+}
+
+static void test_vanished_mount_dropped_events(void **state)
+{
+	vanished_mount_dropped(*state);
+}
+
+static void test_vanished_mount_dropped_fallback(void **state)
+{
+	struct fix *f = *state;
+
+	f->mount_events_off = true;
+	vanished_mount_dropped(f);
+}
+
 /* --- defect 4: a mount-table read failure is logged once, at the boundary --- */
 
 /* Redirects stderr (where the log goes) to a file until log_capture_end. */
@@ -1178,6 +1237,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,
 						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),
+		BOTH_KINDS(test_vanished_mount_dropped_events),
+		BOTH_KINDS(test_vanished_mount_dropped_fallback),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_table_unreadable_at_start_is_returned_not_logged, setup, teardown),

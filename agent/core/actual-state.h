@@ -78,6 +78,19 @@ bool asw_is_tracked(const struct actual_state *a, const char *target);
  * anything changed. */
 bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 			 void (*changed)(const char *target, void *userdata), void *userdata);
+/* What a full read (not the first) must sync besides the targets it reported changed (each
+ * synced with asw_sync_target): the records the table did not confirm when they were learned
+ * (an operation's mount that went again before the table showed it, a tracked target), the
+ * targets unmounted since, and the devices.  Elsewhere the state agrees with the table, which
+ * reports every change.  changed, and the return value, as asw_sync_with_table. */
+bool asw_sync_changed(struct actual_state *a, const struct mount_table *t,
+		      void (*changed)(const char *target, void *userdata), void *userdata);
+/* The table the state is synced with: a record learned from an operation that the table
+ * already shows needs no full read (NULL: every such record waits for one). */
+void asw_set_table(struct actual_state *a, const struct mount_table *t);
+/* pm's mount ID changed (a verification): the next full read checks it unless the table shows
+ * that mount. */
+void asw_pod_mount_changed(struct actual_state *a, const struct asw_pod_mount *pm);
 /* The same for one target whose mounts changed (hash: hashmap_hash(target)), after a mount
  * event or a read that reported it.  Returns true when anything changed. */
 bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const char *target,

@@ -296,6 +296,8 @@ static int refresh_listmount(struct mount_table *t, mount_table_changed_fn chang
 	r = mount_list(MOUNT_LIST_ROOT, &ids, &n);
 	if (r < 0)
 		return err_set(err, r, "listing the mounts (listmount): %s", strerror(-r));
+	/* What is reported is reported at the generation of this read, as with events. */
+	t->generation++;
 	/* Mounts that came and went by events since the last read: the by_id index says which
 	 * of the new IDs are known; the old list may still name mounts an event removed. */
 	r = mount_ids_diff(t->ids, t->n_ids, ids, n, diff_cb, &c);
@@ -328,7 +330,6 @@ static int refresh_listmount(struct mount_table *t, mount_table_changed_fn chang
 	free(t->ids);
 	t->ids = ids;
 	t->n_ids = n;
-	t->generation++;
 	return 0;
 }
 
@@ -373,6 +374,8 @@ static int refresh_mountinfo(struct mount_table *t, const char *path,
 			    path ? path : "/proc/self/mountinfo", strerror(r < 0 ? -r : EIO));
 		goto out;
 	}
+	/* What is reported is reported at the generation of this read, as with events. */
+	t->generation = seen;
 	while (mnt_table_next_fs(tb, it, &fs) == 0) {
 		const char *target = mnt_fs_get_target(fs);
 		int id = mnt_fs_get_id(fs);
@@ -423,7 +426,6 @@ static int refresh_mountinfo(struct mount_table *t, const char *path,
 		if (i->seen != seen)
 			remove_by_id(t, i->mnt_id, changed, userdata);
 	}
-	t->generation = seen;
 out:
 	mnt_free_iter(it);
 	mnt_unref_table(tb);

@@ -307,6 +307,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			pm->volume_name = strdup(op->volume_name);
 			pm->read_only = op->read_only || op->spec->read_only;
 			pm->mount_id = op->mount_id;
+			asw_pod_mount_changed(r->asw, pm);
 			rec_note_holder(r, op->volume_name, op->target);
 			log_info("adopted existing mount", "volume", op->volume_name, "pod",
 				 op->pod_uid, "target", op->target);

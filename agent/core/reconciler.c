@@ -61,17 +61,9 @@ void rec_save_journal(struct reconciler *r, bool force)
 
 /* --- the mount table --- */
 
-/* A target a full read found changed: the whole-state sync follows, the pass visits it. */
-static void table_read_changed(const struct mount_table *t, const char *target, uint32_t hash,
-			       void *userdata)
-{
-	(void)t;
-	(void)hash;
-	rec_touch_target(userdata, target);
-}
-
-/* A target a mount event changed: only its part of the actual state is synced. */
-static void mount_event_changed(const struct mount_table *t, const char *target, uint32_t hash,
+/* A target a mount event or a full read changed: only its part of the actual state is
+ * synced. */
+static void table_changed(const struct mount_table *t, const char *target, uint32_t hash,
 				void *userdata)
 {
 	struct reconciler *r = userdata;
@@ -89,7 +81,7 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
 	/* The first read cannot say what changed since the agent last looked: all of it. */
 	bool first = mount_table_generation(r->table) == 0;
-	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_read_changed, r, err);
+	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_changed, r, err);
 
 	if (k < 0)
 		return k;
@@ -98,9 +90,12 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 	r->table_reads++;
 	/* Also what changed without a trace in the table: a mount an operation reported that
 	 * went again before the table showed it. */
-	asw_sync_with_table(r->asw, r->table, first ? NULL : state_changed, r);
-	if (first)
+	if (first) {
+		asw_sync_with_table(r->asw, r->table, NULL, r);
 		rec_want_full_pass(r);
+	} else {
+		asw_sync_changed(r->asw, r->table, state_changed, r);
+	}
 	return 0;
 }
 
@@ -108,7 +103,7 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
  * event queue that overflowed) make the table due for a full read. */
 static void dispatch_mount_monitor(struct reconciler *r)
 {
-	int k = mount_monitor_dispatch(r->monitor, r->table, mount_event_changed, r);
+	int k = mount_monitor_dispatch(r->monitor, r->table, table_changed, r);
 
 	if (!mount_monitor_has_events(r->monitor)) {
 		if (k > 0)
@@ -402,6 +397,7 @@ static int open_mount_table(struct reconciler *r, struct error_info *err)
 	if (!r->monitor)
 		return err->code ? err->code : -ENOMEM;
 	mount_table_use_listmount(r->table, mount_monitor_has_events(r->monitor));
+	asw_set_table(r->asw, r->table);
 	log_info("mount table source", "source",
 		 mount_monitor_has_events(r->monitor) ? "mount events" : "libmount", "reason",
 		 reason);
