@@ -172,8 +172,8 @@ bool hashmap_iterate(const struct hashmap *h, struct hashmap_iter *it, void **re
 {
 	struct entry *e;
 
-	if (!h)
-		return false;
+	if (!h || h->size == 0)
+		return false; /* a map emptied after growing: no walk over its empty buckets */
 	if (!it->started) {
 		it->started = true;
 		it->bucket = 0;

@@ -19,6 +19,10 @@ struct mount_table {
 	bool listmount;
 	uint64_t *ids; /* listmount: every ID of the last full read, sorted */
 	size_t n_ids;
+	/* listmount: the IDs events indexed since the last full read (the only indexed mounts
+	 * the ID diff of two reads cannot see go) */
+	uint64_t *event_ids;
+	size_t n_event_ids, cap_event_ids;
 	uint64_t generation;
 };
 
@@ -72,6 +76,7 @@ struct mount_table *mount_table_free(struct mount_table *t)
 		free(t->trees[i]);
 	free(t->trees);
 	free(t->ids);
+	free(t->event_ids);
 	free(t);
 	return NULL;
 }
@@ -213,9 +218,39 @@ static struct mount_info *info_new(uint64_t mnt_id, uint64_t parent_id, int id, 
 
 /* --- events and listmount --- */
 
+/* Notes that an event indexed the mount id (for the next full read). */
+static int note_event_id(struct mount_table *t, uint64_t id)
+{
+	if (t->n_event_ids == t->cap_event_ids) {
+		size_t cap = t->cap_event_ids ? t->cap_event_ids * 2 : 64;
+		uint64_t *n = realloc(t->event_ids, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->event_ids = n;
+		t->cap_event_ids = cap;
+	}
+	t->event_ids[t->n_event_ids++] = id;
+	return 0;
+}
+
+static bool ids_contain(const uint64_t *ids, size_t n, uint64_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && ids[lo] == id;
+}
+
 /* statmount of one new mount; indexed when it lies in the trees. */
-static int add_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn changed,
-		     void *userdata)
+static int add_by_id(struct mount_table *t, uint64_t id, bool from_event,
+		     mount_table_changed_fn changed, void *userdata)
 {
 	struct mount_stat *st = NULL;
 	struct mount_info *i;
@@ -243,7 +278,7 @@ static int add_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn 
 	if (r < 0)
 		return r;
 	report(t, i->target, i->target_hash, changed, userdata);
-	return 0;
+	return from_event && t->listmount ? note_event_id(t, id) : 0;
 }
 
 static void remove_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn changed,
@@ -273,12 +308,13 @@ struct diff_ctx {
 	bool unread; /* a mount went before it could be read */
 };
 
+
 static int diff_cb(uint64_t id, bool added, void *userdata)
 {
 	struct diff_ctx *c = userdata;
 
 	if (added) {
-		int r = add_by_id(c->t, id, c->changed, c->userdata);
+		int r = add_by_id(c->t, id, false, c->changed, c->userdata);
 		return r < 0 ? r : 0;
 	}
 	remove_by_id(c->t, id, c->changed, c->userdata);
@@ -305,27 +341,16 @@ static int refresh_listmount(struct mount_table *t, mount_table_changed_fn chang
 		free(ids);
 		return err_set(err, r, "reading the mounts (statmount): %s", strerror(-r));
 	}
-	/* Indexed mounts the list does not show (an event added them after a read that missed
-	 * their detach, which cannot be told apart here): dropped. */
-	if (hashmap_size(t->by_id) > 0) {
-		struct hashmap_iter it = HASHMAP_ITER_INIT;
-		void *v;
-
-		while (hashmap_iterate(t->by_id, &it, &v, NULL)) {
-			struct mount_info *i = v;
-			size_t lo = 0, hi = n;
-
-			while (lo < hi) {
-				size_t mid = lo + (hi - lo) / 2;
-				if (ids[mid] < i->mnt_id)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo < n && ids[lo] == i->mnt_id)
-				continue;
-			remove_by_id(t, i->mnt_id, changed, userdata);
-		}
+	/* Indexed mounts the list does not show: the diff saw every mount of the last read go,
+	 * so only those events indexed since (and whose detach was lost) are left.  Dropped. */
+	for (size_t k = 0; k < t->n_event_ids; k++)
+		if (!ids_contain(ids, n, t->event_ids[k]))
+			remove_by_id(t, t->event_ids[k], changed, userdata);
+	t->n_event_ids = 0;
+	if (t->cap_event_ids > 1024) { /* a burst of events: not kept until the next one */
+		free(t->event_ids);
+		t->event_ids = NULL;
+		t->cap_event_ids = 0;
 	}
 	free(t->ids);
 	t->ids = ids;
@@ -343,7 +368,7 @@ static int apply_event(const struct mount_event *ev, void *userdata)
 	if (ev->mask & MOUNT_EVENT_DETACH)
 		remove_by_id(c->t, ev->id, c->changed, c->userdata);
 	if (ev->mask & MOUNT_EVENT_ATTACH) {
-		r = add_by_id(c->t, ev->id, c->changed, c->userdata);
+		r = add_by_id(c->t, ev->id, true, c->changed, c->userdata);
 		if (r == 1 || (r < 0 && r != -ENOMEM))
 			c->unread = true; /* a full read has another go */
 		return r == -ENOMEM ? r : 0;
