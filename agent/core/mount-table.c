@@ -16,6 +16,8 @@ struct mount_table {
 	struct hashmap *by_target; /* target -> the top mount_info of its stack */
 	char **trees;
 	size_t n_trees;
+	char **lean; /* see mount_table_set_lean */
+	size_t n_lean;
 	bool listmount;
 	uint64_t *ids; /* listmount: every ID of the last full read, sorted */
 	size_t n_ids;
@@ -28,12 +30,6 @@ struct mount_table {
 
 static void info_free(struct mount_info *i)
 {
-	if (!i)
-		return;
-	free(i->target);
-	free(i->fstype);
-	free(i->source);
-	free(i->root);
 	free(i);
 }
 
@@ -75,6 +71,9 @@ struct mount_table *mount_table_free(struct mount_table *t)
 	for (size_t i = 0; t->trees && i < t->n_trees; i++)
 		free(t->trees[i]);
 	free(t->trees);
+	for (size_t i = 0; i < t->n_lean; i++)
+		free(t->lean[i]);
+	free(t->lean);
 	free(t->ids);
 	free(t->event_ids);
 	free(t);
@@ -84,6 +83,44 @@ struct mount_table *mount_table_free(struct mount_table *t)
 void mount_table_use_listmount(struct mount_table *t, bool on)
 {
 	t->listmount = on;
+}
+
+int mount_table_set_lean(struct mount_table *t, const char *const *prefixes, size_t n)
+{
+	char **lean = calloc(n + 1, sizeof(*lean));
+
+	if (!lean)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		lean[i] = strdup(prefixes[i]);
+		if (!lean[i]) {
+			for (size_t k = 0; k < i; k++)
+				free(lean[k]);
+			free(lean);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < t->n_lean; i++)
+		free(t->lean[i]);
+	free(t->lean);
+	t->lean = lean;
+	t->n_lean = n;
+	return 0;
+}
+
+static bool path_is_below(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool is_lean(const struct mount_table *t, const char *path)
+{
+	for (size_t i = 0; i < t->n_lean; i++)
+		if (path_is_below(path, t->lean[i]))
+			return true;
+	return false;
 }
 
 bool mount_table_covers(const struct mount_table *t, const char *path)
@@ -184,35 +221,50 @@ static const char *or_empty(const char *s)
 	return s ? s : "";
 }
 
-static char *dup_or_empty(const char *s)
+/* Copies s (NULL: "") to *pp, returning where the next string goes; an empty string is not
+ * copied. */
+static char *put_string(char *p, const char **ret, const char *s)
 {
-	return strdup(or_empty(s));
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0) {
+		*ret = "";
+		return p;
+	}
+	memcpy(p, s, n + 1);
+	*ret = p;
+	return p + n + 1;
 }
 
 static struct mount_info *info_new(uint64_t mnt_id, uint64_t parent_id, int id, const char *target,
 				   const char *fstype, const char *source, const char *root,
 				   dev_t devno, bool read_only)
 {
-	struct mount_info *i = calloc(1, sizeof(*i));
+	char key[24];
+	size_t klen = (size_t)snprintf(key, sizeof(key), "%" PRIu64, mnt_id);
+	size_t size = sizeof(struct mount_info) + strlen(target) + 1 + klen + 1 +
+		      strlen(or_empty(fstype)) + 1 + strlen(or_empty(source)) + 1 +
+		      strlen(or_empty(root)) + 1;
+	struct mount_info *i = malloc(size);
+	char *p;
 
 	if (!i)
 		return NULL;
-	i->target = strdup(target);
-	i->fstype = dup_or_empty(fstype);
-	i->source = dup_or_empty(source);
-	i->root = dup_or_empty(root);
-	if (!i->target || !i->fstype || !i->source || !i->root) {
-		info_free(i);
-		return NULL;
-	}
-	i->target_hash = hashmap_hash(target);
-	i->mnt_id = mnt_id;
-	i->parent_id = parent_id;
-	i->id = id;
-	i->devno = devno;
-	i->read_only = read_only;
-	i->stacked = 1;
-	snprintf(i->key, sizeof(i->key), "%" PRIu64, mnt_id);
+	*i = (struct mount_info){
+		.mnt_id = mnt_id,
+		.parent_id = parent_id,
+		.devno = devno,
+		.id = id,
+		.target_hash = hashmap_hash(target),
+		.stacked = 1,
+		.read_only = read_only,
+	};
+	p = (char *)(i + 1);
+	p = put_string(p, &i->target, target);
+	p = put_string(p, &i->key, key);
+	p = put_string(p, &i->fstype, fstype);
+	p = put_string(p, &i->source, source);
+	(void)put_string(p, &i->root, root);
 	return i;
 }
 
@@ -260,7 +312,12 @@ static int add_by_id(struct mount_table *t, uint64_t id, bool from_event,
 	snprintf(key, sizeof(key), "%" PRIu64, id);
 	if (hashmap_get(t->by_id, key))
 		return 0; /* already indexed from its event */
-	r = mount_stat_by_id(id, &st);
+	/* The mount point first: the rest only for a mount in the trees that is not lean. */
+	r = mount_stat_by_id_want(id, MOUNT_STAT_TARGET, &st);
+	if (r == 0 && st->target && mount_table_covers(t, st->target) && !is_lean(t, st->target)) {
+		st = mount_stat_free(st);
+		r = mount_stat_by_id_want(id, MOUNT_STAT_TARGET | MOUNT_STAT_DETAILS, &st);
+	}
 	if (r == -ENOENT)
 		return 1; /* gone again: its detach follows, with nothing to say where it was */
 	if (r < 0)

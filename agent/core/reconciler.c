@@ -381,7 +381,8 @@ static int watch_sources(struct reconciler *r)
 static int open_mount_table(struct reconciler *r, struct error_info *err)
 {
 	_cleanup_free_ char *root = realpath(r->root_dir, NULL), *kubelet = NULL;
-	const char *trees[2];
+	_cleanup_free_ char *lean0 = NULL, *lean1 = NULL;
+	const char *trees[2], *lean[2];
 	char reason[256] = "";
 	size_t n = 0;
 
@@ -392,6 +393,12 @@ static int open_mount_table(struct reconciler *r, struct error_info *err)
 		trees[n++] = kubelet ? kubelet : r->kubelet_root;
 	r->table = mount_table_new(trees, n);
 	if (!r->table)
+		return -ENOMEM;
+	/* Pod volume dirs (and CSI publish targets): only their target, IDs and flags are used. */
+	lean[0] = lean0 = strdup_printf("%s/pods", trees[0]);
+	if (n > 1)
+		lean[1] = lean1 = strdup_printf("%s/pods", trees[1]);
+	if (!lean0 || (n > 1 && !lean1) || mount_table_set_lean(r->table, lean, n) < 0)
 		return -ENOMEM;
 	r->monitor = mount_monitor_new(!r->cfg.mount_events_off, reason, sizeof(reason), err);
 	if (!r->monitor)
