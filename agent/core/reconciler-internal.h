@@ -77,6 +77,8 @@ struct reconciler {
 	bool full_pass_due;	 /* the next pass visits every key */
 	bool always_full;	 /* tests: every pass is a full one */
 	bool holders_incomplete; /* the next full pass rebuilds r->holders */
+	bool setups_deferred;	 /* set-ups waited for room in flight: a full pass is due */
+	size_t max_pod_ops;	 /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
 	unsigned long ops_started;
 	unsigned long ops_failed;
 	bool ready;
@@ -132,6 +134,12 @@ char *key_for(const char *kind, const char *name);
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 /* Applies the results of the operations the executor finished. */
 void rec_drain_completed(struct reconciler *r);
+
+/* At most this many pod operations are in flight: a pass that finds more set-ups to start
+ * defers them to a full pass once half of these are done.  Each operation holds ~1 KiB until
+ * it is done, and 10,000 pod volumes appearing at once (a converge) would otherwise hold them
+ * all, a peak the heap keeps; the executor's workers never run short of work. */
+#define REC_MAX_POD_OPS_IN_FLIGHT 2048
 
 /* reconciler-pass.c: one pass (see reconciler.h): a full one when asked for (or until the
  * startup reconstruction is complete), else an incremental one over what was touched. */

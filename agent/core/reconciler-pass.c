@@ -116,10 +116,17 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 	rec_touch_device(r, volume_name);
 }
 
+/* Set-ups were deferred and half of the operations in flight are done. */
+static bool deferred_due(struct reconciler *r)
+{
+	return r->setups_deferred && hashmap_size(r->inflight_pod) <= r->max_pod_ops / 2;
+}
+
 bool rec_pass_pending(struct reconciler *r)
 {
 	return r->full_pass_due || r->health_due || hashmap_size(r->touched_targets) ||
-	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices);
+	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices) ||
+	       deferred_due(r);
 }
 
 /* --- the holders index --- */
@@ -491,6 +498,10 @@ static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, st
 		return;
 	if (volume_held(r, vol->name, &releasing) && releasing)
 		return;
+	if (hashmap_size(r->inflight_pod) >= r->max_pod_ops) {
+		r->setups_deferred = true; /* a full pass once there is room */
+		return;
+	}
 	if (vol->uses_device) {
 		struct asw_device *d = asw_get_device(r->asw, vol->name);
 		if (d && d->broken)
@@ -647,8 +658,11 @@ void rec_pass(struct reconciler *r)
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* Until the startup reconstruction is complete, every pass is a full one. */
-	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
+	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete ||
+		 deferred_due(r);
 	r->full_pass_due = false;
+	if (c.full)
+		r->setups_deferred = false; /* each set-up still deferred says so again */
 	if (c.full)
 		full_pass(r, &c);
 	else
