@@ -1,4 +1,4 @@
-/* hashmap.h - a string-keyed hash table with chaining.
+/* hashmap.h - a string-keyed hash table (open addressing: no allocation per entry).
  *
  * The map does not own keys or values: a key must stay valid while its entry is stored, which
  * is natural when the key is a field of the value (dsw_volume->name).  Removing the entry the
