@@ -19,14 +19,23 @@ struct slot {
 struct hashmap {
 	struct slot *slots;
 	uint32_t *hashes;
-	size_t cap;  /* a power of two */
+	size_t cap;  /* a power of two, 2^bits */
+	unsigned bits;
 	size_t size; /* entries */
 	size_t used; /* entries and tombstones */
 };
 
 static char tombstone;
 #define TOMBSTONE ((void *)&tombstone)
-#define INITIAL_CAP 16
+#define INITIAL_BITS 4
+
+/* The first slot to probe: the high bits of a multiplicative (Fibonacci) mix, as FNV-1a's low
+ * bits hardly differ between keys that differ in one character before a common tail
+ * ("pods/<uid>/volumes/..."), which would make long probe runs. */
+static size_t home(uint32_t hash, unsigned bits)
+{
+	return (size_t)((hash * 2654435769u) >> (32 - bits));
+}
 
 uint32_t hashmap_hash(const char *s)
 {
@@ -60,11 +69,12 @@ struct hashmap *hashmap_new(void)
 
 	if (!h)
 		return NULL;
-	if (alloc_arrays(INITIAL_CAP, &h->slots, &h->hashes) < 0) {
+	if (alloc_arrays((size_t)1 << INITIAL_BITS, &h->slots, &h->hashes) < 0) {
 		free(h);
 		return NULL;
 	}
-	h->cap = INITIAL_CAP;
+	h->cap = (size_t)1 << INITIAL_BITS;
+	h->bits = INITIAL_BITS;
 	return h;
 }
 
@@ -99,7 +109,7 @@ static ssize_t find(const struct hashmap *h, const char *key, uint32_t hash)
 {
 	size_t mask = h->cap - 1;
 
-	for (size_t i = hash & mask;; i = (i + 1) & mask) {
+	for (size_t i = home(hash, h->bits);; i = (i + 1) & mask) {
 		const struct slot *s = &h->slots[i];
 
 		if (!s->key) {
@@ -111,9 +121,10 @@ static ssize_t find(const struct hashmap *h, const char *key, uint32_t hash)
 	}
 }
 
-/* Rebuilds the array at cap slots (dropping the tombstones).  Returns 0 or -ENOMEM. */
-static int rebuild(struct hashmap *h, size_t cap)
+/* Rebuilds the array at 2^bits slots (dropping the tombstones).  Returns 0 or -ENOMEM. */
+static int rebuild(struct hashmap *h, unsigned bits)
 {
+	size_t cap = (size_t)1 << bits;
 	struct slot *slots;
 	uint32_t *hashes;
 
@@ -124,7 +135,7 @@ static int rebuild(struct hashmap *h, size_t cap)
 
 		if (!h->slots[i].key)
 			continue;
-		for (j = h->hashes[i] & (cap - 1); slots[j].key; j = (j + 1) & (cap - 1))
+		for (j = home(h->hashes[i], bits); slots[j].key; j = (j + 1) & (cap - 1))
 			;
 		slots[j] = h->slots[i];
 		hashes[j] = h->hashes[i];
@@ -134,6 +145,7 @@ static int rebuild(struct hashmap *h, size_t cap)
 	h->slots = slots;
 	h->hashes = hashes;
 	h->cap = cap;
+	h->bits = bits;
 	h->used = h->size;
 	return 0;
 }
@@ -151,13 +163,13 @@ int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *
 		return -EEXIST;
 	if ((h->used + 1) * 4 > h->cap * 3) {
 		/* Full of entries: twice the size; mostly tombstones: the same size. */
-		size_t cap = (h->size + 1) * 2 > h->cap ? h->cap * 2 : h->cap;
+		unsigned bits = (h->size + 1) * 2 > h->cap ? h->bits + 1 : h->bits;
 
-		if (rebuild(h, cap) < 0 && h->used + 1 >= h->cap)
+		if (rebuild(h, bits) < 0 && h->used + 1 >= h->cap)
 			return -ENOMEM; /* else go on with a fuller array */
 	}
 	mask = h->cap - 1;
-	for (i = hash & mask; h->slots[i].key; i = (i + 1) & mask)
+	for (i = home(hash, h->bits); h->slots[i].key; i = (i + 1) & mask)
 		;
 	if (h->slots[i].value != TOMBSTONE)
 		h->used++;
