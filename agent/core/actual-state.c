@@ -131,12 +131,18 @@ static void pod_mount_free(void *p)
 {
 	struct asw_pod_mount *pm = p;
 
-	free(pm->target);
-	free(pm->pod_uid);
-	free(pm->outer_name);
-	free(pm->plugin_name);
 	free(pm->volume_name);
 	free(pm);
+}
+
+/* Copies s after the struct at *pp and returns the copy. */
+static const char *put_string(char **pp, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *copy = memcpy(*pp, s, n);
+
+	*pp += n;
+	return copy;
 }
 
 static void device_free(void *p)
@@ -196,21 +202,29 @@ struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *targ
 		free(u->target);
 		free(u);
 	}
+	uint32_t hash = hashmap_hash(target);
+	char *p;
+
 	if (pm)
 		pod_mount_free(pm);
-	pm = calloc(1, sizeof(*pm));
+	pm = malloc(sizeof(*pm) + strlen(target) + strlen(pod_uid) + strlen(outer_name) +
+		    strlen(plugin_name) + 4);
 	if (!pm)
 		return NULL;
-	pm->target = strdup(target);
-	pm->pod_uid = strdup(pod_uid);
-	pm->outer_name = strdup(outer_name);
-	pm->plugin_name = strdup(plugin_name);
-	pm->volume_name = volume_name ? strdup(volume_name) : NULL;
-	pm->read_only = read_only;
-	pm->mount_id = mount_id;
-	pm->learned_gen = gen;
-	if (!pm->target || !pm->pod_uid || !pm->outer_name || !pm->plugin_name ||
-	    (volume_name && !pm->volume_name) || hashmap_put(a->pod_mounts, pm->target, pm) < 0) {
+	*pm = (struct asw_pod_mount){
+		.volume_name = volume_name ? strdup(volume_name) : NULL,
+		.learned_gen = gen,
+		.mount_id = mount_id,
+		.target_hash = hash,
+		.read_only = read_only,
+	};
+	p = (char *)(pm + 1);
+	pm->target = put_string(&p, target);
+	pm->pod_uid = put_string(&p, pod_uid);
+	pm->outer_name = put_string(&p, outer_name);
+	pm->plugin_name = put_string(&p, plugin_name);
+	if ((volume_name && !pm->volume_name) ||
+	    hashmap_put_hashed(a->pod_mounts, pm->target, hash, pm) < 0) {
 		pod_mount_free(pm);
 		return NULL;
 	}

@@ -14,17 +14,19 @@
 #include "mount-table.h"
 #include "plugin.h"
 
+/* One pod mount; target, pod_uid, outer_name and plugin_name live in the same allocation. */
 struct asw_pod_mount {
-	char *target; /* the key */
-	char *pod_uid;
-	char *outer_name;
-	char *plugin_name;
-	char *volume_name; /* what is mounted here; NULL while unverified */
-	bool foreign;	   /* verified to hold something no spec wants here */
-	bool broken;	   /* its health check failed: torn down, then set up again */
-	bool read_only;
-	int mount_id;
+	const char *target; /* the key */
+	const char *pod_uid;
+	const char *outer_name;
+	const char *plugin_name;
+	char *volume_name;    /* what is mounted here; NULL while unverified */
 	uint64_t learned_gen; /* table generation when this was learned */
+	int mount_id;
+	uint32_t target_hash; /* hashmap_hash(target) */
+	bool foreign;	      /* verified to hold something no spec wants here */
+	bool broken;	      /* its health check failed: torn down, then set up again */
+	bool read_only;
 };
 
 struct asw_device {
