@@ -119,7 +119,7 @@ static bool table_shows(const struct actual_state *a, const struct asw_pod_mount
 
 void asw_pod_mount_changed(struct actual_state *a, const struct asw_pod_mount *pm)
 {
-	uint32_t hash = hashmap_hash(pm->target);
+	uint32_t hash = pm->target_hash;
 
 	if (table_shows(a, pm, hash))
 		pending_drop(a, pm->target, hash);
@@ -256,6 +256,12 @@ void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t g
 struct asw_pod_mount *asw_get_pod_mount(const struct actual_state *a, const char *target)
 {
 	return hashmap_get(a->pod_mounts, target);
+}
+
+struct asw_pod_mount *asw_get_pod_mount_hashed(const struct actual_state *a, const char *target,
+					       uint32_t hash)
+{
+	return hashmap_get_hashed(a->pod_mounts, target, hash);
 }
 
 const struct hashmap *asw_pod_mounts(const struct actual_state *a)
@@ -425,10 +431,10 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 	/* Pod mounts the table no longer shows. */
 	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
-		const struct mount_info *mi = mount_table_get(t, pm->target);
+		const struct mount_info *mi = mount_table_get_hashed(t, pm->target, pm->target_hash);
 
 		if (pm->learned_gen >= gen) {
-			pending_add(a, pm->target, hashmap_hash(pm->target));
+			pending_add(a, pm->target, pm->target_hash);
 			continue; /* learned after this table was read */
 		}
 		if (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id)) {

@@ -55,6 +55,9 @@ struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *targ
 					bool read_only, int mount_id, uint64_t gen);
 void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t gen);
 struct asw_pod_mount *asw_get_pod_mount(const struct actual_state *a, const char *target);
+/* The same with hash = hashmap_hash(target) computed once by the caller. */
+struct asw_pod_mount *asw_get_pod_mount_hashed(const struct actual_state *a, const char *target,
+					       uint32_t hash);
 const struct hashmap *asw_pod_mounts(const struct actual_state *a);
 /* How many pod mounts hold volume_name. */
 size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_name);

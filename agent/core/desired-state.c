@@ -285,8 +285,10 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 		pv->outer_name = strdup(src->name);
 		pv->read_only = src->read_only || src->spec->read_only;
 		pv->volume = get_or_add_volume(d, src);
+		if (pv->target)
+			pv->target_hash = hashmap_hash(pv->target);
 		if (!pv->target || !pv->pod_uid || !pv->outer_name || !pv->volume ||
-		    hashmap_put(d->pod_volumes, pv->target, pv) < 0) {
+		    hashmap_put_hashed(d->pod_volumes, pv->target, pv->target_hash, pv) < 0) {
 			if (pv->volume && pv->volume->n_pod_volumes == 0) {
 				hashmap_remove(d->volumes, pv->volume->name);
 				volume_free(pv->volume);
@@ -375,8 +377,10 @@ struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volum
 	pv->read_only = read_only || v->spec->read_only;
 	pv->volume = v;
 	pv->csi = true;
+	if (pv->target)
+		pv->target_hash = hashmap_hash(pv->target);
 	if (!pv->target || !pv->pod_uid || !pv->outer_name || !pv->fingerprint ||
-	    hashmap_put(d->pod_volumes, pv->target, pv) < 0) {
+	    hashmap_put_hashed(d->pod_volumes, pv->target, pv->target_hash, pv) < 0) {
 		pod_volume_free(pv);
 		return NULL;
 	}
@@ -403,6 +407,12 @@ struct dsw_volume *dsw_get_volume(const struct desired_state *d, const char *nam
 struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const char *target)
 {
 	return hashmap_get(d->pod_volumes, target);
+}
+
+struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d,
+						 const char *target, uint32_t hash)
+{
+	return hashmap_get_hashed(d->pod_volumes, target, hash);
 }
 
 const struct hashmap *dsw_volumes(const struct desired_state *d)

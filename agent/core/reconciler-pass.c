@@ -400,7 +400,8 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
-		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
+		struct dsw_pod_volume *pv =
+			dsw_get_pod_volume_hashed(r->dsw, pm->target, pm->target_hash);
 		_cleanup_free_ char *key = key_for("health", pm->target);
 		struct volume_op *op;
 
@@ -457,7 +458,7 @@ static bool any_unverified(struct reconciler *r, struct pass_ctx *c)
 /* 1. Unmounts a pod mount no longer wanted (and checks one a restart found). */
 static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, struct pass_ctx *c)
 {
-	struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
+	struct dsw_pod_volume *pv = dsw_get_pod_volume_hashed(r->dsw, pm->target, pm->target_hash);
 	bool wanted;
 
 	c->keys++;
@@ -467,7 +468,7 @@ static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, stru
 		c->unverified++;
 		if (pv)
 			dsw_pod_volume_set_mounted(r->dsw, pv, false);
-		if (hashmap_get(r->inflight_pod, pm->target))
+		if (hashmap_get_hashed(r->inflight_pod, pm->target, pm->target_hash))
 			return;
 		if (pv)
 			queue_verify(r, pm, pv, &c->tail);
@@ -491,7 +492,7 @@ static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, st
 
 	c->keys++;
 	dsw_pod_volume_set_mounted(r->dsw, pv, false);
-	if (hashmap_get(r->inflight_pod, pv->target))
+	if (hashmap_get_hashed(r->inflight_pod, pv->target, pv->target_hash))
 		return;
 	b = rec_busy_get(r, vol->name, false);
 	if (b && (b->releasing || b->device_op))
@@ -562,7 +563,7 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
 		struct dsw_pod_volume *pv = v;
 		/* Mounted as wanted (step 1 just said so): nothing to look up. */
-		if (pv->mounted || asw_get_pod_mount(r->asw, pv->target))
+		if (pv->mounted || asw_get_pod_mount_hashed(r->asw, pv->target, pv->target_hash))
 			continue;
 		visit_pod_volume(r, pv, c);
 	}
