@@ -28,6 +28,7 @@ struct hashmap {
 static char tombstone;
 #define TOMBSTONE ((void *)&tombstone)
 #define INITIAL_BITS 4
+#define SHRINK_BITS 10 /* an emptied map of more slots shrinks back */
 
 /* The first slot to probe: the high bits of a multiplicative (Fibonacci) mix, as FNV-1a's low
  * bits hardly differ between keys that differ in one character before a common tail
@@ -80,7 +81,22 @@ struct hashmap *hashmap_new(void)
 
 void hashmap_clear(struct hashmap *h)
 {
-	memset(h->slots, 0, h->cap * sizeof(*h->slots));
+	struct slot *slots;
+	uint32_t *hashes;
+
+	/* A big array goes back to the heap (a burst of work leaves no 20 bytes per slot behind
+	 * in a map that is mostly empty); a small one is kept for the next refill. */
+	if (h->bits > SHRINK_BITS &&
+	    alloc_arrays((size_t)1 << INITIAL_BITS, &slots, &hashes) == 0) {
+		free(h->slots);
+		free(h->hashes);
+		h->slots = slots;
+		h->hashes = hashes;
+		h->bits = INITIAL_BITS;
+		h->cap = (size_t)1 << INITIAL_BITS;
+	} else {
+		memset(h->slots, 0, h->cap * sizeof(*h->slots));
+	}
 	h->size = h->used = 0;
 }
 
