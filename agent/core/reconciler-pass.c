@@ -75,27 +75,55 @@ static void swap_maps(struct hashmap **a, struct hashmap **b)
 
 /* --- touches --- */
 
+/* More touched keys than this: a full pass visits them for less than the sets cost (10,000
+ * pod spec files loaded at once would hold 10,000 copies of their targets). */
+#define TOUCHED_MAX 4096
+
+/* Whether the next pass is a full one anyway: it drops what was touched, so nothing need be
+ * recorded (and nothing is, until it has run: the touch only makes sure it runs). */
+static bool full_pass_next(struct reconciler *r)
+{
+	return r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
+}
+
+static void touch(struct reconciler *r, struct hashmap *set, const char *key)
+{
+	if (!key)
+		return;
+	if (full_pass_next(r)) {
+		r->full_pass_due = true;
+		return;
+	}
+	if (hashmap_size(set) >= TOUCHED_MAX || !set_add(set, key)) {
+		/* Too many, or out of memory: nothing is missed. */
+		r->full_pass_due = true;
+		set_clear(r->touched_targets);
+		set_clear(r->touched_volumes);
+		set_clear(r->touched_devices);
+	}
+}
+
 void rec_touch_target(struct reconciler *r, const char *target)
 {
-	if (target && !set_add(r->touched_targets, target))
-		r->full_pass_due = true; /* out of memory: nothing is missed */
+	touch(r, r->touched_targets, target);
 }
 
 void rec_touch_volume(struct reconciler *r, const char *volume_name)
 {
-	if (volume_name && !set_add(r->touched_volumes, volume_name))
-		r->full_pass_due = true;
+	touch(r, r->touched_volumes, volume_name);
 }
 
 void rec_touch_device(struct reconciler *r, const char *volume_name)
 {
-	if (volume_name && !set_add(r->touched_devices, volume_name))
-		r->full_pass_due = true;
+	touch(r, r->touched_devices, volume_name);
 }
 
 void rec_want_full_pass(struct reconciler *r)
 {
 	r->full_pass_due = true;
+	set_clear(r->touched_targets);
+	set_clear(r->touched_volumes);
+	set_clear(r->touched_devices);
 }
 
 void rec_touch_key(struct reconciler *r, const char *key)
