@@ -80,6 +80,7 @@ struct reconciler {
 	bool setups_deferred;	 /* set-ups waited for room in flight: a full pass is due */
 	size_t max_pod_ops;	 /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
 	unsigned long ops_started;
+	unsigned long ops_since_trim; /* operations done since the heap was last trimmed */
 	unsigned long ops_failed;
 	bool ready;
 	uint64_t last_refresh_ms;
