@@ -34,11 +34,12 @@ struct dsw_volume {
 	struct dsw_pod_volume *pod_volumes; /* the n_pod_volumes that use it (next_of_volume) */
 };
 
+/* target, pod_uid and outer_name live in the same allocation. */
 struct dsw_pod_volume {
-	char *target; /* the pod volume directory; the key */
+	const char *target; /* the pod volume directory; the key */
 	uint32_t target_hash; /* hashmap_hash(target) */
-	char *pod_uid;
-	char *outer_name; /* the volume's name in the pod */
+	const char *pod_uid;
+	const char *outer_name; /* the volume's name in the pod */
 	bool read_only;	  /* pod-level readOnly or the source's */
 	struct dsw_volume *volume;
 	bool csi;	   /* from NodePublish: target is below the kubelet root */
