@@ -24,9 +24,9 @@
 
 /* The targets whose pod mount may hold one volume (r->holders). */
 struct vol_holders {
-	char *name;
 	char **targets;
 	size_t n, cap;
+	char name[]; /* the key */
 };
 
 /* What one pass found. */
@@ -164,7 +164,6 @@ static void holders_free(struct vol_holders *h)
 	for (size_t i = 0; i < h->n; i++)
 		free(h->targets[i]);
 	free(h->targets);
-	free(h->name);
 	free(h);
 }
 
@@ -174,11 +173,13 @@ void rec_note_holder(struct reconciler *r, const char *volume_name, const char *
 	char *t;
 
 	if (!h) {
-		h = calloc(1, sizeof(*h));
-		if (!h || !(h->name = strdup(volume_name)) ||
-		    hashmap_put(r->holders, h->name, h) < 0) {
-			if (h)
-				free(h->name);
+		size_t n = strlen(volume_name) + 1;
+
+		h = calloc(1, sizeof(*h) + n);
+		if (!h)
+			goto lost;
+		memcpy(h->name, volume_name, n);
+		if (hashmap_put(r->holders, h->name, h) < 0) {
 			free(h);
 			goto lost;
 		}
