@@ -135,6 +135,12 @@ char *key_for(const char *kind, const char *name);
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 /* Applies the results of the operations the executor finished. */
 void rec_drain_completed(struct reconciler *r);
+/* After a burst of operations (a converge: up to REC_MAX_POD_OPS_IN_FLIGHT of ~1 KiB each,
+ * and the workers' libmount contexts in their own arenas), the heap is left with free pages
+ * in its middle that free() does not give back: they are, once the burst is over and the
+ * agent is ready (never on the way to READY). */
+void rec_trim_after_burst(struct reconciler *r);
+#define TRIM_AFTER_OPS 1024
 
 /* At most this many pod operations are in flight: a pass that finds more set-ups to start
  * defers them to a full pass once half of these are done.  Each operation holds ~1 KiB until

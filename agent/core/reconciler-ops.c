@@ -365,11 +365,6 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	touch_after(r, op);
 }
 
-/* After a burst of operations (a converge: up to REC_MAX_POD_OPS_IN_FLIGHT of ~1 KiB each,
- * and the workers' libmount contexts in their own arenas), the heap is left with free pages
- * in its middle that free() does not give back: they are, once the burst is over. */
-#define TRIM_AFTER_OPS 1024
-
 void rec_drain_completed(struct reconciler *r)
 {
 	struct executor_job *job = executor_take_completed(r->ex);
@@ -382,9 +377,13 @@ void rec_drain_completed(struct reconciler *r)
 		r->ops_since_trim++;
 		job = next;
 	}
-	if (r->ops_since_trim >= TRIM_AFTER_OPS && hashmap_size(r->inflight_pod) == 0 &&
-	    hashmap_size(r->inflight_dev) == 0) {
-		r->ops_since_trim = 0;
-		malloc_trim(0);
-	}
+}
+
+void rec_trim_after_burst(struct reconciler *r)
+{
+	if (r->ops_since_trim < TRIM_AFTER_OPS || !r->ready || hashmap_size(r->inflight_pod) ||
+	    hashmap_size(r->inflight_dev))
+		return;
+	r->ops_since_trim = 0;
+	malloc_trim(0);
 }

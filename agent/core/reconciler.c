@@ -334,6 +334,7 @@ static void *reconciler_main(void *arg)
 		requests_check_waiting(r);
 		rec_save_journal(r, false);
 		notify_systemd(r);
+		rec_trim_after_burst(r);
 
 		arm_timer(r);
 		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), -1);
