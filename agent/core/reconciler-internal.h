@@ -81,6 +81,7 @@ struct reconciler {
 	size_t max_pod_ops;	 /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
 	unsigned long ops_started;
 	unsigned long ops_since_trim; /* operations done since the heap was last trimmed */
+	uint64_t last_op_done_ms;
 	unsigned long ops_failed;
 	bool ready;
 	uint64_t last_refresh_ms;
@@ -137,10 +138,14 @@ double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 void rec_drain_completed(struct reconciler *r);
 /* After a burst of operations (a converge: up to REC_MAX_POD_OPS_IN_FLIGHT of ~1 KiB each,
  * and the workers' libmount contexts in their own arenas), the heap is left with free pages
- * in its middle that free() does not give back: they are, once the burst is over and the
- * agent is ready (never on the way to READY). */
+ * in its middle that free() does not give back: they are, once the burst has been over for
+ * TRIM_QUIET_MS and the agent is ready (never on the way to READY, nor between the waves of
+ * a converge, which would fault the pages back in). */
 void rec_trim_after_burst(struct reconciler *r);
+/* When rec_trim_after_burst() has something to do (UINT64_MAX: not before another event). */
+uint64_t rec_trim_deadline(struct reconciler *r);
 #define TRIM_AFTER_OPS 1024
+#define TRIM_QUIET_MS 2000
 
 /* At most this many pod operations are in flight: a pass that finds more set-ups to start
  * defers them to a full pass once half of these are done.  Each operation holds ~1 KiB until

@@ -375,14 +375,22 @@ void rec_drain_completed(struct reconciler *r)
 		apply_result(r, op);
 		volume_op_free(op);
 		r->ops_since_trim++;
+		r->last_op_done_ms = now_ms();
 		job = next;
 	}
 }
 
-void rec_trim_after_burst(struct reconciler *r)
+uint64_t rec_trim_deadline(struct reconciler *r)
 {
 	if (r->ops_since_trim < TRIM_AFTER_OPS || !r->ready || hashmap_size(r->inflight_pod) ||
 	    hashmap_size(r->inflight_dev))
+		return UINT64_MAX;
+	return r->last_op_done_ms + TRIM_QUIET_MS;
+}
+
+void rec_trim_after_burst(struct reconciler *r)
+{
+	if (now_ms() < rec_trim_deadline(r))
 		return;
 	r->ops_since_trim = 0;
 	malloc_trim(0);

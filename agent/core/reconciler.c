@@ -168,6 +168,8 @@ static void arm_timer(struct reconciler *r)
 	}
 	if (r->watchdog_interval_ms && r->last_watchdog_ms + r->watchdog_interval_ms < next)
 		next = r->last_watchdog_ms + r->watchdog_interval_ms;
+	if (rec_trim_deadline(r) < next)
+		next = rec_trim_deadline(r);
 	if (next <= now)
 		next = now + 1;
 	its.it_value.tv_sec = (time_t)(next / 1000);
