@@ -1,23 +1,42 @@
-/* hashmap.c - see hashmap.h.  FNV-1a hashing, power-of-two bucket count, grows at load 1. */
+/* hashmap.c - see hashmap.h.  FNV-1a hashing; open addressing with linear probing over a
+ * power-of-two array of (key, value) slots and a parallel array of the keys' hashes, so an
+ * entry costs no allocation of its own (20 bytes a slot, at most 3/4 of them in use).  A
+ * removed entry leaves a tombstone (so a probe goes on past it, and an iterator may remove
+ * the entry it just returned); tombstones go when the array is rebuilt. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "hashmap.h"
 
-struct entry {
-	struct entry *next;
-	const char *key;
+struct slot {
+	const char *key; /* NULL: empty, or a tombstone when value is TOMBSTONE */
 	void *value;
-	uint32_t hash;
 };
 
 struct hashmap {
-	struct entry **buckets;
-	size_t n_buckets;
-	size_t size;
+	struct slot *slots;
+	uint32_t *hashes;
+	size_t cap;  /* a power of two, 2^bits */
+	unsigned bits;
+	size_t size; /* entries */
+	size_t used; /* entries and tombstones */
 };
+
+static char tombstone;
+#define TOMBSTONE ((void *)&tombstone)
+#define INITIAL_BITS 4
+#define SHRINK_BITS 10 /* an emptied map of more slots shrinks back */
+
+/* The first slot to probe: the high bits of a multiplicative (Fibonacci) mix, as FNV-1a's low
+ * bits hardly differ between keys that differ in one character before a common tail
+ * ("pods/<uid>/volumes/..."), which would make long probe runs. */
+static size_t home(uint32_t hash, unsigned bits)
+{
+	return (size_t)((hash * 2654435769u) >> (32 - bits));
+}
 
 uint32_t hashmap_hash(const char *s)
 {
@@ -30,39 +49,63 @@ uint32_t hashmap_hash(const char *s)
 	return h;
 }
 
+static int alloc_arrays(size_t cap, struct slot **ret_slots, uint32_t **ret_hashes)
+{
+	struct slot *slots = calloc(cap, sizeof(*slots));
+	uint32_t *hashes = malloc(cap * sizeof(*hashes));
+
+	if (!slots || !hashes) {
+		free(slots);
+		free(hashes);
+		return -ENOMEM;
+	}
+	*ret_slots = slots;
+	*ret_hashes = hashes;
+	return 0;
+}
+
 struct hashmap *hashmap_new(void)
 {
 	struct hashmap *h = calloc(1, sizeof(*h));
 
 	if (!h)
 		return NULL;
-	h->n_buckets = 64;
-	h->buckets = calloc(h->n_buckets, sizeof(*h->buckets));
-	if (!h->buckets) {
+	if (alloc_arrays((size_t)1 << INITIAL_BITS, &h->slots, &h->hashes) < 0) {
 		free(h);
 		return NULL;
 	}
+	h->cap = (size_t)1 << INITIAL_BITS;
+	h->bits = INITIAL_BITS;
 	return h;
 }
 
 void hashmap_clear(struct hashmap *h)
 {
-	for (size_t i = 0; i < h->n_buckets; i++) {
-		for (struct entry *e = h->buckets[i], *n; e; e = n) {
-			n = e->next;
-			free(e);
-		}
-		h->buckets[i] = NULL;
+	struct slot *slots;
+	uint32_t *hashes;
+
+	/* A big array goes back to the heap (a burst of work leaves no 20 bytes per slot behind
+	 * in a map that is mostly empty); a small one is kept for the next refill. */
+	if (h->bits > SHRINK_BITS &&
+	    alloc_arrays((size_t)1 << INITIAL_BITS, &slots, &hashes) == 0) {
+		free(h->slots);
+		free(h->hashes);
+		h->slots = slots;
+		h->hashes = hashes;
+		h->bits = INITIAL_BITS;
+		h->cap = (size_t)1 << INITIAL_BITS;
+	} else {
+		memset(h->slots, 0, h->cap * sizeof(*h->slots));
 	}
-	h->size = 0;
+	h->size = h->used = 0;
 }
 
 struct hashmap *hashmap_free(struct hashmap *h)
 {
 	if (!h)
 		return NULL;
-	hashmap_clear(h);
-	free(h->buckets);
+	free(h->slots);
+	free(h->hashes);
 	free(h);
 	return NULL;
 }
@@ -77,30 +120,50 @@ struct hashmap *hashmap_free_values(struct hashmap *h, void (*free_value)(void *
 	return hashmap_free(h);
 }
 
-static struct entry *find(const struct hashmap *h, const char *key, uint32_t hash)
+/* The slot of key, or -1. */
+static ssize_t find(const struct hashmap *h, const char *key, uint32_t hash)
 {
-	for (struct entry *e = h->buckets[hash & (h->n_buckets - 1)]; e; e = e->next)
-		if (e->hash == hash && strcmp(e->key, key) == 0)
-			return e;
-	return NULL;
+	size_t mask = h->cap - 1;
+
+	for (size_t i = home(hash, h->bits);; i = (i + 1) & mask) {
+		const struct slot *s = &h->slots[i];
+
+		if (!s->key) {
+			if (s->value != TOMBSTONE)
+				return -1;
+		} else if (h->hashes[i] == hash && (s->key == key || strcmp(s->key, key) == 0)) {
+			return (ssize_t)i;
+		}
+	}
 }
 
-static void grow(struct hashmap *h)
+/* Rebuilds the array at 2^bits slots (dropping the tombstones).  Returns 0 or -ENOMEM. */
+static int rebuild(struct hashmap *h, unsigned bits)
 {
-	size_t n = h->n_buckets * 2;
-	struct entry **b = calloc(n, sizeof(*b));
+	size_t cap = (size_t)1 << bits;
+	struct slot *slots;
+	uint32_t *hashes;
 
-	if (!b)
-		return; /* keep working with longer chains */
-	for (size_t i = 0; i < h->n_buckets; i++)
-		for (struct entry *e = h->buckets[i], *next; e; e = next) {
-			next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-		}
-	free(h->buckets);
-	h->buckets = b;
-	h->n_buckets = n;
+	if (alloc_arrays(cap, &slots, &hashes) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->cap; i++) {
+		size_t j;
+
+		if (!h->slots[i].key)
+			continue;
+		for (j = home(h->hashes[i], bits); slots[j].key; j = (j + 1) & (cap - 1))
+			;
+		slots[j] = h->slots[i];
+		hashes[j] = h->hashes[i];
+	}
+	free(h->slots);
+	free(h->hashes);
+	h->slots = slots;
+	h->hashes = hashes;
+	h->cap = cap;
+	h->bits = bits;
+	h->used = h->size;
+	return 0;
 }
 
 int hashmap_put(struct hashmap *h, const char *key, void *value)
@@ -110,20 +173,25 @@ int hashmap_put(struct hashmap *h, const char *key, void *value)
 
 int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *value)
 {
-	struct entry *e;
+	size_t mask, i;
 
-	if (find(h, key, hash))
+	if (find(h, key, hash) >= 0)
 		return -EEXIST;
-	e = malloc(sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	if (h->size >= h->n_buckets)
-		grow(h);
-	e->key = key;
-	e->value = value;
-	e->hash = hash;
-	e->next = h->buckets[hash & (h->n_buckets - 1)];
-	h->buckets[hash & (h->n_buckets - 1)] = e;
+	if ((h->used + 1) * 4 > h->cap * 3) {
+		/* Full of entries: twice the size; mostly tombstones: the same size. */
+		unsigned bits = (h->size + 1) * 2 > h->cap ? h->bits + 1 : h->bits;
+
+		if (rebuild(h, bits) < 0 && h->used + 1 >= h->cap)
+			return -ENOMEM; /* else go on with a fuller array */
+	}
+	mask = h->cap - 1;
+	for (i = home(hash, h->bits); h->slots[i].key; i = (i + 1) & mask)
+		;
+	if (h->slots[i].value != TOMBSTONE)
+		h->used++;
+	h->slots[i].key = key;
+	h->slots[i].value = value;
+	h->hashes[i] = hash;
 	h->size++;
 	return 0;
 }
@@ -135,9 +203,9 @@ void *hashmap_get(const struct hashmap *h, const char *key)
 
 void *hashmap_get_hashed(const struct hashmap *h, const char *key, uint32_t hash)
 {
-	struct entry *e = find(h, key, hash);
+	ssize_t i = h->size ? find(h, key, hash) : -1;
 
-	return e ? e->value : NULL;
+	return i >= 0 ? h->slots[i].value : NULL;
 }
 
 void *hashmap_remove(struct hashmap *h, const char *key)
@@ -147,19 +215,18 @@ void *hashmap_remove(struct hashmap *h, const char *key)
 
 void *hashmap_remove_hashed(struct hashmap *h, const char *key, uint32_t hash)
 {
-	struct entry **pp = &h->buckets[hash & (h->n_buckets - 1)];
+	ssize_t i = h->size ? find(h, key, hash) : -1;
+	void *v;
 
-	for (; *pp; pp = &(*pp)->next) {
-		struct entry *e = *pp;
-		if (e->hash == hash && strcmp(e->key, key) == 0) {
-			void *v = e->value;
-			*pp = e->next;
-			free(e);
-			h->size--;
-			return v;
-		}
-	}
-	return NULL;
+	if (i < 0)
+		return NULL;
+	v = h->slots[i].value;
+	h->slots[i].key = NULL;
+	h->slots[i].value = TOMBSTONE;
+	h->size--;
+	if (h->size == 0)
+		hashmap_clear(h); /* no tombstone outlives the last entry */
+	return v;
 }
 
 size_t hashmap_size(const struct hashmap *h)
@@ -170,25 +237,23 @@ size_t hashmap_size(const struct hashmap *h)
 bool hashmap_iterate(const struct hashmap *h, struct hashmap_iter *it, void **ret_value,
 		     const char **ret_key)
 {
-	struct entry *e;
-
-	if (!h)
-		return false;
+	if (!h || h->size == 0)
+		return false; /* also: a map emptied after growing is not walked */
 	if (!it->started) {
 		it->started = true;
 		it->bucket = 0;
-		it->next = h->buckets[0];
 	}
-	while (!it->next) {
-		if (++it->bucket >= h->n_buckets)
-			return false;
-		it->next = h->buckets[it->bucket];
+	for (; it->bucket < h->cap; it->bucket++) {
+		const struct slot *s = &h->slots[it->bucket];
+
+		if (!s->key)
+			continue;
+		it->bucket++; /* past this one before returning it, so it may be removed */
+		if (ret_value)
+			*ret_value = s->value;
+		if (ret_key)
+			*ret_key = s->key;
+		return true;
 	}
-	e = it->next;
-	it->next = e->next; /* taken before returning e, so e may be removed */
-	if (ret_value)
-		*ret_value = e->value;
-	if (ret_key)
-		*ret_key = e->key;
-	return true;
+	return false;
 }

@@ -1,4 +1,4 @@
-/* hashmap.h - a string-keyed hash table with chaining.
+/* hashmap.h - a string-keyed hash table (open addressing: no allocation per entry).
  *
  * The map does not own keys or values: a key must stay valid while its entry is stored, which
  * is natural when the key is a field of the value (dsw_volume->name).  Removing the entry the
@@ -25,7 +25,8 @@ struct hashmap *hashmap_free(struct hashmap *h);
 /* Frees the table and each value with free_value (keys that a value owns go with it).
  * Accepts NULL; returns NULL. */
 struct hashmap *hashmap_free_values(struct hashmap *h, void (*free_value)(void *value));
-/* Removes every entry, keeping the table's size (for maps refilled over and over). */
+/* Removes every entry, keeping the table's size (for maps refilled over and over) unless it
+ * is large (then its memory is freed).  A map whose last entry is removed is cleared. */
 void hashmap_clear(struct hashmap *h);
 /* Returns 0, -EEXIST when key is present, -ENOMEM. */
 int hashmap_put(struct hashmap *h, const char *key, void *value);

@@ -138,9 +138,6 @@ _Static_assert(offsetof(struct kernel_statmount, mnt_gidmap) == 164, "statmount.
 _Static_assert(offsetof(struct kernel_fanotify_info_mnt, mnt_id) == 8, "info_mnt.mnt_id");
 _Static_assert(sizeof(struct kernel_fanotify_info_mnt) == 16, "info_mnt size");
 
-#define STATMOUNT_WANT                                                                         \
-	(STATMOUNT_SB_BASIC | STATMOUNT_MNT_BASIC | STATMOUNT_MNT_ROOT | STATMOUNT_MNT_POINT | \
-	 STATMOUNT_FS_TYPE | STATMOUNT_MNT_OPTS | STATMOUNT_FS_SUBTYPE | STATMOUNT_SB_SOURCE)
 /* What the first kernel with statmount (6.8) knows. */
 #define STATMOUNT_WANT_V1                                                                      \
 	(STATMOUNT_SB_BASIC | STATMOUNT_MNT_BASIC | STATMOUNT_MNT_ROOT | STATMOUNT_MNT_POINT | \
@@ -388,6 +385,11 @@ static const char *rebase(const struct kernel_statmount *sm, const char *p, char
 
 int mount_stat_by_id(uint64_t id, struct mount_stat **ret_info)
 {
+	return mount_stat_by_id_want(id, MOUNT_STAT_TARGET | MOUNT_STAT_DETAILS, ret_info);
+}
+
+int mount_stat_by_id_want(uint64_t id, unsigned want_what, struct mount_stat **ret_info)
+{
 	union {
 		struct kernel_statmount sm;
 		char bytes[STATMOUNT_BUF_INITIAL];
@@ -395,19 +397,24 @@ int mount_stat_by_id(uint64_t id, struct mount_stat **ret_info)
 	_cleanup_free_ char *heap = NULL;
 	struct kernel_statmount *sm = &stackbuf.sm;
 	size_t size = sizeof(stackbuf), strsize, extra = 0;
-	uint64_t want = STATMOUNT_WANT;
+	uint64_t want = STATMOUNT_SB_BASIC | STATMOUNT_MNT_BASIC;
 	const char *target, *root, *fstype, *source, *options, *sub;
 	struct mount_stat *st;
 	char *strs;
 	int r;
 
+	if (want_what & MOUNT_STAT_TARGET)
+		want |= STATMOUNT_MNT_POINT;
+	if (want_what & MOUNT_STAT_DETAILS)
+		want |= STATMOUNT_MNT_ROOT | STATMOUNT_FS_TYPE | STATMOUNT_MNT_OPTS |
+			STATMOUNT_FS_SUBTYPE | STATMOUNT_SB_SOURCE;
 	/* The kernel's answer goes to the stack, or to the heap when it needs more; the result
 	 * is then one allocation the size of what it holds. */
 	for (;;) {
 		r = sys_statmount(id, want, sm, size);
-		if (r == -EINVAL && want != STATMOUNT_WANT_V1) {
+		if (r == -EINVAL && (want & ~(uint64_t)STATMOUNT_WANT_V1)) {
 			/* A kernel that rejects the flags it does not know. */
-			want = STATMOUNT_WANT_V1;
+			want &= STATMOUNT_WANT_V1;
 			continue;
 		}
 		if (r != -EOVERFLOW || size >= STATMOUNT_BUF_MAX)
@@ -431,7 +438,8 @@ int mount_stat_by_id(uint64_t id, struct mount_stat **ret_info)
 	source = sm_string(sm, strsize, STATMOUNT_SB_SOURCE, sm->sb_source);
 	options = sm_string(sm, strsize, STATMOUNT_MNT_OPTS, sm->mnt_opts);
 	sub = sm_string(sm, strsize, STATMOUNT_FS_SUBTYPE, sm->fs_subtype);
-	if (!target || !root || !fstype)
+	if (((want_what & MOUNT_STAT_TARGET) && !target) ||
+	    ((want_what & MOUNT_STAT_DETAILS) && (!root || !fstype)))
 		return -EPROTO;
 	/* mountinfo shows "type.subtype" (fuse.sshfs): built after the kernel's strings. */
 	if (sub && *sub)

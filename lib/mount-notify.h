@@ -78,6 +78,15 @@ bool mount_stat_is_read_only(const struct mount_stat *info);
 /* statmount(2) of the mount with the 64-bit unique id in the caller's namespace.  Returns 0,
  * -ENOENT when no such mount is (any longer) in the namespace, or -errno. */
 int mount_stat_by_id(uint64_t id, struct mount_stat **ret_info);
+/* What mount_stat_by_id_want() asks the kernel for besides the IDs, the device and the
+ * attributes (always there). */
+enum {
+	MOUNT_STAT_TARGET = 1 << 0,  /* target */
+	MOUNT_STAT_DETAILS = 1 << 1, /* root, fstype, source, options */
+};
+/* The same, reading only what want says (the strings not asked for are NULL): each string
+ * costs the kernel a formatting, a mount point the most.  mount_stat_by_id() wants all. */
+int mount_stat_by_id_want(uint64_t id, unsigned want, struct mount_stat **ret_info);
 struct mount_stat *mount_stat_free(struct mount_stat *info);
 /* Frees n infos and the array. */
 void mount_stat_array_free(struct mount_stat **infos, size_t n);

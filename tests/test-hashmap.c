@@ -128,6 +128,45 @@ static void test_hashed(void **state)
 	hashmap_free(h2);
 }
 
+/* Entries removed leave tombstones that a probe goes past: a small map that sees many
+ * different keys come and go (the in-flight maps) keeps finding, adding and missing keys,
+ * with every slot used at some point. */
+static void test_churn(void **state)
+{
+	enum {
+		LIVE = 8,
+		ROUNDS = 20000
+	};
+	struct hashmap *h = hashmap_new();
+	static char keys[ROUNDS][16];
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	int seen = 0;
+	void *v;
+
+	assert_non_null(h);
+	for (int i = 0; i < ROUNDS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "op%d", i);
+		assert_int_equal(hashmap_put(h, keys[i], keys[i]), 0);
+		if (i >= LIVE)
+			assert_ptr_equal(hashmap_remove(h, keys[i - LIVE]), keys[i - LIVE]);
+		assert_null(hashmap_get(h, "absent"));
+		assert_int_equal(hashmap_size(h), i >= LIVE ? LIVE : i + 1);
+	}
+	for (int i = ROUNDS - LIVE; i < ROUNDS; i++)
+		assert_ptr_equal(hashmap_get(h, keys[i]), keys[i]);
+	assert_null(hashmap_get(h, keys[ROUNDS - LIVE - 1]));
+	/* Every entry removed while iterating: each seen once, the map empty and usable. */
+	while (hashmap_iterate(h, &it, &v, NULL)) {
+		assert_ptr_equal(hashmap_remove(h, v), v);
+		seen++;
+	}
+	assert_int_equal(seen, LIVE);
+	assert_int_equal(hashmap_size(h), 0);
+	assert_int_equal(hashmap_put(h, keys[0], keys[0]), 0);
+	assert_ptr_equal(hashmap_get(h, keys[0]), keys[0]);
+	hashmap_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -135,6 +174,7 @@ int main(void)
 		cmocka_unit_test(test_many_and_remove_while_iterating),
 		cmocka_unit_test(test_free_values),
 		cmocka_unit_test(test_hashed),
+		cmocka_unit_test(test_churn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,6 +52,7 @@ static struct {
 	unsigned n;
 	char failing[512]; /* set_up / mount_device of the volume with this path fail */
 	unsigned delay_ms; /* every tear_down takes this long */
+	unsigned setup_delay_ms; /* every set_up takes this long */
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void fake_record(const char *op, const char *path)
@@ -90,6 +91,7 @@ static void fake_reset(void)
 	fake.n = 0;
 	fake.failing[0] = '\0';
 	fake.delay_ms = 0;
+	fake.setup_delay_ms = 0;
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -163,7 +165,14 @@ static int fake_set_up_at(const struct volume_mounter *m, const struct mount_tar
 	const char *path = volume_spec_get(m->spec, "path");
 	int r;
 
+	unsigned delay;
+
 	fake_record("set_up", path);
+	pthread_mutex_lock(&fake.lock);
+	delay = fake.setup_delay_ms;
+	pthread_mutex_unlock(&fake.lock);
+	if (delay)
+		usleep(delay * 1000);
 	if (fake_fails(path))
 		r = err_set(err, -EIO, "injected failure");
 	else
@@ -1036,6 +1045,126 @@ static void test_untouched_stray_waits_for_full_pass(void **state)
 	assert_true(test_is_mountpoint(otarget));
 }
 
+/* Mounts src at target, records it in the actual state as an operation's result would (its
+ * mount ID, the table's generation then), and unmounts it again: all on the reconciler thread,
+ * so the table never shows the mount (its attach event finds it gone; the fallback's read
+ * finds the table as it was).  Only a full read that syncs the record finds it went. */
+static void inject_vanished(struct reconciler *r, void *arg)
+{
+	struct stray *s = arg;
+	int id;
+
+	assert_int_equal(path_mkdir_p(s->target, 0750), 0);
+	assert_int_equal(mount(s->src, s->target, NULL, MS_BIND, NULL), 0);
+	id = test_mount_id(s->target);
+	assert_true(id > 0);
+	assert_non_null(asw_set_pod_mount(r->asw, s->target, "pod-x", "v", "fake", s->volume, false,
+					  id, mount_table_generation(r->table)));
+	assert_int_equal(umount2(s->target, 0), 0);
+}
+
+static bool not_recorded(const struct probe *p)
+{
+	return !p->mounted;
+}
+
+/* A full read syncs only what the table reported changed and the records it never confirmed:
+ * an operation's mount that went before the table showed it is one of them.  The next table
+ * read (the mount events' "unread" or the fallback's monitor asks for one) drops the record,
+ * without a tear-down (a pass that still believed in the mount would queue one). */
+static void vanished_mount_dropped(struct fix *f)
+{
+	char src[600], target[600], vol[620];
+	struct stray s = { src, target, vol };
+
+	make_src(f, "src-vanished", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-x", "v", target, sizeof(target));
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	rec_run_on_thread(f->r, inject_vanished, &s);
+	if (f->mount_events_off) /* the monitor may have said nothing: nothing showed */
+		reconciler_request_resync(f->r);
+	assert_true(wait_state(f, target, vol, not_recorded, scaled(5000)));
+	wait_two_passes(f);
+	assert_int_equal(fake_count("tear_down", src), 0);
+	assert_false(test_is_mountpoint(target));
+}
+
+static void test_vanished_mount_dropped_events(void **state)
+{
+	vanished_mount_dropped(*state);
+}
+
+static void test_vanished_mount_dropped_fallback(void **state)
+{
+	struct fix *f = *state;
+
+	f->mount_events_off = true;
+	vanished_mount_dropped(f);
+}
+
+static void set_limit(struct reconciler *r, void *arg)
+{
+	r->max_pod_ops = (size_t)(uintptr_t)arg;
+}
+
+/* The most set-ups in flight at once, from the fake plugin's record. */
+static unsigned max_setups_at_once(void)
+{
+	unsigned cur = 0, max = 0;
+
+	pthread_mutex_lock(&fake.lock);
+	for (unsigned i = 0; i < fake.n; i++) {
+		if (streq(fake.events[i].op, "set_up"))
+			cur++;
+		else if (startswith(fake.events[i].op, "set_up."))
+			cur--;
+		if (cur > max)
+			max = cur;
+	}
+	pthread_mutex_unlock(&fake.lock);
+	return max;
+}
+
+/* Set-ups beyond the in-flight limit wait for room (a converge holds ~1 KiB per operation
+ * until it is done) and are started by a later pass: every volume is mounted, never more than
+ * the limit at once. */
+static void test_setups_in_flight_are_bounded(void **state)
+{
+	enum {
+		K = 12,
+		LIMIT = 2
+	};
+	struct fix *f = *state;
+	char src[600], t[600], vol[620], name[32], file[32];
+
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	rec_run_on_thread(f->r, set_limit, (void *)(uintptr_t)LIMIT);
+	pthread_mutex_lock(&fake.lock);
+	fake.setup_delay_ms = 30; /* so that set-ups pile up */
+	pthread_mutex_unlock(&fake.lock);
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "src-%d", i);
+		make_src(f, name, src, sizeof(src));
+		snprintf(name, sizeof(name), "pod-%d", i);
+		snprintf(file, sizeof(file), "pod-%d.json", i);
+		write_pod1(f, file, name, src, false);
+	}
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "src-%d", i);
+		snprintf(src, sizeof(src), "%s/%s", f->dir, name);
+		snprintf(vol, sizeof(vol), "fake:%s", src);
+		snprintf(name, sizeof(name), "pod-%d", i);
+		target_of(f, name, "v", t, sizeof(t));
+		assert_true(wait_state(f, t, vol, is_mounted, scaled(5000)));
+		assert_true(test_is_mountpoint(t));
+	}
+	assert_int_equal(fake_count("set_up.done", NULL), K);
+	assert_int_equal(max_setups_at_once(), LIMIT); /* reached, never passed */
+}
+
 /* --- defect 4: a mount-table read failure is logged once, at the boundary --- */
 
 /* Redirects stderr (where the log goes) to a file until log_capture_end. */
@@ -1178,6 +1307,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,
 						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),
+		BOTH_KINDS(test_vanished_mount_dropped_events),
+		BOTH_KINDS(test_vanished_mount_dropped_fallback),
+		BOTH_KINDS(test_setups_in_flight_are_bounded),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_table_unreadable_at_start_is_returned_not_logged, setup, teardown),

@@ -17,6 +17,13 @@ struct actual_state {
 	 * read before the unmount must not bring them back as unverified mounts. */
 	struct hashmap *unmounted;
 	struct hashmap *tracked; /* target -> tracked_target */
+	/* Targets whose record the table has not confirmed yet (set of owned strings): what
+	 * the state learned from an operation that the table did not show then, a tracked
+	 * target.  A full read syncs these (and the targets it reports changed), not every
+	 * record: elsewhere the state agrees with the table, which reports every change. */
+	struct hashmap *pending;
+	bool pending_lost; /* out of memory: the next full read syncs every record */
+	const struct mount_table *table; /* to tell whether a new record agrees with it */
 };
 
 struct tracked_target {
@@ -55,22 +62,87 @@ struct actual_state *asw_new(const char *root_dir)
 	a->device_paths = hashmap_new();
 	a->unmounted = hashmap_new();
 	a->tracked = hashmap_new();
+	a->pending = hashmap_new();
 	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->device_paths ||
-	    !a->unmounted || !a->tracked)
+	    !a->unmounted || !a->tracked || !a->pending)
 		return asw_free(a);
 	return a;
+}
+
+void asw_set_table(struct actual_state *a, const struct mount_table *t)
+{
+	a->table = t;
+}
+
+static void pending_add(struct actual_state *a, const char *target, uint32_t hash)
+{
+	char *dup;
+
+	if (hashmap_get_hashed(a->pending, target, hash))
+		return;
+	dup = strdup(target);
+	if (!dup || hashmap_put_hashed(a->pending, dup, hash, dup) < 0) {
+		free(dup);
+		a->pending_lost = true;
+	}
+}
+
+static void pending_drop(struct actual_state *a, const char *target, uint32_t hash)
+{
+	free(hashmap_remove_hashed(a->pending, target, hash));
+}
+
+static void pending_clear(struct actual_state *a)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(a->pending, &it, &v, NULL)) {
+		hashmap_remove(a->pending, v);
+		free(v);
+	}
+	a->pending_lost = false;
+}
+
+/* Whether the table shows pm's own mount at its target (then any later change of it is
+ * reported by the table, and the record needs no full read). */
+static bool table_shows(const struct actual_state *a, const struct asw_pod_mount *pm,
+			uint32_t hash)
+{
+	const struct mount_info *mi;
+
+	if (!a->table || pm->mount_id < 0)
+		return false;
+	mi = mount_table_get_hashed(a->table, pm->target, hash);
+	return mi && mi->id == pm->mount_id;
+}
+
+void asw_pod_mount_changed(struct actual_state *a, const struct asw_pod_mount *pm)
+{
+	uint32_t hash = pm->target_hash;
+
+	if (table_shows(a, pm, hash))
+		pending_drop(a, pm->target, hash);
+	else
+		pending_add(a, pm->target, hash);
 }
 
 static void pod_mount_free(void *p)
 {
 	struct asw_pod_mount *pm = p;
 
-	free(pm->target);
-	free(pm->pod_uid);
-	free(pm->outer_name);
-	free(pm->plugin_name);
 	free(pm->volume_name);
 	free(pm);
+}
+
+/* Copies s after the struct at *pp and returns the copy. */
+static const char *put_string(char **pp, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *copy = memcpy(*pp, s, n);
+
+	*pp += n;
+	return copy;
 }
 
 static void device_free(void *p)
@@ -109,6 +181,9 @@ struct actual_state *asw_free(struct actual_state *a)
 		clear_unmounted(a->unmounted);
 	hashmap_free_values(a->tracked, tracked_free);
 	hashmap_free(a->unmounted);
+	if (a->pending)
+		pending_clear(a);
+	hashmap_free(a->pending);
 	free(a->root_dir);
 	free(a->pods_prefix);
 	free(a);
@@ -127,24 +202,33 @@ struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *targ
 		free(u->target);
 		free(u);
 	}
+	uint32_t hash = hashmap_hash(target);
+	char *p;
+
 	if (pm)
 		pod_mount_free(pm);
-	pm = calloc(1, sizeof(*pm));
+	pm = malloc(sizeof(*pm) + strlen(target) + strlen(pod_uid) + strlen(outer_name) +
+		    strlen(plugin_name) + 4);
 	if (!pm)
 		return NULL;
-	pm->target = strdup(target);
-	pm->pod_uid = strdup(pod_uid);
-	pm->outer_name = strdup(outer_name);
-	pm->plugin_name = strdup(plugin_name);
-	pm->volume_name = volume_name ? strdup(volume_name) : NULL;
-	pm->read_only = read_only;
-	pm->mount_id = mount_id;
-	pm->learned_gen = gen;
-	if (!pm->target || !pm->pod_uid || !pm->outer_name || !pm->plugin_name ||
-	    (volume_name && !pm->volume_name) || hashmap_put(a->pod_mounts, pm->target, pm) < 0) {
+	*pm = (struct asw_pod_mount){
+		.volume_name = volume_name ? strdup(volume_name) : NULL,
+		.learned_gen = gen,
+		.mount_id = mount_id,
+		.target_hash = hash,
+		.read_only = read_only,
+	};
+	p = (char *)(pm + 1);
+	pm->target = put_string(&p, target);
+	pm->pod_uid = put_string(&p, pod_uid);
+	pm->outer_name = put_string(&p, outer_name);
+	pm->plugin_name = put_string(&p, plugin_name);
+	if ((volume_name && !pm->volume_name) ||
+	    hashmap_put_hashed(a->pod_mounts, pm->target, hash, pm) < 0) {
 		pod_mount_free(pm);
 		return NULL;
 	}
+	asw_pod_mount_changed(a, pm);
 	return pm;
 }
 
@@ -172,6 +256,12 @@ void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t g
 struct asw_pod_mount *asw_get_pod_mount(const struct actual_state *a, const char *target)
 {
 	return hashmap_get(a->pod_mounts, target);
+}
+
+struct asw_pod_mount *asw_get_pod_mount_hashed(const struct actual_state *a, const char *target,
+					       uint32_t hash)
+{
+	return hashmap_get_hashed(a->pod_mounts, target, hash);
 }
 
 const struct hashmap *asw_pod_mounts(const struct actual_state *a)
@@ -300,6 +390,8 @@ int asw_track_target(struct actual_state *a, const char *target, const char *pod
 		tracked_free(t);
 		return -ENOMEM;
 	}
+	/* A mount already there is learned by the next full read. */
+	pending_add(a, t->target, hashmap_hash(t->target));
 	return 0;
 }
 
@@ -323,6 +415,9 @@ static void report(void (*changed)(const char *target, void *userdata), void *us
 		changed(target, userdata);
 }
 
+static bool sync_devices(struct actual_state *a, const struct mount_table *t,
+			 void (*changed_fn)(const char *target, void *userdata), void *userdata);
+
 bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 			 void (*changed_fn)(const char *target, void *userdata), void *userdata)
 {
@@ -331,13 +426,17 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 	bool changed = false;
 	void *v;
 
+	/* Every record is looked at: only those learned after this read stay pending. */
+	pending_clear(a);
 	/* Pod mounts the table no longer shows. */
 	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
-		const struct mount_info *mi = mount_table_get(t, pm->target);
+		const struct mount_info *mi = mount_table_get_hashed(t, pm->target, pm->target_hash);
 
-		if (pm->learned_gen >= gen)
+		if (pm->learned_gen >= gen) {
+			pending_add(a, pm->target, pm->target_hash);
 			continue; /* learned after this table was read */
+		}
 		if (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id)) {
 			hashmap_remove(a->pod_mounts, pm->target);
 			report(changed_fn, userdata, pm->target);
@@ -376,8 +475,18 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 		changed = true;
 	}
 	clear_unmounted(a->unmounted);
-	/* Devices: the node-wide mount is there or not. */
-	it = HASHMAP_ITER_INIT;
+	return sync_devices(a, t, changed_fn, userdata) || changed;
+}
+
+/* Devices: the node-wide mount is there or not. */
+static bool sync_devices(struct actual_state *a, const struct mount_table *t,
+			 void (*changed_fn)(const char *target, void *userdata), void *userdata)
+{
+	uint64_t gen = mount_table_generation(t);
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	bool changed = false;
+	void *v;
+
 	while (hashmap_iterate(a->devices, &it, &v, NULL)) {
 		struct asw_device *d = v;
 		const struct mount_info *mi = mount_table_get(t, d->mount_path);
@@ -445,6 +554,12 @@ bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const 
 		}
 	}
 	drop_unmounted_before(a, target, hash, gen);
+	/* Still pending: a record learned after this table and not shown by it. */
+	pm = hashmap_get_hashed(a->pod_mounts, target, hash);
+	if (pm && pm->learned_gen >= gen && !table_shows(a, pm, hash))
+		pending_add(a, target, hash);
+	else
+		pending_drop(a, target, hash);
 	/* A device's node-wide mount is there or not. */
 	if (d && d->learned_gen < gen && (mi != NULL) != d->mounted) {
 		d->mounted = mi != NULL;
@@ -452,4 +567,65 @@ bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const 
 		changed = true;
 	}
 	return changed;
+}
+
+/* The targets of a set of owned strings, taken out of it (caller frees each and the array). */
+static char **take_set(struct hashmap *h, size_t *ret_n)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	char **list = malloc((hashmap_size(h) + 1) * sizeof(*list));
+	size_t n = 0;
+	void *v;
+
+	if (!list)
+		return NULL;
+	while (hashmap_iterate(h, &it, &v, NULL)) {
+		hashmap_remove(h, v);
+		list[n++] = v;
+	}
+	*ret_n = n;
+	return list;
+}
+
+bool asw_sync_changed(struct actual_state *a, const struct mount_table *t,
+		      void (*changed_fn)(const char *target, void *userdata), void *userdata)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	bool changed = false;
+	char **list;
+	size_t n = 0, k = 0;
+	void *v;
+
+	if (a->pending_lost)
+		return asw_sync_with_table(a, t, changed_fn, userdata);
+	/* The pending targets, and those unmounted since a table read (a mount the read
+	 * still showed there is learned as unverified once the table is newer). */
+	list = take_set(a->pending, &n);
+	if (list) {
+		char **more = realloc(list, (n + hashmap_size(a->unmounted) + 1) * sizeof(*list));
+
+		if (more) {
+			list = more;
+			while (hashmap_iterate(a->unmounted, &it, &v, NULL)) {
+				list[n + k] = strdup(((struct unmounted *)v)->target);
+				if (list[n + k])
+					k++;
+			}
+		}
+	}
+	if (!list || hashmap_size(a->unmounted) != k) {
+		for (size_t i = 0; list && i < n + k; i++)
+			free(list[i]);
+		free(list);
+		return asw_sync_with_table(a, t, changed_fn, userdata);
+	}
+	for (size_t i = 0; i < n + k; i++) {
+		if (asw_sync_target(a, t, list[i], hashmap_hash(list[i]))) {
+			report(changed_fn, userdata, list[i]);
+			changed = true;
+		}
+		free(list[i]);
+	}
+	free(list);
+	return sync_devices(a, t, changed_fn, userdata) || changed;
 }

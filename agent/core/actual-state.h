@@ -14,17 +14,19 @@
 #include "mount-table.h"
 #include "plugin.h"
 
+/* One pod mount; target, pod_uid, outer_name and plugin_name live in the same allocation. */
 struct asw_pod_mount {
-	char *target; /* the key */
-	char *pod_uid;
-	char *outer_name;
-	char *plugin_name;
-	char *volume_name; /* what is mounted here; NULL while unverified */
-	bool foreign;	   /* verified to hold something no spec wants here */
-	bool broken;	   /* its health check failed: torn down, then set up again */
-	bool read_only;
-	int mount_id;
+	const char *target; /* the key */
+	const char *pod_uid;
+	const char *outer_name;
+	const char *plugin_name;
+	char *volume_name;    /* what is mounted here; NULL while unverified */
 	uint64_t learned_gen; /* table generation when this was learned */
+	int mount_id;
+	uint32_t target_hash; /* hashmap_hash(target) */
+	bool foreign;	      /* verified to hold something no spec wants here */
+	bool broken;	      /* its health check failed: torn down, then set up again */
+	bool read_only;
 };
 
 struct asw_device {
@@ -53,6 +55,9 @@ struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *targ
 					bool read_only, int mount_id, uint64_t gen);
 void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t gen);
 struct asw_pod_mount *asw_get_pod_mount(const struct actual_state *a, const char *target);
+/* The same with hash = hashmap_hash(target) computed once by the caller. */
+struct asw_pod_mount *asw_get_pod_mount_hashed(const struct actual_state *a, const char *target,
+					       uint32_t hash);
 const struct hashmap *asw_pod_mounts(const struct actual_state *a);
 /* How many pod mounts hold volume_name. */
 size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_name);
@@ -78,6 +83,19 @@ bool asw_is_tracked(const struct actual_state *a, const char *target);
  * anything changed. */
 bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 			 void (*changed)(const char *target, void *userdata), void *userdata);
+/* What a full read (not the first) must sync besides the targets it reported changed (each
+ * synced with asw_sync_target): the records the table did not confirm when they were learned
+ * (an operation's mount that went again before the table showed it, a tracked target), the
+ * targets unmounted since, and the devices.  Elsewhere the state agrees with the table, which
+ * reports every change.  changed, and the return value, as asw_sync_with_table. */
+bool asw_sync_changed(struct actual_state *a, const struct mount_table *t,
+		      void (*changed)(const char *target, void *userdata), void *userdata);
+/* The table the state is synced with: a record learned from an operation that the table
+ * already shows needs no full read (NULL: every such record waits for one). */
+void asw_set_table(struct actual_state *a, const struct mount_table *t);
+/* pm's mount ID changed (a verification): the next full read checks it unless the table shows
+ * that mount. */
+void asw_pod_mount_changed(struct actual_state *a, const struct asw_pod_mount *pm);
 /* The same for one target whose mounts changed (hash: hashmap_hash(target)), after a mount
  * event or a read that reported it.  Returns true when anything changed. */
 bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const char *target,

@@ -11,7 +11,7 @@
 
 struct dsw_pod {
 	char *uid;
-	char **targets; /* the pod's volume dirs, keys into pod_volumes */
+	const char **targets; /* the pod's volume dirs, keys into pod_volumes */
 	size_t n_targets;
 };
 
@@ -128,11 +128,32 @@ static void volume_free(struct dsw_volume *v)
 
 static void pod_volume_free(struct dsw_pod_volume *pv)
 {
-	free(pv->target);
-	free(pv->pod_uid);
-	free(pv->outer_name);
 	free(pv->fingerprint);
 	free(pv);
+}
+
+/* A pod volume with its three strings in one allocation (target NULL: NULL). */
+static struct dsw_pod_volume *pod_volume_new(const char *target, const char *pod_uid,
+					     const char *outer_name)
+{
+	size_t nt, nu, nn;
+	struct dsw_pod_volume *pv;
+	char *p;
+
+	if (!target)
+		return NULL;
+	nt = strlen(target) + 1;
+	nu = strlen(pod_uid) + 1;
+	nn = strlen(outer_name) + 1;
+	pv = calloc(1, sizeof(*pv) + nt + nu + nn);
+	if (!pv)
+		return NULL;
+	p = (char *)(pv + 1);
+	pv->target = memcpy(p, target, nt);
+	pv->pod_uid = memcpy(p + nt, pod_uid, nu);
+	pv->outer_name = memcpy(p + nt + nu, outer_name, nn);
+	pv->target_hash = hashmap_hash(pv->target);
+	return pv;
 }
 
 static void pod_free(struct dsw_pod *p)
@@ -273,21 +294,19 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 	}
 	for (size_t i = 0; i < p->n_volumes; i++) {
 		const struct pod_volume *src = &p->volumes[i];
-		struct dsw_pod_volume *pv = calloc(1, sizeof(*pv));
+		_cleanup_free_ char *target =
+			src->spec->block ? dsw_pod_volume_device_path(d->root_dir, p->uid,
+								      src->plugin->name, src->name)
+					 : dsw_pod_volume_dir(d->root_dir, p->uid,
+							      src->plugin->name, src->name);
+		struct dsw_pod_volume *pv = pod_volume_new(target, p->uid, src->name);
 
 		if (!pv)
 			return -ENOMEM;
-		pv->target = src->spec->block
-				     ? dsw_pod_volume_device_path(d->root_dir, p->uid,
-								  src->plugin->name, src->name)
-				     : dsw_pod_volume_dir(d->root_dir, p->uid, src->plugin->name,
-							  src->name);
-		pv->pod_uid = strdup(p->uid);
-		pv->outer_name = strdup(src->name);
 		pv->read_only = src->read_only || src->spec->read_only;
 		pv->volume = get_or_add_volume(d, src);
-		if (!pv->target || !pv->pod_uid || !pv->outer_name || !pv->volume ||
-		    hashmap_put(d->pod_volumes, pv->target, pv) < 0) {
+		if (!pv->volume ||
+		    hashmap_put_hashed(d->pod_volumes, pv->target, pv->target_hash, pv) < 0) {
 			if (pv->volume && pv->volume->n_pod_volumes == 0) {
 				hashmap_remove(d->volumes, pv->volume->name);
 				volume_free(pv->volume);
@@ -365,19 +384,16 @@ struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volum
 				       const char *outer_name, bool read_only,
 				       const char *fingerprint)
 {
-	struct dsw_pod_volume *pv = calloc(1, sizeof(*pv));
+	struct dsw_pod_volume *pv = pod_volume_new(target, pod_uid, outer_name);
 
 	if (!pv)
 		return NULL;
-	pv->target = strdup(target);
-	pv->pod_uid = strdup(pod_uid);
-	pv->outer_name = strdup(outer_name);
 	pv->fingerprint = strdup(fingerprint);
 	pv->read_only = read_only || v->spec->read_only;
 	pv->volume = v;
 	pv->csi = true;
-	if (!pv->target || !pv->pod_uid || !pv->outer_name || !pv->fingerprint ||
-	    hashmap_put(d->pod_volumes, pv->target, pv) < 0) {
+	if (!pv->fingerprint ||
+	    hashmap_put_hashed(d->pod_volumes, pv->target, pv->target_hash, pv) < 0) {
 		pod_volume_free(pv);
 		return NULL;
 	}
@@ -404,6 +420,12 @@ struct dsw_volume *dsw_get_volume(const struct desired_state *d, const char *nam
 struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const char *target)
 {
 	return hashmap_get(d->pod_volumes, target);
+}
+
+struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d,
+						 const char *target, uint32_t hash)
+{
+	return hashmap_get_hashed(d->pod_volumes, target, hash);
 }
 
 const struct hashmap *dsw_volumes(const struct desired_state *d)

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 #include "hashmap.h"
@@ -33,10 +34,12 @@ struct dsw_volume {
 	struct dsw_pod_volume *pod_volumes; /* the n_pod_volumes that use it (next_of_volume) */
 };
 
+/* target, pod_uid and outer_name live in the same allocation. */
 struct dsw_pod_volume {
-	char *target; /* the pod volume directory; the key */
-	char *pod_uid;
-	char *outer_name; /* the volume's name in the pod */
+	const char *target; /* the pod volume directory; the key */
+	uint32_t target_hash; /* hashmap_hash(target) */
+	const char *pod_uid;
+	const char *outer_name; /* the volume's name in the pod */
 	bool read_only;	  /* pod-level readOnly or the source's */
 	struct dsw_volume *volume;
 	bool csi;	   /* from NodePublish: target is below the kubelet root */
@@ -87,6 +90,9 @@ int dsw_csi_unpublish(struct desired_state *d, const char *target);
 
 struct dsw_volume *dsw_get_volume(const struct desired_state *d, const char *name);
 struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const char *target);
+/* The same with hash = hashmap_hash(target) computed once by the caller. */
+struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d,
+						 const char *target, uint32_t hash);
 const struct hashmap *dsw_volumes(const struct desired_state *d);
 const struct hashmap *dsw_pod_volumes(const struct desired_state *d);
 size_t dsw_pod_count(const struct desired_state *d);

@@ -16,20 +16,20 @@ struct mount_table {
 	struct hashmap *by_target; /* target -> the top mount_info of its stack */
 	char **trees;
 	size_t n_trees;
+	char **lean; /* see mount_table_set_lean */
+	size_t n_lean;
 	bool listmount;
 	uint64_t *ids; /* listmount: every ID of the last full read, sorted */
 	size_t n_ids;
+	/* listmount: the IDs events indexed since the last full read (the only indexed mounts
+	 * the ID diff of two reads cannot see go) */
+	uint64_t *event_ids;
+	size_t n_event_ids, cap_event_ids;
 	uint64_t generation;
 };
 
 static void info_free(struct mount_info *i)
 {
-	if (!i)
-		return;
-	free(i->target);
-	free(i->fstype);
-	free(i->source);
-	free(i->root);
 	free(i);
 }
 
@@ -71,7 +71,11 @@ struct mount_table *mount_table_free(struct mount_table *t)
 	for (size_t i = 0; t->trees && i < t->n_trees; i++)
 		free(t->trees[i]);
 	free(t->trees);
+	for (size_t i = 0; i < t->n_lean; i++)
+		free(t->lean[i]);
+	free(t->lean);
 	free(t->ids);
+	free(t->event_ids);
 	free(t);
 	return NULL;
 }
@@ -79,6 +83,44 @@ struct mount_table *mount_table_free(struct mount_table *t)
 void mount_table_use_listmount(struct mount_table *t, bool on)
 {
 	t->listmount = on;
+}
+
+int mount_table_set_lean(struct mount_table *t, const char *const *prefixes, size_t n)
+{
+	char **lean = calloc(n + 1, sizeof(*lean));
+
+	if (!lean)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		lean[i] = strdup(prefixes[i]);
+		if (!lean[i]) {
+			for (size_t k = 0; k < i; k++)
+				free(lean[k]);
+			free(lean);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < t->n_lean; i++)
+		free(t->lean[i]);
+	free(t->lean);
+	t->lean = lean;
+	t->n_lean = n;
+	return 0;
+}
+
+static bool path_is_below(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool is_lean(const struct mount_table *t, const char *path)
+{
+	for (size_t i = 0; i < t->n_lean; i++)
+		if (path_is_below(path, t->lean[i]))
+			return true;
+	return false;
 }
 
 bool mount_table_covers(const struct mount_table *t, const char *path)
@@ -179,43 +221,88 @@ static const char *or_empty(const char *s)
 	return s ? s : "";
 }
 
-static char *dup_or_empty(const char *s)
+/* Copies s (NULL: "") to *pp, returning where the next string goes; an empty string is not
+ * copied. */
+static char *put_string(char *p, const char **ret, const char *s)
 {
-	return strdup(or_empty(s));
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0) {
+		*ret = "";
+		return p;
+	}
+	memcpy(p, s, n + 1);
+	*ret = p;
+	return p + n + 1;
 }
 
 static struct mount_info *info_new(uint64_t mnt_id, uint64_t parent_id, int id, const char *target,
 				   const char *fstype, const char *source, const char *root,
 				   dev_t devno, bool read_only)
 {
-	struct mount_info *i = calloc(1, sizeof(*i));
+	char key[24];
+	size_t klen = (size_t)snprintf(key, sizeof(key), "%" PRIu64, mnt_id);
+	size_t size = sizeof(struct mount_info) + strlen(target) + 1 + klen + 1 +
+		      strlen(or_empty(fstype)) + 1 + strlen(or_empty(source)) + 1 +
+		      strlen(or_empty(root)) + 1;
+	struct mount_info *i = malloc(size);
+	char *p;
 
 	if (!i)
 		return NULL;
-	i->target = strdup(target);
-	i->fstype = dup_or_empty(fstype);
-	i->source = dup_or_empty(source);
-	i->root = dup_or_empty(root);
-	if (!i->target || !i->fstype || !i->source || !i->root) {
-		info_free(i);
-		return NULL;
-	}
-	i->target_hash = hashmap_hash(target);
-	i->mnt_id = mnt_id;
-	i->parent_id = parent_id;
-	i->id = id;
-	i->devno = devno;
-	i->read_only = read_only;
-	i->stacked = 1;
-	snprintf(i->key, sizeof(i->key), "%" PRIu64, mnt_id);
+	*i = (struct mount_info){
+		.mnt_id = mnt_id,
+		.parent_id = parent_id,
+		.devno = devno,
+		.id = id,
+		.target_hash = hashmap_hash(target),
+		.stacked = 1,
+		.read_only = read_only,
+	};
+	p = (char *)(i + 1);
+	p = put_string(p, &i->target, target);
+	p = put_string(p, &i->key, key);
+	p = put_string(p, &i->fstype, fstype);
+	p = put_string(p, &i->source, source);
+	(void)put_string(p, &i->root, root);
 	return i;
 }
 
 /* --- events and listmount --- */
 
+/* Notes that an event indexed the mount id (for the next full read). */
+static int note_event_id(struct mount_table *t, uint64_t id)
+{
+	if (t->n_event_ids == t->cap_event_ids) {
+		size_t cap = t->cap_event_ids ? t->cap_event_ids * 2 : 64;
+		uint64_t *n = realloc(t->event_ids, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->event_ids = n;
+		t->cap_event_ids = cap;
+	}
+	t->event_ids[t->n_event_ids++] = id;
+	return 0;
+}
+
+static bool ids_contain(const uint64_t *ids, size_t n, uint64_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && ids[lo] == id;
+}
+
 /* statmount of one new mount; indexed when it lies in the trees. */
-static int add_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn changed,
-		     void *userdata)
+static int add_by_id(struct mount_table *t, uint64_t id, bool from_event,
+		     mount_table_changed_fn changed, void *userdata)
 {
 	struct mount_stat *st = NULL;
 	struct mount_info *i;
@@ -225,7 +312,12 @@ static int add_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn 
 	snprintf(key, sizeof(key), "%" PRIu64, id);
 	if (hashmap_get(t->by_id, key))
 		return 0; /* already indexed from its event */
-	r = mount_stat_by_id(id, &st);
+	/* The mount point first: the rest only for a mount in the trees that is not lean. */
+	r = mount_stat_by_id_want(id, MOUNT_STAT_TARGET, &st);
+	if (r == 0 && st->target && mount_table_covers(t, st->target) && !is_lean(t, st->target)) {
+		st = mount_stat_free(st);
+		r = mount_stat_by_id_want(id, MOUNT_STAT_TARGET | MOUNT_STAT_DETAILS, &st);
+	}
 	if (r == -ENOENT)
 		return 1; /* gone again: its detach follows, with nothing to say where it was */
 	if (r < 0)
@@ -243,7 +335,7 @@ static int add_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn 
 	if (r < 0)
 		return r;
 	report(t, i->target, i->target_hash, changed, userdata);
-	return 0;
+	return from_event && t->listmount ? note_event_id(t, id) : 0;
 }
 
 static void remove_by_id(struct mount_table *t, uint64_t id, mount_table_changed_fn changed,
@@ -273,12 +365,13 @@ struct diff_ctx {
 	bool unread; /* a mount went before it could be read */
 };
 
+
 static int diff_cb(uint64_t id, bool added, void *userdata)
 {
 	struct diff_ctx *c = userdata;
 
 	if (added) {
-		int r = add_by_id(c->t, id, c->changed, c->userdata);
+		int r = add_by_id(c->t, id, false, c->changed, c->userdata);
 		return r < 0 ? r : 0;
 	}
 	remove_by_id(c->t, id, c->changed, c->userdata);
@@ -296,6 +389,8 @@ static int refresh_listmount(struct mount_table *t, mount_table_changed_fn chang
 	r = mount_list(MOUNT_LIST_ROOT, &ids, &n);
 	if (r < 0)
 		return err_set(err, r, "listing the mounts (listmount): %s", strerror(-r));
+	/* What is reported is reported at the generation of this read, as with events. */
+	t->generation++;
 	/* Mounts that came and went by events since the last read: the by_id index says which
 	 * of the new IDs are known; the old list may still name mounts an event removed. */
 	r = mount_ids_diff(t->ids, t->n_ids, ids, n, diff_cb, &c);
@@ -303,32 +398,20 @@ static int refresh_listmount(struct mount_table *t, mount_table_changed_fn chang
 		free(ids);
 		return err_set(err, r, "reading the mounts (statmount): %s", strerror(-r));
 	}
-	/* Indexed mounts the list does not show (an event added them after a read that missed
-	 * their detach, which cannot be told apart here): dropped. */
-	if (hashmap_size(t->by_id) > 0) {
-		struct hashmap_iter it = HASHMAP_ITER_INIT;
-		void *v;
-
-		while (hashmap_iterate(t->by_id, &it, &v, NULL)) {
-			struct mount_info *i = v;
-			size_t lo = 0, hi = n;
-
-			while (lo < hi) {
-				size_t mid = lo + (hi - lo) / 2;
-				if (ids[mid] < i->mnt_id)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo < n && ids[lo] == i->mnt_id)
-				continue;
-			remove_by_id(t, i->mnt_id, changed, userdata);
-		}
+	/* Indexed mounts the list does not show: the diff saw every mount of the last read go,
+	 * so only those events indexed since (and whose detach was lost) are left.  Dropped. */
+	for (size_t k = 0; k < t->n_event_ids; k++)
+		if (!ids_contain(ids, n, t->event_ids[k]))
+			remove_by_id(t, t->event_ids[k], changed, userdata);
+	t->n_event_ids = 0;
+	if (t->cap_event_ids > 1024) { /* a burst of events: not kept until the next one */
+		free(t->event_ids);
+		t->event_ids = NULL;
+		t->cap_event_ids = 0;
 	}
 	free(t->ids);
 	t->ids = ids;
 	t->n_ids = n;
-	t->generation++;
 	return 0;
 }
 
@@ -342,7 +425,7 @@ static int apply_event(const struct mount_event *ev, void *userdata)
 	if (ev->mask & MOUNT_EVENT_DETACH)
 		remove_by_id(c->t, ev->id, c->changed, c->userdata);
 	if (ev->mask & MOUNT_EVENT_ATTACH) {
-		r = add_by_id(c->t, ev->id, c->changed, c->userdata);
+		r = add_by_id(c->t, ev->id, true, c->changed, c->userdata);
 		if (r == 1 || (r < 0 && r != -ENOMEM))
 			c->unread = true; /* a full read has another go */
 		return r == -ENOMEM ? r : 0;
@@ -373,6 +456,8 @@ static int refresh_mountinfo(struct mount_table *t, const char *path,
 			    path ? path : "/proc/self/mountinfo", strerror(r < 0 ? -r : EIO));
 		goto out;
 	}
+	/* What is reported is reported at the generation of this read, as with events. */
+	t->generation = seen;
 	while (mnt_table_next_fs(tb, it, &fs) == 0) {
 		const char *target = mnt_fs_get_target(fs);
 		int id = mnt_fs_get_id(fs);
@@ -423,7 +508,6 @@ static int refresh_mountinfo(struct mount_table *t, const char *path,
 		if (i->seen != seen)
 			remove_by_id(t, i->mnt_id, changed, userdata);
 	}
-	t->generation = seen;
 out:
 	mnt_free_iter(it);
 	mnt_unref_table(tb);

@@ -21,22 +21,24 @@
 #include "error.h"
 #include "hashmap.h"
 
+/* One mount; its strings live in the same allocation.  fstype, source and root are "" for a
+ * mount below a lean prefix read by statmount (mount_table_set_lean). */
 struct mount_info {
-	char *target;
-	uint32_t target_hash; /* hashmap_hash(target), computed once */
-	int id;		      /* mountinfo's (reusable, 32-bit) mount ID */
+	const char *target;
+	const char *fstype;
+	const char *source;
+	const char *root;     /* the path inside the filesystem that is mounted here */
 	uint64_t mnt_id;      /* the key: the 64-bit unique ID (events), else id */
 	uint64_t parent_id;   /* the parent's, in the same space as mnt_id */
 	dev_t devno;
-	bool read_only; /* the mount's own (VFS) read-only flag */
-	char *fstype;
-	char *source;
-	char *root;	  /* the path inside the filesystem that is mounted here */
-	unsigned stacked; /* how many mounts share this target (the index keeps the top) */
+	int id;		      /* mountinfo's (reusable, 32-bit) mount ID */
+	uint32_t target_hash; /* hashmap_hash(target), computed once */
+	unsigned stacked : 31; /* how many mounts share this target (the index keeps the top) */
+	bool read_only : 1;    /* the mount's own (VFS) read-only flag */
 	/* private to mount-table.c */
 	struct mount_info *next_on_target;
 	uint64_t seen;
-	char key[24];
+	const char *key; /* mnt_id in decimal */
 };
 
 struct mount_table;
@@ -52,6 +54,11 @@ struct mount_table *mount_table_new(const char *const *trees, size_t n);
 struct mount_table *mount_table_free(struct mount_table *t);
 /* Full reads use listmount/statmount (set when the monitor has mount events). */
 void mount_table_use_listmount(struct mount_table *t, bool on);
+/* Mounts at or below these n prefixes (absolute, canonical, no trailing slash: pod volume
+ * dirs, whose users need only the target, IDs and flags) are read by statmount without their
+ * fstype, source and root, which the kernel would format for each.  The strings are copied.
+ * Returns 0 or -ENOMEM. */
+int mount_table_set_lean(struct mount_table *t, const char *const *prefixes, size_t n);
 /* A full read: listmount + statmount of new IDs, or /proc/self/mountinfo (path, for tests)
  * through libmount.  changed (may be NULL) gets each target that changed since the last
  * read.  On failure the old index is kept.  Returns 0 or -errno with err set. */

@@ -77,7 +77,11 @@ struct reconciler {
 	bool full_pass_due;	 /* the next pass visits every key */
 	bool always_full;	 /* tests: every pass is a full one */
 	bool holders_incomplete; /* the next full pass rebuilds r->holders */
+	bool setups_deferred;	 /* set-ups waited for room in flight: a full pass is due */
+	size_t max_pod_ops;	 /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
 	unsigned long ops_started;
+	unsigned long ops_since_trim; /* operations done since the heap was last trimmed */
+	uint64_t last_op_done_ms;
 	unsigned long ops_failed;
 	bool ready;
 	unsigned long adopted_at_start; /* mounts verified before ready (one summary line) */
@@ -139,6 +143,23 @@ void rec_drain_completed(struct reconciler *r);
  * debug level until the agent is ready); nothing when none.  Called once, on becoming
  * ready. */
 void rec_log_adopted_at_start(struct reconciler *r);
+
+/* After a burst of operations (a converge: up to REC_MAX_POD_OPS_IN_FLIGHT of ~1 KiB each,
+ * and the workers' libmount contexts in their own arenas), the heap is left with free pages
+ * in its middle that free() does not give back: they are, once the burst has been over for
+ * TRIM_QUIET_MS and the agent is ready (never on the way to READY, nor between the waves of
+ * a converge, which would fault the pages back in). */
+void rec_trim_after_burst(struct reconciler *r);
+/* When rec_trim_after_burst() has something to do (UINT64_MAX: not before another event). */
+uint64_t rec_trim_deadline(struct reconciler *r);
+#define TRIM_AFTER_OPS 1024
+#define TRIM_QUIET_MS 2000
+
+/* At most this many pod operations are in flight: a pass that finds more set-ups to start
+ * defers them to a full pass once half of these are done.  Each operation holds ~1 KiB until
+ * it is done, and 10,000 pod volumes appearing at once (a converge) would otherwise hold them
+ * all, a peak the heap keeps; the executor's workers never run short of work. */
+#define REC_MAX_POD_OPS_IN_FLIGHT 2048
 
 /* reconciler-pass.c: one pass (see reconciler.h): a full one when asked for (or until the
  * startup reconstruction is complete), else an incremental one over what was touched. */

@@ -3,6 +3,7 @@
  * building and starting operations, and applying their results to the actual state when the
  * executor hands them back. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,6 +319,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			pm->volume_name = strdup(op->volume_name);
 			pm->read_only = op->read_only || op->spec->read_only;
 			pm->mount_id = op->mount_id;
+			asw_pod_mount_changed(r->asw, pm);
 			rec_note_holder(r, op->volume_name, op->target);
 			/* At start-up there is one per volume: a summary line says how many. */
 			if (!r->ready) {
@@ -390,6 +392,24 @@ void rec_drain_completed(struct reconciler *r)
 		struct volume_op *op = volume_op_from_job(job);
 		apply_result(r, op);
 		volume_op_free(op);
+		r->ops_since_trim++;
+		r->last_op_done_ms = now_ms();
 		job = next;
 	}
+}
+
+uint64_t rec_trim_deadline(struct reconciler *r)
+{
+	if (r->ops_since_trim < TRIM_AFTER_OPS || !r->ready || hashmap_size(r->inflight_pod) ||
+	    hashmap_size(r->inflight_dev))
+		return UINT64_MAX;
+	return r->last_op_done_ms + TRIM_QUIET_MS;
+}
+
+void rec_trim_after_burst(struct reconciler *r)
+{
+	if (now_ms() < rec_trim_deadline(r))
+		return;
+	r->ops_since_trim = 0;
+	malloc_trim(0);
 }

@@ -24,9 +24,9 @@
 
 /* The targets whose pod mount may hold one volume (r->holders). */
 struct vol_holders {
-	char *name;
 	char **targets;
 	size_t n, cap;
+	char name[]; /* the key */
 };
 
 /* What one pass found. */
@@ -75,27 +75,55 @@ static void swap_maps(struct hashmap **a, struct hashmap **b)
 
 /* --- touches --- */
 
+/* More touched keys than this: a full pass visits them for less than the sets cost (10,000
+ * pod spec files loaded at once would hold 10,000 copies of their targets). */
+#define TOUCHED_MAX 4096
+
+/* Whether the next pass is a full one anyway: it drops what was touched, so nothing need be
+ * recorded (and nothing is, until it has run: the touch only makes sure it runs). */
+static bool full_pass_next(struct reconciler *r)
+{
+	return r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
+}
+
+static void touch(struct reconciler *r, struct hashmap *set, const char *key)
+{
+	if (!key)
+		return;
+	if (full_pass_next(r)) {
+		r->full_pass_due = true;
+		return;
+	}
+	if (hashmap_size(set) >= TOUCHED_MAX || !set_add(set, key)) {
+		/* Too many, or out of memory: nothing is missed. */
+		r->full_pass_due = true;
+		set_clear(r->touched_targets);
+		set_clear(r->touched_volumes);
+		set_clear(r->touched_devices);
+	}
+}
+
 void rec_touch_target(struct reconciler *r, const char *target)
 {
-	if (target && !set_add(r->touched_targets, target))
-		r->full_pass_due = true; /* out of memory: nothing is missed */
+	touch(r, r->touched_targets, target);
 }
 
 void rec_touch_volume(struct reconciler *r, const char *volume_name)
 {
-	if (volume_name && !set_add(r->touched_volumes, volume_name))
-		r->full_pass_due = true;
+	touch(r, r->touched_volumes, volume_name);
 }
 
 void rec_touch_device(struct reconciler *r, const char *volume_name)
 {
-	if (volume_name && !set_add(r->touched_devices, volume_name))
-		r->full_pass_due = true;
+	touch(r, r->touched_devices, volume_name);
 }
 
 void rec_want_full_pass(struct reconciler *r)
 {
 	r->full_pass_due = true;
+	set_clear(r->touched_targets);
+	set_clear(r->touched_volumes);
+	set_clear(r->touched_devices);
 }
 
 void rec_touch_key(struct reconciler *r, const char *key)
@@ -116,10 +144,17 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 	rec_touch_device(r, volume_name);
 }
 
+/* Set-ups were deferred and half of the operations in flight are done. */
+static bool deferred_due(struct reconciler *r)
+{
+	return r->setups_deferred && hashmap_size(r->inflight_pod) <= r->max_pod_ops / 2;
+}
+
 bool rec_pass_pending(struct reconciler *r)
 {
 	return r->full_pass_due || r->health_due || hashmap_size(r->touched_targets) ||
-	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices);
+	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices) ||
+	       deferred_due(r);
 }
 
 /* --- the holders index --- */
@@ -129,7 +164,6 @@ static void holders_free(struct vol_holders *h)
 	for (size_t i = 0; i < h->n; i++)
 		free(h->targets[i]);
 	free(h->targets);
-	free(h->name);
 	free(h);
 }
 
@@ -139,11 +173,13 @@ void rec_note_holder(struct reconciler *r, const char *volume_name, const char *
 	char *t;
 
 	if (!h) {
-		h = calloc(1, sizeof(*h));
-		if (!h || !(h->name = strdup(volume_name)) ||
-		    hashmap_put(r->holders, h->name, h) < 0) {
-			if (h)
-				free(h->name);
+		size_t n = strlen(volume_name) + 1;
+
+		h = calloc(1, sizeof(*h) + n);
+		if (!h)
+			goto lost;
+		memcpy(h->name, volume_name, n);
+		if (hashmap_put(r->holders, h->name, h) < 0) {
 			free(h);
 			goto lost;
 		}
@@ -393,7 +429,8 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
-		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
+		struct dsw_pod_volume *pv =
+			dsw_get_pod_volume_hashed(r->dsw, pm->target, pm->target_hash);
 		_cleanup_free_ char *key = key_for("health", pm->target);
 		struct volume_op *op;
 
@@ -450,7 +487,7 @@ static bool any_unverified(struct reconciler *r, struct pass_ctx *c)
 /* 1. Unmounts a pod mount no longer wanted (and checks one a restart found). */
 static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, struct pass_ctx *c)
 {
-	struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, pm->target);
+	struct dsw_pod_volume *pv = dsw_get_pod_volume_hashed(r->dsw, pm->target, pm->target_hash);
 	bool wanted;
 
 	c->keys++;
@@ -460,7 +497,7 @@ static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, stru
 		c->unverified++;
 		if (pv)
 			dsw_pod_volume_set_mounted(r->dsw, pv, false);
-		if (hashmap_get(r->inflight_pod, pm->target))
+		if (hashmap_get_hashed(r->inflight_pod, pm->target, pm->target_hash))
 			return;
 		if (pv)
 			queue_verify(r, pm, pv, &c->tail);
@@ -484,13 +521,17 @@ static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, st
 
 	c->keys++;
 	dsw_pod_volume_set_mounted(r->dsw, pv, false);
-	if (hashmap_get(r->inflight_pod, pv->target))
+	if (hashmap_get_hashed(r->inflight_pod, pv->target, pv->target_hash))
 		return;
 	b = rec_busy_get(r, vol->name, false);
 	if (b && (b->releasing || b->device_op))
 		return;
 	if (volume_held(r, vol->name, &releasing) && releasing)
 		return;
+	if (hashmap_size(r->inflight_pod) >= r->max_pod_ops) {
+		r->setups_deferred = true; /* a full pass once there is room */
+		return;
+	}
 	if (vol->uses_device) {
 		struct asw_device *d = asw_get_device(r->asw, vol->name);
 		if (d && d->broken)
@@ -551,7 +592,7 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
 		struct dsw_pod_volume *pv = v;
 		/* Mounted as wanted (step 1 just said so): nothing to look up. */
-		if (pv->mounted || asw_get_pod_mount(r->asw, pv->target))
+		if (pv->mounted || asw_get_pod_mount_hashed(r->asw, pv->target, pv->target_hash))
 			continue;
 		visit_pod_volume(r, pv, c);
 	}
@@ -647,8 +688,11 @@ void rec_pass(struct reconciler *r)
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	/* Until the startup reconstruction is complete, every pass is a full one. */
-	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
+	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete ||
+		 deferred_due(r);
 	r->full_pass_due = false;
+	if (c.full)
+		r->setups_deferred = false; /* each set-up still deferred says so again */
 	if (c.full)
 		full_pass(r, &c);
 	else

@@ -61,17 +61,9 @@ void rec_save_journal(struct reconciler *r, bool force)
 
 /* --- the mount table --- */
 
-/* A target a full read found changed: the whole-state sync follows, the pass visits it. */
-static void table_read_changed(const struct mount_table *t, const char *target, uint32_t hash,
-			       void *userdata)
-{
-	(void)t;
-	(void)hash;
-	rec_touch_target(userdata, target);
-}
-
-/* A target a mount event changed: only its part of the actual state is synced. */
-static void mount_event_changed(const struct mount_table *t, const char *target, uint32_t hash,
+/* A target a mount event or a full read changed: only its part of the actual state is
+ * synced. */
+static void table_changed(const struct mount_table *t, const char *target, uint32_t hash,
 				void *userdata)
 {
 	struct reconciler *r = userdata;
@@ -89,7 +81,7 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
 	/* The first read cannot say what changed since the agent last looked: all of it. */
 	bool first = mount_table_generation(r->table) == 0;
-	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_read_changed, r, err);
+	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_changed, r, err);
 
 	if (k < 0)
 		return k;
@@ -98,9 +90,12 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 	r->table_reads++;
 	/* Also what changed without a trace in the table: a mount an operation reported that
 	 * went again before the table showed it. */
-	asw_sync_with_table(r->asw, r->table, first ? NULL : state_changed, r);
-	if (first)
+	if (first) {
+		asw_sync_with_table(r->asw, r->table, NULL, r);
 		rec_want_full_pass(r);
+	} else {
+		asw_sync_changed(r->asw, r->table, state_changed, r);
+	}
 	return 0;
 }
 
@@ -108,7 +103,7 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
  * event queue that overflowed) make the table due for a full read. */
 static void dispatch_mount_monitor(struct reconciler *r)
 {
-	int k = mount_monitor_dispatch(r->monitor, r->table, mount_event_changed, r);
+	int k = mount_monitor_dispatch(r->monitor, r->table, table_changed, r);
 
 	if (!mount_monitor_has_events(r->monitor)) {
 		if (k > 0)
@@ -173,6 +168,8 @@ static void arm_timer(struct reconciler *r)
 	}
 	if (r->watchdog_interval_ms && r->last_watchdog_ms + r->watchdog_interval_ms < next)
 		next = r->last_watchdog_ms + r->watchdog_interval_ms;
+	if (rec_trim_deadline(r) < next)
+		next = rec_trim_deadline(r);
 	if (next <= now)
 		next = now + 1;
 	its.it_value.tv_sec = (time_t)(next / 1000);
@@ -339,6 +336,7 @@ static void *reconciler_main(void *arg)
 		requests_check_waiting(r);
 		rec_save_journal(r, false);
 		notify_systemd(r);
+		rec_trim_after_burst(r);
 
 		arm_timer(r);
 		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), -1);
@@ -386,7 +384,8 @@ static int watch_sources(struct reconciler *r)
 static int open_mount_table(struct reconciler *r, struct error_info *err)
 {
 	_cleanup_free_ char *root = realpath(r->root_dir, NULL), *kubelet = NULL;
-	const char *trees[2];
+	_cleanup_free_ char *lean0 = NULL, *lean1 = NULL;
+	const char *trees[2], *lean[2];
 	char reason[256] = "";
 	size_t n = 0;
 
@@ -398,10 +397,17 @@ static int open_mount_table(struct reconciler *r, struct error_info *err)
 	r->table = mount_table_new(trees, n);
 	if (!r->table)
 		return -ENOMEM;
+	/* Pod volume dirs (and CSI publish targets): only their target, IDs and flags are used. */
+	lean[0] = lean0 = strdup_printf("%s/pods", trees[0]);
+	if (n > 1)
+		lean[1] = lean1 = strdup_printf("%s/pods", trees[1]);
+	if (!lean0 || (n > 1 && !lean1) || mount_table_set_lean(r->table, lean, n) < 0)
+		return -ENOMEM;
 	r->monitor = mount_monitor_new(!r->cfg.mount_events_off, reason, sizeof(reason), err);
 	if (!r->monitor)
 		return err->code ? err->code : -ENOMEM;
 	mount_table_use_listmount(r->table, mount_monitor_has_events(r->monitor));
+	asw_set_table(r->asw, r->table);
 	log_info("mount table source", "source",
 		 mount_monitor_has_events(r->monitor) ? "mount events" : "libmount", "reason",
 		 reason);
@@ -444,6 +450,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
 	r->holders_incomplete = true;
+	r->max_pod_ops = REC_MAX_POD_OPS_IN_FLIGHT;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
 	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff || !r->inflight_pod ||
 	    !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
