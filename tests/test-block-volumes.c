@@ -475,22 +475,6 @@ static int csi_teardown(void **state)
 	return 0;
 }
 
-struct journal_has {
-	char path[700];
-	const char *text;
-};
-
-/* Whether the journal file has the text (a test_wait_until predicate). */
-static bool journal_has_text(void *arg)
-{
-	struct journal_has *jh = arg;
-	char *s = test_read_file(jh->path);
-	bool has = s && strstr(s, jh->text);
-
-	free(s);
-	return has;
-}
-
 #define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
@@ -565,12 +549,12 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	 * repeat would find the bind in place and keep it, the same mount ID, but log it as
 	 * set up: under a slow run that is what the log check below saw.) */
 	{
-		struct journal_has jh = { .text = t1 };
+		char journal[700];
 		int id_t1, id_held;
 		long off;
 
-		snprintf(jh.path, sizeof(jh.path), "%s/journal.json", e->f->state);
-		assert_true(test_wait_until(journal_has_text, &jh, WAIT_MS));
+		snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
+		assert_true(test_wait_file_text(journal, t1, true, WAIT_MS));
 		id_t1 = test_mount_id(t1);
 		id_held = test_mount_id(held);
 

@@ -116,22 +116,6 @@ static bool path_is_gone(const char *path)
 	return access(path, F_OK) < 0 && errno == ENOENT;
 }
 
-struct file_text {
-	char path[700];
-	const char *text;
-};
-
-/* Whether the file has the text (a test_wait_until predicate). */
-static bool file_has(void *arg)
-{
-	struct file_text *ft = arg;
-	char *s = test_read_file(ft->path);
-	bool has = s && strstr(s, ft->text);
-
-	free(s);
-	return has;
-}
-
 static dev_t st_rdev_of(const char *path)
 {
 	struct stat st;
@@ -171,7 +155,7 @@ static void test_readonly_block_publish(void **state)
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
 	char stg[700], t_ro[800], t_rw[800], ctx[200], calls[8192], sys[96], *out;
 	struct stat st;
-	struct file_text journal;
+	char journal[700];
 	dev_t ro_rdev;
 	long off;
 	int id;
@@ -212,9 +196,8 @@ static void test_readonly_block_publish(void **state)
 
 	/* Once the journal has it: SIGKILL and restart; kubelet publishes again: the read-only
 	 * bind is adopted, not made again. */
-	snprintf(journal.path, sizeof(journal.path), "%s/journal.json", e->f->state);
-	journal.text = t_ro;
-	assert_true(test_wait_until(file_has, &journal, 10000));
+	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
+	assert_true(test_wait_file_text(journal, t_ro, true, 10000));
 	id = test_mount_id(t_ro);
 	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
 	off = fixture_log_size(e->f);
@@ -390,7 +373,7 @@ static void test_publish_lost_by_journal_adopted(void **state)
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
 	char stg[700], t1[800], ctx[200], stage[4096], publish[4096], saved[800], *out, *old;
-	struct file_text journal;
+	char journal[700];
 	long off;
 	int id;
 
@@ -407,22 +390,20 @@ static void test_publish_lost_by_journal_adopted(void **state)
 		 ", \"volume_context\": %s}\n",
 		 stg, t1, ctx);
 	csi_env_start(e);
-	snprintf(journal.path, sizeof(journal.path), "%s/journal.json", e->f->state);
+	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
 
 	out = csi_env_call(e, stage);
 	assert_line(out, 0, "OK {}");
 	free(out);
-	journal.text = stg;
-	assert_true(test_wait_until(file_has, &journal, 10000));
-	old = test_read_file(journal.path);
+	assert_true(test_wait_file_text(journal, stg, true, 10000));
+	old = test_read_file(journal);
 	assert_non_null(old);
 	assert_null(strstr(old, t1));
 
 	out = csi_env_call(e, publish);
 	assert_line(out, 0, "OK {}");
 	free(out);
-	journal.text = t1;
-	assert_true(test_wait_until(file_has, &journal, 10000));
+	assert_true(test_wait_file_text(journal, t1, true, 10000));
 	id = test_mount_id(t1);
 	assert_true(id > 0);
 	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);

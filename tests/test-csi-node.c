@@ -1013,19 +1013,6 @@ static void test_call_running_past_grace_logged_once(void **state)
  * given a second target, it holds exactly the volumes kubelet left published, each with its
  * targets; a restart adopts every one without a remount, and the journal it writes still
  * holds them all. */
-struct journal_wait {
-	const char *path;
-	const char *text;
-	bool present;
-};
-
-static bool journal_has(void *arg)
-{
-	struct journal_wait *w = arg;
-	_cleanup_free_ char *j = test_read_file(w->path);
-
-	return j && (strstr(j, w->text) != NULL) == w->present;
-}
 
 /* Checks that the journal's csi list is volumes v<first>..v<last> with their targets: a second
  * one (pod "jpod2") for those below two_below. */
@@ -1087,8 +1074,6 @@ static void test_journal_keeps_every_entry(void **state)
 	/* Each round is in the journal before the next starts: several saves, each with the
 	 * entries of the rounds before it unchanged. */
 	for (int r = 0; r < ROUNDS; r++) {
-		struct journal_wait w = { journal, id, true };
-
 		calls[0] = '\0';
 		for (int i = r * PER_ROUND; i < (r + 1) * PER_ROUND; i++) {
 			snprintf(pv, sizeof(pv), "pv%d", i);
@@ -1106,7 +1091,7 @@ static void test_journal_keeps_every_entry(void **state)
 			assert_line(out, i, "OK {}");
 		free(out);
 		snprintf(id, sizeof(id), "\"volume_id\":\"v%d\"", (r + 1) * PER_ROUND - 1);
-		assert_true(test_wait_until(journal_has, &w, 5000));
+		assert_true(test_wait_file_text(journal, id, true, 5000));
 	}
 	/* Some go again: their entries leave the journal; some get a second target: their
 	 * entries change; the others stay as they were. */
@@ -1135,17 +1120,12 @@ static void test_journal_keeps_every_entry(void **state)
 	for (int i = 0; i < TWO; i++)
 		assert_line(out, i, "OK {}");
 	free(out);
-	{
-		struct journal_wait w = { journal, id, false };
-
-		snprintf(id, sizeof(id), "\"volume_id\":\"v%d\"", GONE - 1);
-		assert_true(test_wait_until(journal_has, &w, 5000));
-		snprintf(pv, sizeof(pv), "pv%d", TWO - 1);
-		csi_env_target(e, "jpod2", pv, tgt);
-		snprintf(id, sizeof(id), "\"target\":\"%s\"", tgt);
-		w.present = true;
-		assert_true(test_wait_until(journal_has, &w, 5000));
-	}
+	snprintf(id, sizeof(id), "\"volume_id\":\"v%d\"", GONE - 1);
+	assert_true(test_wait_file_text(journal, id, false, 5000));
+	snprintf(pv, sizeof(pv), "pv%d", TWO - 1);
+	csi_env_target(e, "jpod2", pv, tgt);
+	snprintf(id, sizeof(id), "\"target\":\"%s\"", tgt);
+	assert_true(test_wait_file_text(journal, id, true, 5000));
 	check_journal_csi(e, journal, GONE, N - 1, TWO);
 	for (int i = GONE; i < N; i++) {
 		snprintf(pv, sizeof(pv), "pv%d", i);

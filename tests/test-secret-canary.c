@@ -240,21 +240,6 @@ static bool socket_exists(void *path)
 	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-struct journal_has {
-	const char *path;
-	const char *text;
-};
-
-static bool journal_holds(void *arg)
-{
-	struct journal_has *j = arg;
-	char *s = test_read_file(j->path);
-	bool has = s && strstr(s, j->text);
-
-	free(s);
-	return has;
-}
-
 #define CAP_FLAGS                                                             \
 	"{\"mount\": {\"mount_flags\": [\"password=" CANARY_CSI_FLAG "\"]}, " \
 	"\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
@@ -289,13 +274,12 @@ static void csi_check(struct agent_fixture *f, const char *sock, const char *cal
 		      const char *journal_text, const char *volume, int n_ok)
 {
 	char journal[700], *out, *line;
-	struct journal_has jh = { journal, journal_text };
 	struct csi_call c;
 	int ok = 0, n = 0;
 
 	snprintf(journal, sizeof(journal), "%s/journal.json", f->state);
 	csi_start(f, sock, calls, &c);
-	assert_true(test_wait_until(journal_holds, &jh, WAIT_MS));
+	assert_true(test_wait_file_text(journal, journal_text, true, WAIT_MS));
 	assert_no_canary_anywhere(f, volume);
 
 	out = csi_finish(&c);

@@ -400,6 +400,29 @@ bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)
 	}
 }
 
+struct file_text {
+	const char *path;
+	const char *text;
+	bool present;
+};
+
+static bool file_text_is(void *arg)
+{
+	struct file_text *ft = arg;
+	char *s = test_read_file(ft->path);
+	bool has = s && strstr(s, ft->text);
+
+	free(s);
+	return has == ft->present;
+}
+
+bool test_wait_file_text(const char *path, const char *text, bool present, int timeout_ms)
+{
+	struct file_text ft = { path, text, present };
+
+	return test_wait_until(file_text_is, &ft, timeout_ms);
+}
+
 static struct libmnt_table *read_table(void)
 {
 	struct libmnt_table *tb = mnt_new_table();

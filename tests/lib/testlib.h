@@ -57,6 +57,9 @@ bool test_golden_matches(const char *expected_path, const char *actual);
 /* Polls pred every 10 ms until it is true or timeout_ms passed (times $TEST_TIME_SCALE, for
  * slow runs such as the agent under valgrind). */
 bool test_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
+/* Waits (as test_wait_until) until the file at path has text in it (present) or has not (a
+ * missing file has no text), e.g. the agent's journal after a coalesced save. */
+bool test_wait_file_text(const char *path, const char *text, bool present, int timeout_ms);
 
 /* Mount-table queries through libmount on a fresh read of /proc/self/mountinfo. */
 bool test_is_mountpoint(const char *path);
