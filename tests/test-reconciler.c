@@ -53,6 +53,7 @@ static struct {
 	char failing[512]; /* set_up / mount_device of the volume with this path fail */
 	unsigned delay_ms; /* every tear_down takes this long */
 	unsigned setup_delay_ms; /* every set_up takes this long */
+	unsigned check_delay_ms; /* every check_set_up takes this long */
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void fake_record(const char *op, const char *path)
@@ -92,6 +93,7 @@ static void fake_reset(void)
 	fake.failing[0] = '\0';
 	fake.delay_ms = 0;
 	fake.setup_delay_ms = 0;
+	fake.check_delay_ms = 0;
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -205,7 +207,14 @@ static int fake_tear_down_at(const char *volume_name, const char *pod_uid, const
 static int fake_check_set_up(const struct volume_mounter *m, const char *target,
 			     struct error_info *err)
 {
+	unsigned delay;
+
 	fake_record("check_set_up", volume_spec_get(m->spec, "path"));
+	pthread_mutex_lock(&fake.lock);
+	delay = fake.check_delay_ms;
+	pthread_mutex_unlock(&fake.lock);
+	if (delay)
+		usleep(delay * 1000);
 	return mnt_util_is_mount_root(target) == 1;
 }
 
@@ -876,6 +885,60 @@ static bool passes_above(void *arg)
 	return probe(a->f, NULL, NULL).passes > a->passes;
 }
 
+static bool probe_ready(void *arg)
+{
+	return probe(arg, NULL, NULL).ready;
+}
+
+/* A restart with 300 pod mounts, each verify slow enough that the results come back to the
+ * reconciler in many batches: a result
+ * that adopts a mount causes no pass of its own (it used to be a full pass each), the full
+ * pass that makes the agent ready follows the last one, and every mount is adopted as it
+ * was (no set-up, same mount IDs). */
+static void test_restart_verifies_without_full_pass_each(void **state)
+{
+	enum { N = 300 };
+	struct fix *f = *state;
+	char src[600], t0[600], tn[600], vol[620], name[32];
+	int id0, idn;
+	struct probe p;
+
+	assert_int_equal(rec_start(f), 0);
+	mount_pods(f, N);
+	target_of(f, "pod-0", "v", t0, sizeof(t0));
+	snprintf(name, sizeof(name), "pod-%d", N - 1);
+	target_of(f, name, "v", tn, sizeof(tn));
+	id0 = test_mount_id(t0);
+	idn = test_mount_id(tn);
+	assert_true(id0 > 0 && idn > 0);
+
+	f->r = reconciler_free(f->r);
+	fake_reset();
+	pthread_mutex_lock(&fake.lock);
+	fake.check_delay_ms = 2;
+	pthread_mutex_unlock(&fake.lock);
+	assert_int_equal(rec_start(f), 0);
+	assert_true(test_wait_until(probe_ready, f, scaled(10000)));
+	p = probe(f, NULL, NULL);
+	print_message("passes up to ready: %lu (full %lu)\n", p.passes, p.full_passes);
+	assert_true(p.passes <= 6);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "src-%d", i);
+		snprintf(src, sizeof(src), "%s/%s", f->dir, name);
+		assert_int_equal(fake_count("check_set_up", src), 1);
+		snprintf(vol, sizeof(vol), "fake:%s", src);
+		snprintf(name, sizeof(name), "pod-%d", i);
+		target_of(f, name, "v", tn, sizeof(tn));
+		p = probe(f, tn, vol);
+		assert_true(p.mounted);
+	}
+	wait_two_passes(f);
+	assert_int_equal(fake_count("set_up", NULL), 0);
+	assert_int_equal(fake_count("tear_down", NULL), 0);
+	assert_int_equal(test_mount_id(t0), id0);
+	assert_int_equal(test_mount_id(tn), idn);
+}
+
 /* A health tick (idle CPU at 10,000 volumes) queues the checks through an incremental pass:
  * with 20 pod volumes mounted and nothing changing, the ticks cause passes, none of them full
  * and none visiting every volume. */
@@ -1311,6 +1374,8 @@ int main(void)
 		BOTH_KINDS(test_vanished_mount_dropped_fallback),
 		BOTH_KINDS(test_setups_in_flight_are_bounded),
 		cmocka_unit_test_setup_teardown(test_reconstruction_adopts_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_verifies_without_full_pass_each, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_table_unreadable_at_start_is_returned_not_logged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_table_unreadable_while_running_logged_once,

@@ -84,6 +84,7 @@ struct reconciler {
 	uint64_t last_op_done_ms;
 	unsigned long ops_failed;
 	bool ready;
+	size_t startup_verifies;	/* VERIFYs of the startup reconstruction in flight */
 	unsigned long adopted_at_start; /* mounts verified before ready (one summary line) */
 	uint64_t last_refresh_ms;
 	uint64_t last_resync_ms;

@@ -120,6 +120,8 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 		if (hashmap_get(r->inflight_dev, op->volume_name) == op)
 			hashmap_remove(r->inflight_dev, op->volume_name);
 	} else {
+		if (op->kind == VOLUME_OP_VERIFY && op->startup && r->startup_verifies)
+			r->startup_verifies--;
 		hashmap_remove(r->inflight_pod, op->target);
 		if (b) {
 			b->pod_ops--;
@@ -243,6 +245,11 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 {
 	bool device = op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE;
 
+	/* A start-up mount verified as ours (its result is in the state already), with more
+	 * verifies in flight: nothing to do until the last is done, then a full pass. */
+	if (op->kind == VOLUME_OP_VERIFY && op->startup && op->verified && op->result >= 0 &&
+	    r->startup_verifies && !r->ready)
+		return;
 	rec_touch_target(r, op->target);
 	/* A mount nobody verified may have been another pod's, seen at a path it held only for
 	 * a moment (its pod dir renamed and back: no mount event says so); the state learned

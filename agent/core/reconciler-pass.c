@@ -83,7 +83,8 @@ static void swap_maps(struct hashmap **a, struct hashmap **b)
  * recorded (and nothing is, until it has run: the touch only makes sure it runs). */
 static bool full_pass_next(struct reconciler *r)
 {
-	return r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete;
+	return r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies) ||
+	       r->holders_incomplete;
 }
 
 static void touch(struct reconciler *r, struct hashmap *set, const char *key)
@@ -322,6 +323,8 @@ static void queue_verify(struct reconciler *r, const struct asw_pod_mount *pm,
 	op->read_only = pv->read_only;
 	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
 	op->startup = !r->ready;
+	if (op->startup)
+		r->startup_verifies++;
 	rec_op_start(r, op, tail);
 }
 
@@ -687,9 +690,12 @@ void rec_pass(struct reconciler *r)
 	bool became_ready = false;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	/* Until the startup reconstruction is complete, every pass is a full one. */
-	c.full = r->full_pass_due || r->always_full || !r->ready || r->holders_incomplete ||
-		 deferred_due(r);
+	/* Until the startup reconstruction is complete, every pass is a full one, except while
+	 * its verifies are in flight: then a pass looks only at what was touched (a verify that
+	 * adopts a mount touches nothing), and the full pass that can make the agent ready
+	 * follows the last of them. */
+	c.full = r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies) ||
+		 r->holders_incomplete || deferred_due(r);
 	r->full_pass_due = false;
 	if (c.full)
 		r->setups_deferred = false; /* each set-up still deferred says so again */
