@@ -19,7 +19,7 @@ struct slot {
 struct hashmap {
 	struct slot *slots;
 	uint32_t *hashes;
-	size_t cap;  /* a power of two, 2^bits */
+	size_t cap; /* a power of two, 2^bits */
 	unsigned bits;
 	size_t size; /* entries */
 	size_t used; /* entries and tombstones */

@@ -413,7 +413,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_startup_logs_one_summary_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_startup_logs_one_summary_line, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_pods_deleted_while_down_are_unmounted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stale_pod_dirs_removed_after_restart, setup,

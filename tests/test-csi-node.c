@@ -1081,7 +1081,8 @@ static void test_journal_keeps_every_entry(void **state)
 			snprintf(one, sizeof(one),
 				 "Node/NodePublishVolume {\"volume_id\": \"v%d\", \"target_path\": "
 				 "\"%s\", \"staging_target_path\": \"%s/jst%d\", "
-				 "\"volume_capability\": " CAP_MULTI ", \"volume_context\": {\"type\": "
+				 "\"volume_capability\": " CAP_MULTI
+				 ", \"volume_context\": {\"type\": "
 				 "\"local\", \"path\": \"%s\"}}\n",
 				 i, tgt, e->kubelet, i, src);
 			strcat(calls, one);

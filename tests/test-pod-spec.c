@@ -188,7 +188,8 @@ static void test_parse_at_and_odd_files(void **state)
 	assert_non_null(strstr(err_msg(&err), "line 2 column"));
 
 	close(dfd);
-	for (const char *n = "ok.json\0fifo.json\0big.json\0syntax.json\0"; *n; n += strlen(n) + 1) {
+	for (const char *n = "ok.json\0fifo.json\0big.json\0syntax.json\0"; *n;
+	     n += strlen(n) + 1) {
 		snprintf(path, sizeof(path), "%s/%s", dir, n);
 		unlink(path);
 	}
@@ -236,8 +237,10 @@ static void test_same_source_same_id(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_files),	    cmocka_unit_test(test_bad_files),
-		cmocka_unit_test(test_missing_file),	    cmocka_unit_test(test_volume_names),
+		cmocka_unit_test(test_good_files),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_volume_names),
 		cmocka_unit_test(test_same_source_same_id),
 		cmocka_unit_test(test_parse_at_and_odd_files),
 	};

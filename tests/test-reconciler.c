@@ -50,8 +50,8 @@ static struct {
 	pthread_mutex_t lock;
 	struct fake_event events[FAKE_MAX_EVENTS];
 	unsigned n;
-	char failing[512]; /* set_up / mount_device of the volume with this path fail */
-	unsigned delay_ms; /* every tear_down takes this long */
+	char failing[512];	 /* set_up / mount_device of the volume with this path fail */
+	unsigned delay_ms;	 /* every tear_down takes this long */
 	unsigned setup_delay_ms; /* every set_up takes this long */
 	unsigned check_delay_ms; /* every check_set_up takes this long */
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -897,7 +897,9 @@ static bool probe_ready(void *arg)
  * was (no set-up, same mount IDs). */
 static void test_restart_verifies_without_full_pass_each(void **state)
 {
-	enum { N = 300 };
+	enum {
+		N = 300
+	};
 	struct fix *f = *state;
 	char src[600], t0[600], tn[600], vol[620], name[32];
 	int id0, idn;

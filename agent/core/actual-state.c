@@ -22,7 +22,7 @@ struct actual_state {
 	 * target.  A full read syncs these (and the targets it reports changed), not every
 	 * record: elsewhere the state agrees with the table, which reports every change. */
 	struct hashmap *pending;
-	bool pending_lost; /* out of memory: the next full read syncs every record */
+	bool pending_lost;		 /* out of memory: the next full read syncs every record */
 	const struct mount_table *table; /* to tell whether a new record agrees with it */
 };
 
@@ -106,8 +106,7 @@ static void pending_clear(struct actual_state *a)
 
 /* Whether the table shows pm's own mount at its target (then any later change of it is
  * reported by the table, and the record needs no full read). */
-static bool table_shows(const struct actual_state *a, const struct asw_pod_mount *pm,
-			uint32_t hash)
+static bool table_shows(const struct actual_state *a, const struct asw_pod_mount *pm, uint32_t hash)
 {
 	const struct mount_info *mi;
 
@@ -431,7 +430,8 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 	/* Pod mounts the table no longer shows. */
 	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
-		const struct mount_info *mi = mount_table_get_hashed(t, pm->target, pm->target_hash);
+		const struct mount_info *mi =
+			mount_table_get_hashed(t, pm->target, pm->target_hash);
 
 		if (pm->learned_gen >= gen) {
 			pending_add(a, pm->target, pm->target_hash);

@@ -422,8 +422,8 @@ struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const c
 	return hashmap_get(d->pod_volumes, target);
 }
 
-struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d,
-						 const char *target, uint32_t hash)
+struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d, const char *target,
+						 uint32_t hash)
 {
 	return hashmap_get_hashed(d->pod_volumes, target, hash);
 }

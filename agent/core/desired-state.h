@@ -36,11 +36,11 @@ struct dsw_volume {
 
 /* target, pod_uid and outer_name live in the same allocation. */
 struct dsw_pod_volume {
-	const char *target; /* the pod volume directory; the key */
+	const char *target;   /* the pod volume directory; the key */
 	uint32_t target_hash; /* hashmap_hash(target) */
 	const char *pod_uid;
 	const char *outer_name; /* the volume's name in the pod */
-	bool read_only;	  /* pod-level readOnly or the source's */
+	bool read_only;		/* pod-level readOnly or the source's */
 	struct dsw_volume *volume;
 	bool csi;	   /* from NodePublish: target is below the kubelet root */
 	char *fingerprint; /* CSI: what NodePublish asked */
@@ -91,8 +91,8 @@ int dsw_csi_unpublish(struct desired_state *d, const char *target);
 struct dsw_volume *dsw_get_volume(const struct desired_state *d, const char *name);
 struct dsw_pod_volume *dsw_get_pod_volume(const struct desired_state *d, const char *target);
 /* The same with hash = hashmap_hash(target) computed once by the caller. */
-struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d,
-						 const char *target, uint32_t hash);
+struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d, const char *target,
+						 uint32_t hash);
 const struct hashmap *dsw_volumes(const struct desired_state *d);
 const struct hashmap *dsw_pod_volumes(const struct desired_state *d);
 size_t dsw_pod_count(const struct desired_state *d);

@@ -365,7 +365,6 @@ struct diff_ctx {
 	bool unread; /* a mount went before it could be read */
 };
 
-
 static int diff_cb(uint64_t id, bool added, void *userdata)
 {
 	struct diff_ctx *c = userdata;

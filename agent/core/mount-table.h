@@ -27,12 +27,12 @@ struct mount_info {
 	const char *target;
 	const char *fstype;
 	const char *source;
-	const char *root;     /* the path inside the filesystem that is mounted here */
-	uint64_t mnt_id;      /* the key: the 64-bit unique ID (events), else id */
-	uint64_t parent_id;   /* the parent's, in the same space as mnt_id */
+	const char *root;   /* the path inside the filesystem that is mounted here */
+	uint64_t mnt_id;    /* the key: the 64-bit unique ID (events), else id */
+	uint64_t parent_id; /* the parent's, in the same space as mnt_id */
 	dev_t devno;
-	int id;		      /* mountinfo's (reusable, 32-bit) mount ID */
-	uint32_t target_hash; /* hashmap_hash(target), computed once */
+	int id;		       /* mountinfo's (reusable, 32-bit) mount ID */
+	uint32_t target_hash;  /* hashmap_hash(target), computed once */
 	unsigned stacked : 31; /* how many mounts share this target (the index keeps the top) */
 	bool read_only : 1;    /* the mount's own (VFS) read-only flag */
 	/* private to mount-table.c */

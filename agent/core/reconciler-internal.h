@@ -109,12 +109,12 @@ struct reconciler {
 	bool call_done;
 	char *kubelet_root; /* NULL when CSI is off */
 
-	uint64_t started_ms;	  /* for the uptime in status */
-	uint64_t csi_save_due_ms; /* CSI entries changed: save by then (0: clean) */
+	uint64_t started_ms;	    /* for the uptime in status */
+	uint64_t csi_save_due_ms;   /* CSI entries changed: save by then (0: clean) */
 	struct hashmap *csi_export; /* reconciler-requests.c: each CSI volume's journal entry */
 	unsigned csi_export_gen;
-	char journal_error[256];  /* the last save problem, "" when healthy */
-	char journal_note[512];	  /* what startup found wrong with it, or "" */
+	char journal_error[256]; /* the last save problem, "" when healthy */
+	char journal_note[512];	 /* what startup found wrong with it, or "" */
 };
 
 /* reconciler-ops.c */

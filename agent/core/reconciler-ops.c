@@ -332,7 +332,8 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			if (!r->ready) {
 				r->adopted_at_start++;
 				log_debug("reconcile", "adopted existing mount", "volume",
-					  op->volume_name, "pod", op->pod_uid, "target", op->target);
+					  op->volume_name, "pod", op->pod_uid, "target",
+					  op->target);
 			} else {
 				log_info("adopted existing mount", "volume", op->volume_name, "pod",
 					 op->pod_uid, "target", op->target);

@@ -716,7 +716,8 @@ static char *export_key(const struct dsw_volume *vol)
 		return NULL; /* key_add freed it */
 	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
 		const char *t[] = { pv->target, pv->pod_uid, pv->outer_name,
-				    pv->read_only ? "ro" : "rw", pv->fingerprint ? pv->fingerprint : "" };
+				    pv->read_only ? "ro" : "rw",
+				    pv->fingerprint ? pv->fingerprint : "" };
 
 		if (pv->csi && (!key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(t), t) ||
 				!key_add(&buf, &len, &size, '\x1e', 1, (const char *[]){ "" })))

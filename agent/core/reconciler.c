@@ -64,7 +64,7 @@ void rec_save_journal(struct reconciler *r, bool force)
 /* A target a mount event or a full read changed: only its part of the actual state is
  * synced. */
 static void table_changed(const struct mount_table *t, const char *target, uint32_t hash,
-				void *userdata)
+			  void *userdata)
 {
 	struct reconciler *r = userdata;
 

@@ -171,7 +171,7 @@ static void remove_target_dir(const struct volume_op *op, bool file)
 static int record_mount_id(struct volume_op *op, const struct opened_target *t)
 {
 	int r = t && t->parent_fd >= 0 ? mnt_util_mount_id_at(t->parent_fd, t->name, &op->mount_id)
-				      : mnt_util_mount_id(op->target, &op->mount_id);
+				       : mnt_util_mount_id(op->target, &op->mount_id);
 
 	if (r < 0)
 		return err_set(&op->err, r, "%s: cannot read its mount id: %s", op->target,

@@ -43,13 +43,13 @@ struct volume_op {
 	/* results */
 	int result; /* 0 or -errno */
 	struct error_info err;
-	int mount_id;	  /* of the new mount, SET_UP and MOUNT_DEVICE */
+	int mount_id;	     /* of the new mount, SET_UP and MOUNT_DEVICE */
 	bool found_in_place; /* SET_UP: the mount was already there (nothing was done) */
-	bool verified;	  /* VERIFY: the target holds this volume */
-	bool broken;	  /* CHECK_HEALTH: the mount must be healed */
-	char content[32]; /* MOUNT_DEVICE of a raw block volume: what the device carries (a
+	bool verified;	     /* VERIFY: the target holds this volume */
+	bool broken;	     /* CHECK_HEALTH: the mount must be healed */
+	char content[32];    /* MOUNT_DEVICE of a raw block volume: what the device carries (a
 			   * filesystem or partition table type), "" when blank; logged */
-	bool detached;	  /* MOUNT_DEVICE: an attachment from before a restart
+	bool detached;	     /* MOUNT_DEVICE: an attachment from before a restart
 					 * failed and was released; attach again next time */
 	uint64_t duration_ms;
 };

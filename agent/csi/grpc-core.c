@@ -557,8 +557,8 @@ static void call_finished(struct gcore *g, struct gcore_call *c)
 static void run_queue(struct gcore *g, grpc_completion_queue *cq)
 {
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
-							   NULL);
+		grpc_event ev =
+			grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 		struct gcore_call *c;
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)

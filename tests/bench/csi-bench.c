@@ -127,7 +127,8 @@ static void *method_handle(enum rpc rpc)
 {
 	if (registered_on != channel) {
 		for (size_t i = 0; i < sizeof(registered) / sizeof(registered[0]); i++)
-			registered[i] = grpc_channel_register_call(channel, rpc_method[i], NULL, NULL);
+			registered[i] =
+				grpc_channel_register_call(channel, rpc_method[i], NULL, NULL);
 		registered_on = channel;
 	}
 	return registered[rpc];
