@@ -32,7 +32,6 @@
 #include "testlib.h"
 
 #define WAIT_MS 20000
-#define CHUNK 65536
 
 static int setup(void **state)
 {
@@ -111,22 +110,22 @@ static bool path_is_gone(void *path)
 	return access(path, F_OK) < 0 && errno == ENOENT;
 }
 
-/* Writes CHUNK bytes of pattern c at offset 1 MiB through path with dd oflag=direct. */
+/* Writes TEST_BLOCK_CHUNK bytes of pattern c at offset 1 MiB through path with dd oflag=direct. */
 static void dd_write(const struct agent_fixture *f, const char *path, char c)
 {
 	char src[600], of[700];
-	char *buf = malloc(CHUNK);
+	char *buf = malloc(TEST_BLOCK_CHUNK);
 	const char *argv[] = { "dd",	      NULL,	 NULL,		 "bs=65536",
 			       "count=1",     "seek=16", "oflag=direct", "conv=notrunc,fsync",
 			       "status=none", NULL };
 
 	assert_non_null(buf);
-	memset(buf, c, CHUNK);
+	memset(buf, c, TEST_BLOCK_CHUNK);
 	snprintf(src, sizeof(src), "%s/pattern", f->dir);
 	{
 		FILE *fp = fopen(src, "w");
 		assert_non_null(fp);
-		assert_int_equal(fwrite(buf, 1, CHUNK, fp), CHUNK);
+		assert_int_equal(fwrite(buf, 1, TEST_BLOCK_CHUNK, fp), TEST_BLOCK_CHUNK);
 		fclose(fp);
 	}
 	free(buf);
@@ -138,26 +137,6 @@ static void dd_write(const struct agent_fixture *f, const char *path, char c)
 		argv[2] = of;
 		assert_int_equal(test_run(argv), 0);
 	}
-}
-
-/* Reads CHUNK bytes at offset 1 MiB of path with O_DIRECT; whether each is c. */
-static bool direct_read_is(const char *path, char c)
-{
-	void *buf = NULL;
-	bool ok = true;
-	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-
-	if (fd < 0 || posix_memalign(&buf, 4096, CHUNK) != 0) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
-	ok = pread(fd, buf, CHUNK, 16 * CHUNK) == CHUNK;
-	for (size_t i = 0; ok && i < CHUNK; i++)
-		ok = ((char *)buf)[i] == c;
-	free(buf);
-	close(fd);
-	return ok;
 }
 
 static void test_pod_spec_volume_mode(void **state)
@@ -234,8 +213,8 @@ static void test_block_volume_dd_survives_remove_and_readd(void **state)
 	}
 
 	dd_write(f, target, 'A');
-	assert_true(direct_read_is(dev, 'A'));
-	assert_true(direct_read_is(target, 'A'));
+	assert_true(test_direct_read_is(dev, 'A'));
+	assert_true(test_direct_read_is(target, 'A'));
 
 	/* The pod goes: its file and the held device go, the bytes stay on the device. */
 	assert_int_equal(fixture_remove_pod(f, "b.json"), 0);
@@ -246,14 +225,14 @@ static void test_block_volume_dd_survives_remove_and_readd(void **state)
 	snprintf(heldir, sizeof(heldir), "%s", held);
 	*strrchr(heldir, '/') = '\0';
 	assert_true(test_wait_until(path_is_gone, heldir, WAIT_MS));
-	assert_true(direct_read_is(dev, 'A'));
+	assert_true(test_direct_read_is(dev, 'A'));
 
 	/* Back again: the same bytes through the pod's file. */
 	assert_int_equal(write_block_pod(f, "b.json", "pod-b", dev, "Block", false), 0);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
-	assert_true(direct_read_is(target, 'A'));
+	assert_true(test_direct_read_is(target, 'A'));
 	dd_write(f, target, 'B');
-	assert_true(direct_read_is(dev, 'B'));
+	assert_true(test_direct_read_is(dev, 'B'));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -274,10 +253,10 @@ static void test_read_only_block_volume(void **state)
 	pod_dev(f, "pod-r", "raw", target);
 	assert_true(fixture_wait_pod_state(f, target, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(target));
-	assert_true(direct_read_is(target, 'R'));
+	assert_true(test_direct_read_is(target, 'R'));
 	assert_block_write_refused(target);
 	dd_write(f, dev, 'S');
-	assert_true(direct_read_is(dev, 'S'));
+	assert_true(test_direct_read_is(dev, 'S'));
 
 	/* Where the kernel enforces it (a read-only device: a loop made read-only with
 	 * BLKROSET, as rbd maps read-only), a write through the pod's file is refused. */
@@ -318,8 +297,8 @@ static void test_reader_and_writer_share_a_device(void **state)
 	pod_dev(f, "pod-w", "raw", tw);
 	assert_true(fixture_wait_pod_state(f, tw, "mounted", 0, WAIT_MS));
 	dd_write(f, tw, 'W');
-	assert_true(direct_read_is(dev, 'W'));
-	assert_true(direct_read_is(tr, 'W'));
+	assert_true(test_direct_read_is(dev, 'W'));
+	assert_true(test_direct_read_is(tr, 'W'));
 	assert_block_write_refused(tr);
 	assert_int_equal(stat(tr, &st), 0);
 	assert_int_equal(stat(dev, &sd), 0);
@@ -334,7 +313,7 @@ static void test_reader_and_writer_share_a_device(void **state)
 	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
 	assert_true(test_wait_until(path_is_gone, tr, WAIT_MS));
 	assert_true(test_wait_until(path_is_gone, sys, WAIT_MS));
-	assert_true(direct_read_is(dev, 'W'));
+	assert_true(test_direct_read_is(dev, 'W'));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -357,7 +336,7 @@ static void test_move_between_pods_unmaps_first(void **state)
 	assert_int_equal(write_block_pod(f, "app.json", "pod-b", dev, "Block", false), 0);
 	assert_true(fixture_wait_mounted(tb, WAIT_MS));
 	assert_true(test_wait_until(path_is_gone, ta, WAIT_MS));
-	assert_true(direct_read_is(tb, 'M'));
+	assert_true(test_direct_read_is(tb, 'M'));
 	/* The log is written by the one reconciler thread in the order it learned of each
 	 * result: pod-b's bind was started only after pod-a's was undone. */
 	unmapped_a = fixture_log_find(f, "msg=\"volume unmounted\"",
@@ -446,7 +425,7 @@ static void test_sigkill_restart_adopts(void **state)
 	assert_int_equal(test_mount_id(held), id_held);
 	assert_int_equal(test_count_mounts_under(f->root), 2);
 	assert_false(fixture_wait_log_after(f, off, "msg=\"volume mounted\"", 200));
-	assert_true(direct_read_is(target, 'K'));
+	assert_true(test_direct_read_is(target, 'K'));
 
 	/* And the restarted agent releases it as any other. */
 	assert_int_equal(fixture_remove_pod(f, "k.json"), 0);
@@ -459,19 +438,13 @@ static void test_sigkill_restart_adopts(void **state)
 
 static int csi_setup(void **state)
 {
-	struct csi_env *e = calloc(1, sizeof(*e));
-
-	csi_env_init(e, fixture_new("blockcsi"));
-	*state = e;
+	*state = csi_env_new("blockcsi");
 	return 0;
 }
 
 static int csi_teardown(void **state)
 {
-	struct csi_env *e = *state;
-
-	fixture_free(e->f);
-	free(e);
+	csi_env_free(*state);
 	return 0;
 }
 
@@ -541,7 +514,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	assert_false(test_is_mountpoint(stg));
 	assert_false(test_is_mountpoint(t2));
 	dd_write(e->f, t1, 'C');
-	assert_true(direct_read_is(dev, 'C'));
+	assert_true(test_direct_read_is(dev, 'C'));
 
 	/* SIGKILL and restart once the journal (saved a moment after each call) has the
 	 * publish; kubelet stages and publishes again (as it does after a driver restart):
@@ -608,7 +581,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	assert_true(path_is_gone(held));
 	assert_int_equal(access(stg, F_OK), 0);
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_true(direct_read_is(dev, 'C'));
+	assert_true(test_direct_read_is(dev, 'C'));
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 

@@ -30,7 +30,6 @@
 #include "csi-env.h"
 #include "testlib.h"
 
-#define CHUNK 65536
 #define CAP_BLOCK_MULTI "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_MULTI_WRITER\"}}"
 #define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_XFS \
@@ -38,19 +37,13 @@
 
 static int csi_setup(void **state)
 {
-	struct csi_env *e = calloc(1, sizeof(*e));
-
-	csi_env_init(e, fixture_new("csiblock"));
-	*state = e;
+	*state = csi_env_new("csiblock");
 	return 0;
 }
 
 static int csi_teardown(void **state)
 {
-	struct csi_env *e = *state;
-
-	fixture_free(e->f);
-	free(e);
+	csi_env_free(*state);
 	return 0;
 }
 
@@ -64,44 +57,6 @@ static void block_paths(struct csi_env *e, const char *pv, const char *uid, char
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, target, NULL }), 0);
 	strcat(target, "/");
 	strcat(target, uid);
-}
-
-/* Writes CHUNK bytes of c at offset 16 * CHUNK of path with O_DIRECT; returns 0 or -errno
- * (of the open or of the write). */
-static int direct_write(const char *path, char c)
-{
-	void *buf = NULL;
-	int fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	assert_int_equal(posix_memalign(&buf, 4096, CHUNK), 0);
-	memset(buf, c, CHUNK);
-	if (pwrite(fd, buf, CHUNK, 16 * CHUNK) != CHUNK)
-		r = -errno;
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	free(buf);
-	close(fd);
-	return r;
-}
-
-/* Reads CHUNK bytes at offset 16 * CHUNK of path with O_DIRECT; whether each is c. */
-static bool direct_read_is(const char *path, char c)
-{
-	void *buf = NULL;
-	bool ok;
-	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	assert_int_equal(posix_memalign(&buf, 4096, CHUNK), 0);
-	ok = pread(fd, buf, CHUNK, 16 * CHUNK) == CHUNK;
-	for (size_t i = 0; ok && i < CHUNK; i++)
-		ok = ((char *)buf)[i] == c;
-	free(buf);
-	close(fd);
-	return ok;
 }
 
 static bool is_block_node(const char *path)
@@ -164,7 +119,7 @@ static void test_readonly_block_publish(void **state)
 	block_paths(e, "pv-ro", "pod-r", stg, t_ro);
 	block_paths(e, "pv-ro", "pod-w", stg, t_rw);
 	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
-	assert_int_equal(direct_write(dev, 'A'), 0);
+	assert_int_equal(test_direct_write(dev, 'A'), 0);
 	csi_env_start(e);
 
 	snprintf(calls, sizeof(calls),
@@ -188,9 +143,9 @@ static void test_readonly_block_publish(void **state)
 	assert_true(is_block_node(t_ro));
 	assert_true(test_is_mountpoint(t_ro));
 	assert_true(test_mount_is_ro(t_ro));
-	assert_true(direct_read_is(t_ro, 'A'));
+	assert_true(test_direct_read_is(t_ro, 'A'));
 	assert_block_write_refused(t_ro);
-	assert_true(direct_read_is(dev, 'A'));
+	assert_true(test_direct_read_is(dev, 'A'));
 	assert_true(stat(t_ro, &st) == 0);
 	ro_rdev = st.st_rdev;
 
@@ -220,8 +175,8 @@ static void test_readonly_block_publish(void **state)
 	assert_line(out, 0, "OK {}");
 	free(out);
 	assert_false(test_mount_is_ro(t_rw));
-	assert_int_equal(direct_write(t_rw, 'B'), 0);
-	assert_true(direct_read_is(dev, 'B'));
+	assert_int_equal(test_direct_write(t_rw, 'B'), 0);
+	assert_true(test_direct_read_is(dev, 'B'));
 	/* The read-only file still refuses writes with a writer beside it. */
 	assert_block_write_refused(t_ro);
 
@@ -243,8 +198,8 @@ static void test_readonly_block_publish(void **state)
 		assert_true(path_is_gone(sys));
 	}
 	assert_true(test_is_mountpoint(t_rw));
-	assert_int_equal(direct_write(t_rw, 'C'), 0);
-	assert_true(direct_read_is(dev, 'C'));
+	assert_int_equal(test_direct_write(t_rw, 'C'), 0);
+	assert_true(test_direct_read_is(dev, 'C'));
 
 	/* And the rest goes: no mount is left under kubelet's dir, the bytes stay. */
 	snprintf(calls, sizeof(calls),
@@ -257,7 +212,7 @@ static void test_readonly_block_publish(void **state)
 	free(out);
 	assert_true(path_is_gone(t_rw));
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_true(direct_read_is(dev, 'C'));
+	assert_true(test_direct_read_is(dev, 'C'));
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 

@@ -33,10 +33,7 @@
 
 static int setup(void **state)
 {
-	struct csi_env *e = calloc(1, sizeof(*e));
-
-	csi_env_init(e, fixture_new("csinode"));
-	*state = e;
+	*state = csi_env_new("csinode");
 	return 0;
 }
 
@@ -44,14 +41,10 @@ static void hang_teardown_release(void);
 
 static int teardown(void **state)
 {
-	struct csi_env *e = *state;
-
 	hang_teardown_release();
 	unsetenv("CSI_ENDPOINT"); /* also when a test that set it failed */
 	unsetenv("VOLAGENT_DEBUG");
-
-	fixture_free(e->f);
-	free(e);
+	csi_env_free(*state);
 	return 0;
 }
 

@@ -809,8 +809,6 @@ static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol,
 json_t *requests_export_csi(struct reconciler *r)
 {
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	struct csi_export **gone;
-	size_t n_gone = 0;
 	json_t *volumes;
 	void *v;
 
@@ -836,18 +834,15 @@ json_t *requests_export_csi(struct reconciler *r)
 			return NULL;
 		}
 	}
-	/* Forget the volumes that are gone: listed first, as the map cannot change while it is
-	 * walked.  Without memory for the list they stay until the next export. */
-	if (hashmap_size(r->csi_export) == json_array_size(volumes))
-		return volumes;
-	gone = calloc(hashmap_size(r->csi_export), sizeof(*gone));
+	/* Forget the volumes that are gone (removing the entry just returned is allowed). */
 	it = HASHMAP_ITER_INIT;
-	while (gone && hashmap_iterate(r->csi_export, &it, &v, NULL))
-		if (((struct csi_export *)v)->gen != r->csi_export_gen)
-			gone[n_gone++] = v;
-	for (size_t i = 0; i < n_gone; i++)
-		csi_export_free(hashmap_remove(r->csi_export, gone[i]->name));
-	free(gone);
+	while (hashmap_size(r->csi_export) > json_array_size(volumes) &&
+	       hashmap_iterate(r->csi_export, &it, &v, NULL)) {
+		struct csi_export *x = v;
+
+		if (x->gen != r->csi_export_gen)
+			csi_export_free(hashmap_remove(r->csi_export, x->name));
+	}
 	return volumes;
 }
 

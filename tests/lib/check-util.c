@@ -44,3 +44,38 @@ void assert_block_write_refused(const char *path)
 		assert_true(errno == EROFS || errno == EACCES);
 	}
 }
+
+int test_direct_write(const char *path, char c)
+{
+	void *buf = NULL;
+	int fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	assert_int_equal(posix_memalign(&buf, 4096, TEST_BLOCK_CHUNK), 0);
+	memset(buf, c, TEST_BLOCK_CHUNK);
+	if (pwrite(fd, buf, TEST_BLOCK_CHUNK, 16 * TEST_BLOCK_CHUNK) != TEST_BLOCK_CHUNK)
+		r = -errno;
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	free(buf);
+	close(fd);
+	return r;
+}
+
+bool test_direct_read_is(const char *path, char c)
+{
+	void *buf = NULL;
+	bool ok;
+	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	assert_int_equal(posix_memalign(&buf, 4096, TEST_BLOCK_CHUNK), 0);
+	ok = pread(fd, buf, TEST_BLOCK_CHUNK, 16 * TEST_BLOCK_CHUNK) == TEST_BLOCK_CHUNK;
+	for (size_t i = 0; ok && i < TEST_BLOCK_CHUNK; i++)
+		ok = ((char *)buf)[i] == c;
+	free(buf);
+	close(fd);
+	return ok;
+}

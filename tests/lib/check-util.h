@@ -1,5 +1,6 @@
 /* check-util.h - cmocka checks that several tests make alike: whether a process has a library
- * mapped, and that the kernel refuses a write through a read-only block device's file.  They
+ * mapped, that the kernel refuses a write through a read-only block device's file, and a
+ * direct write and read of a pattern through a block device's file.  They
  * fail the running cmocka test when the check cannot be made. */
 #pragma once
 
@@ -13,3 +14,11 @@ bool test_maps_have(pid_t pid, const char *what);
 /* Fails the test unless a direct write of 4 KiB through path (a read-only block device or a
  * bind of one) is refused: at open (EROFS, EACCES) or at the write (EPERM). */
 void assert_block_write_refused(const char *path);
+
+/* The pattern the two below write and read: TEST_BLOCK_CHUNK bytes at offset 16 chunks (1 MiB),
+ * with O_DIRECT, so the bytes go to and come from the device, not the page cache. */
+#define TEST_BLOCK_CHUNK 65536
+/* Writes the pattern of byte c through path (and fsyncs); 0 or -errno of the open or write. */
+int test_direct_write(const char *path, char c);
+/* Whether the pattern read through path is all c. */
+bool test_direct_read_is(const char *path, char c);

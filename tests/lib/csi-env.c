@@ -21,6 +21,21 @@ void csi_env_init(struct csi_env *e, struct agent_fixture *f)
 	mkdir(e->kubelet, 0750);
 }
 
+struct csi_env *csi_env_new(const char *name)
+{
+	struct csi_env *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	csi_env_init(e, fixture_new(name));
+	return e;
+}
+
+void csi_env_free(struct csi_env *e)
+{
+	fixture_free(e->f);
+	free(e);
+}
+
 bool csi_socket_exists(void *path)
 {
 	struct stat st;

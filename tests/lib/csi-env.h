@@ -19,6 +19,10 @@ struct csi_env {
 /* Fills e for fixture f: kubelet's root dir under fixture_short_dir() (short: the sockets below
  * it must fit a unix socket path, as kubelet's do), made; the socket and stubs paths. */
 void csi_env_init(struct csi_env *e, struct agent_fixture *f);
+/* A new env on a new fixture named name (for a cmocka setup), and its end: the fixture is
+ * freed (its agent stopped, its mounts and loop devices gone). */
+struct csi_env *csi_env_new(const char *name);
+void csi_env_free(struct csi_env *e);
 
 /* Starts `volagent run --csi` on kubelet's root dir (no device inventory) and waits for the
  * socket and for "startup reconstruction complete" logged by this run (a restart's log
