@@ -272,6 +272,20 @@ void rec_log_adopted_at_start(struct reconciler *r)
 		log_info("adopted existing mounts", "count", LOG_INT(r->adopted_at_start));
 }
 
+/* A mount found in place and kept.  At start-up there is one per volume: a summary line says
+ * how many (rec_log_adopted_at_start), each is at debug. */
+static void log_adopted(struct reconciler *r, const struct volume_op *op)
+{
+	if (!r->ready) {
+		r->adopted_at_start++;
+		log_debug("reconcile", "adopted existing mount", "volume", op->volume_name, "pod",
+			  op->pod_uid, "target", op->target);
+	} else {
+		log_info("adopted existing mount", "volume", op->volume_name, "pod", op->pod_uid,
+			 "target", op->target);
+	}
+}
+
 static void apply_result(struct reconciler *r, struct volume_op *op)
 {
 	uint64_t gen = mount_table_generation(r->table);
@@ -299,8 +313,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 				  op->mount_id, gen);
 		rec_note_holder(r, op->volume_name, op->target);
 		if (op->found_in_place) { /* the bind was there already: nothing was mounted */
-			log_info("adopted existing mount", "volume", op->volume_name, "pod",
-				 op->pod_uid, "target", op->target);
+			log_adopted(r, op);
 			break;
 		}
 		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
@@ -328,16 +341,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 			pm->mount_id = op->mount_id;
 			asw_pod_mount_changed(r->asw, pm);
 			rec_note_holder(r, op->volume_name, op->target);
-			/* At start-up there is one per volume: a summary line says how many. */
-			if (!r->ready) {
-				r->adopted_at_start++;
-				log_debug("reconcile", "adopted existing mount", "volume",
-					  op->volume_name, "pod", op->pod_uid, "target",
-					  op->target);
-			} else {
-				log_info("adopted existing mount", "volume", op->volume_name, "pod",
-					 op->pod_uid, "target", op->target);
-			}
+			log_adopted(r, op);
 		} else {
 			pm->foreign = true;
 			log_info("mount holds something else, replacing it", "volume",
