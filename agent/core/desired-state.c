@@ -9,10 +9,11 @@
 #include "macro.h"
 #include "path-util.h"
 
+/* One allocation: the targets array, then the uid. */
 struct dsw_pod {
 	char *uid;
-	const char **targets; /* the pod's volume dirs, keys into pod_volumes */
 	size_t n_targets;
+	const char *targets[]; /* the pod's volume dirs, keys into pod_volumes */
 };
 
 struct desired_state {
@@ -116,10 +117,20 @@ struct desired_state *dsw_new(const char *root_dir)
 	return d;
 }
 
+/* A volume with its name in the same allocation. */
+static struct dsw_volume *volume_new(const char *name)
+{
+	size_t n = strlen(name) + 1;
+	struct dsw_volume *v = calloc(1, sizeof(*v) + n);
+
+	if (v)
+		v->name = memcpy((char *)(v + 1), name, n);
+	return v;
+}
+
 static void volume_free(struct dsw_volume *v)
 {
 	volume_spec_unref(v->spec);
-	free(v->name);
 	free(v->device_mount_path);
 	free(v->volume_id);
 	free(v->fingerprint);
@@ -156,11 +167,20 @@ static struct dsw_pod_volume *pod_volume_new(const char *target, const char *pod
 	return pv;
 }
 
+/* A pod with room for n targets. */
+static struct dsw_pod *pod_new(const char *uid, size_t n)
+{
+	size_t nu = strlen(uid) + 1;
+	struct dsw_pod *p = calloc(1, sizeof(*p) + n * sizeof(p->targets[0]) + nu);
+
+	if (p)
+		p->uid = memcpy((char *)&p->targets[n], uid, nu);
+	return p;
+}
+
 static void pod_free(struct dsw_pod *p)
 {
-	free(p->targets); /* the strings belong to the pod volumes */
-	free(p->uid);
-	free(p);
+	free(p); /* the target strings belong to the pod volumes */
 }
 
 /* Drops one pod volume and, with its last user, its volume. */
@@ -243,10 +263,9 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 
 	if (v)
 		return v;
-	v = calloc(1, sizeof(*v));
+	v = volume_new(src->volume_name);
 	if (!v)
 		return NULL;
-	v->name = strdup(src->volume_name);
 	v->spec = volume_spec_ref(src->spec);
 	v->plugin = src->plugin;
 	v->uses_device = src->uses_device_known ? src->uses_device
@@ -256,7 +275,7 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 			src->spec->block
 				? dsw_device_held_path(d->root_dir, src->plugin->name, v->name)
 				: dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
-	if (!v->name || (v->uses_device && !v->device_mount_path) ||
+	if ((v->uses_device && !v->device_mount_path) ||
 	    hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
 		return NULL;
@@ -281,13 +300,9 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 	}
 	dsw_remove_pod(d, p->uid);
 
-	pod = calloc(1, sizeof(*pod));
-	if (!pod || !(pod->uid = strdup(p->uid)) ||
-	    !(pod->targets = calloc(p->n_volumes + 1, sizeof(char *)))) {
-		if (pod)
-			pod_free(pod);
+	pod = pod_new(p->uid, p->n_volumes);
+	if (!pod)
 		return -ENOMEM;
-	}
 	if (hashmap_put(d->pods, pod->uid, pod) < 0) {
 		pod_free(pod);
 		return -ENOMEM;
@@ -325,17 +340,16 @@ static struct dsw_volume *new_csi_volume(struct desired_state *d, const char *na
 					 const char *volume_id, struct volume_spec *spec,
 					 const struct volume_plugin *plugin)
 {
-	struct dsw_volume *v = calloc(1, sizeof(*v));
+	struct dsw_volume *v = volume_new(name);
 
 	if (!v)
 		return NULL;
-	v->name = strdup(name);
 	v->volume_id = strdup(volume_id);
 	v->spec = volume_spec_ref(spec);
 	v->plugin = plugin;
 	v->csi = true;
 	v->uses_device = plugin_uses_device(plugin, spec);
-	if (!v->name || !v->volume_id || hashmap_put(d->volumes, v->name, v) < 0) {
+	if (!v->volume_id || hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
 		return NULL;
 	}

@@ -17,7 +17,7 @@
 #include "pod-spec.h"
 
 struct dsw_volume {
-	char *name; /* node-wide volume name, e.g. "local:/dev/loop3" */
+	char *name; /* node-wide volume name, e.g. "local:/dev/loop3" (in the same allocation) */
 	struct volume_spec *spec;
 	const struct volume_plugin *plugin;
 	bool uses_device;	 /* staged once per node before pods use it */
