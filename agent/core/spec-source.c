@@ -23,11 +23,12 @@
 #include "macro.h"
 #include "spec-source.h"
 
+/* One file; its name lives in the same allocation. */
 struct spec_file {
-	char *name;
 	char *uid;     /* the pod this file declares in the desired state, or NULL */
 	bool rejected; /* its current content was rejected */
 	bool conflict; /* rejected because another file has its uid: retried */
+	char name[];
 };
 
 /* One file of a scan: its name and what parsing it gave (small: there is one per file). */
@@ -70,7 +71,6 @@ static void file_free(void *p)
 {
 	struct spec_file *f = p;
 
-	free(f->name);
 	free(f->uid);
 	free(f);
 }
@@ -195,10 +195,12 @@ static struct spec_file *get_file(struct spec_source *s, const char *name)
 
 	if (f)
 		return f;
-	f = calloc(1, sizeof(*f));
-	if (!f || !(f->name = strdup(name)) || hashmap_put(s->files, f->name, f) < 0) {
-		if (f)
-			file_free(f);
+	f = calloc(1, sizeof(*f) + strlen(name) + 1);
+	if (!f)
+		return NULL;
+	strcpy(f->name, name);
+	if (hashmap_put(s->files, f->name, f) < 0) {
+		file_free(f);
 		return NULL;
 	}
 	return f;
