@@ -196,6 +196,26 @@ int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *
 	return 0;
 }
 
+int hashmap_replace(struct hashmap *h, const char *key, const char *new_key, void *value)
+{
+	ssize_t i = h->size ? find(h, key, hashmap_hash(key)) : -1;
+
+	if (i < 0)
+		return -ENOENT;
+	h->slots[i].key = new_key;
+	h->slots[i].value = value;
+	return 0;
+}
+
+int hashmap_reserve(struct hashmap *h, size_t n)
+{
+	unsigned bits = h->bits;
+
+	while ((n + 1) * 4 > ((size_t)1 << bits) * 3)
+		bits++;
+	return bits > h->bits ? rebuild(h, bits) : 0;
+}
+
 void *hashmap_get(const struct hashmap *h, const char *key)
 {
 	return hashmap_get_hashed(h, key, hashmap_hash(key));
