@@ -150,6 +150,8 @@ static void test_churn(void **state)
 		if (i >= LIVE)
 			assert_ptr_equal(hashmap_remove(h, keys[i - LIVE]), keys[i - LIVE]);
 		assert_null(hashmap_get(h, "absent"));
+		/* A live key is found past the tombstones before it: no second entry. */
+		assert_int_equal(hashmap_put(h, keys[i], keys[i]), -EEXIST);
 		assert_int_equal(hashmap_size(h), i >= LIVE ? LIVE : i + 1);
 	}
 	for (int i = ROUNDS - LIVE; i < ROUNDS; i++)
