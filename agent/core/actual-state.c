@@ -502,6 +502,10 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 
 	/* Every record is looked at: only those learned after this read stay pending. */
 	pending_clear(a);
+	/* Room for the mounts the table shows (at start-up: every one is new), so that the
+	 * index is not rebuilt again and again while it fills. */
+	if (hashmap_size(a->pod_mounts) < mount_table_size(t))
+		(void)hashmap_reserve(a->pod_mounts, mount_table_size(t));
 	/* Pod mounts the table no longer shows. */
 	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;

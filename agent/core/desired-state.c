@@ -257,6 +257,18 @@ static bool only_used_by(const struct desired_state *d, const struct dsw_volume 
 	return mine == v->n_pod_volumes;
 }
 
+int dsw_reserve(struct desired_state *d, size_t n_pods, size_t n_pod_volumes)
+{
+	int r = hashmap_reserve(d->pods, hashmap_size(d->pods) + n_pods);
+
+	if (r == 0)
+		r = hashmap_reserve(d->pod_volumes, hashmap_size(d->pod_volumes) + n_pod_volumes);
+	/* At most one volume per pod volume; as many when none is shared (the common case). */
+	if (r == 0)
+		r = hashmap_reserve(d->volumes, hashmap_size(d->volumes) + n_pod_volumes);
+	return r;
+}
+
 static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struct pod_volume *src)
 {
 	struct dsw_volume *v = hashmap_get(d->volumes, src->volume_name);

@@ -62,6 +62,10 @@ struct desired_state *dsw_free(struct desired_state *d);
 typedef void (*dsw_change_fn)(void *userdata, const char *target, const char *volume_name);
 void dsw_set_change_hook(struct desired_state *d, dsw_change_fn fn, void *userdata);
 
+/* Makes room for n_pods more pods with n_pod_volumes more pod volumes (and as many volumes) in
+ * the indexes, e.g. before loading that many spec files at start-up.  Returns 0 or -ENOMEM
+ * (then they grow as they fill). */
+int dsw_reserve(struct desired_state *d, size_t n_pods, size_t n_pod_volumes);
 /* Replaces everything pod p->uid wanted with what p wants now.  Fails (changing nothing) with
  * -EEXIST when one of p's sources is already used by another pod with a different spec. */
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err);

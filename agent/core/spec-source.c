@@ -438,6 +438,18 @@ int spec_source_scan_finish(struct spec_source *s)
 		if (!scan_has(sc, f->name) && remove_file(s, f->name))
 			changed = 1;
 	}
+	/* The first scan: room for every file and what it declares, so that the indexes are
+	 * not rebuilt over and over while they fill. */
+	if (hashmap_size(s->files) == 0) {
+		size_t n_volumes = 0;
+
+		for (size_t i = 0; i < sc->n; i++)
+			if (sc->slots[i].spec)
+				n_volumes += sc->slots[i].spec->n_volumes;
+		(void)hashmap_reserve(s->files, sc->n);
+		(void)hashmap_reserve(s->owners, sc->n);
+		(void)dsw_reserve(s->dsw, sc->n, n_volumes);
+	}
 	for (size_t i = 0; i < sc->n; i++) {
 		struct scan_slot *sl = &sc->slots[i];
 
