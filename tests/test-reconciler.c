@@ -1069,6 +1069,39 @@ static void test_asw_volume_index(void **state)
 	asw_free(a);
 }
 
+/* A pod's owner (the spec file that declares it, for spec-source's uid conflicts) is kept
+ * when the pod is replaced and goes with the pod. */
+static void test_dsw_pod_owner(void **state)
+{
+	struct desired_state *d = dsw_new("/r");
+	struct error_info err = { 0 };
+	struct pod_spec *p1 = NULL, *p2 = NULL;
+	int owner;
+
+	assert_non_null(d);
+	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
+					       "[{\"name\": \"v\", \"local\": {\"path\": \"/tmp\"}}]}",
+					       "one", &p1, &err),
+			 0);
+	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
+					       "[{\"name\": \"w\", \"local\": {\"path\": \"/\"}}]}",
+					       "two", &p2, &err),
+			 0);
+	assert_null(dsw_pod_owner(d, "u1"));
+	assert_int_equal(dsw_pod_set_owner(d, "u1", &owner), -ENOENT);
+	assert_int_equal(dsw_set_pod(d, p1, &err), 0);
+	assert_int_equal(dsw_pod_set_owner(d, "u1", &owner), 0);
+	assert_ptr_equal(dsw_pod_owner(d, "u1"), &owner);
+	assert_int_equal(dsw_set_pod(d, p2, &err), 0); /* the pod's new content */
+	assert_ptr_equal(dsw_pod_owner(d, "u1"), &owner);
+	assert_int_equal(hashmap_size(dsw_pod_volumes(d)), 1);
+	assert_int_equal(dsw_remove_pod(d, "u1"), 0);
+	assert_null(dsw_pod_owner(d, "u1"));
+	pod_spec_free(p1);
+	pod_spec_free(p2);
+	dsw_free(d);
+}
+
 static void test_shared_volume_visits_linear(void **state)
 {
 	enum {
@@ -1423,6 +1456,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
 		cmocka_unit_test(test_asw_volume_index),
+		cmocka_unit_test(test_dsw_pod_owner),
 		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,
 						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),

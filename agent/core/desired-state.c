@@ -12,6 +12,7 @@
 /* One allocation: the targets array, then the uid. */
 struct dsw_pod {
 	char *uid;
+	void *owner; /* dsw_pod_set_owner */
 	size_t n_targets;
 	const char *targets[]; /* the pod's volume dirs, keys into pod_volumes */
 };
@@ -295,9 +296,27 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 	return v;
 }
 
+void *dsw_pod_owner(const struct desired_state *d, const char *uid)
+{
+	const struct dsw_pod *p = hashmap_get(d->pods, uid);
+
+	return p ? p->owner : NULL;
+}
+
+int dsw_pod_set_owner(struct desired_state *d, const char *uid, void *owner)
+{
+	struct dsw_pod *p = hashmap_get(d->pods, uid);
+
+	if (!p)
+		return -ENOENT;
+	p->owner = owner;
+	return 0;
+}
+
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err)
 {
 	struct dsw_pod *pod;
+	void *owner;
 
 	/* Check first, so that a rejected spec changes nothing. */
 	for (size_t i = 0; i < p->n_volumes; i++) {
@@ -310,11 +329,14 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 				       "different settings",
 				       i, src->volume_name);
 	}
+	pod = hashmap_get(d->pods, p->uid);
+	owner = pod ? pod->owner : NULL;
 	dsw_remove_pod(d, p->uid);
 
 	pod = pod_new(p->uid, p->n_volumes);
 	if (!pod)
 		return -ENOMEM;
+	pod->owner = owner;
 	if (hashmap_put(d->pods, pod->uid, pod) < 0) {
 		pod_free(pod);
 		return -ENOMEM;

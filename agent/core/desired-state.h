@@ -69,6 +69,11 @@ int dsw_reserve(struct desired_state *d, size_t n_pods, size_t n_pod_volumes);
 /* Replaces everything pod p->uid wanted with what p wants now.  Fails (changing nothing) with
  * -EEXIST when one of p's sources is already used by another pod with a different spec. */
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err);
+/* What the caller recorded as pod uid's owner (the spec file that declares it), or NULL, also
+ * when the pod is not desired.  dsw_set_pod keeps it when it replaces the pod. */
+void *dsw_pod_owner(const struct desired_state *d, const char *uid);
+/* Records owner for pod uid.  Returns 0, or -ENOENT when the pod is not desired. */
+int dsw_pod_set_owner(struct desired_state *d, const char *uid, void *owner);
 /* Forgets pod uid and its volumes.  Returns 0, or -ENOENT when it was not known. */
 int dsw_remove_pod(struct desired_state *d, const char *uid);
 

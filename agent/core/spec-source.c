@@ -58,7 +58,8 @@ struct spec_source {
 	struct spec_scan *scan;
 	struct desired_state *dsw;
 	struct hashmap *files;	/* name -> spec_file */
-	struct hashmap *owners; /* uid -> spec_file */
+	/* The file that declares each pod is the owner of its pod in the desired state
+	 * (dsw_pod_owner): no map of its own. */
 	size_t n_conflicts;	/* files with conflict set */
 };
 
@@ -139,8 +140,7 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 	s->dsw = dsw;
 	s->dir = strdup(pods_dir);
 	s->files = hashmap_new();
-	s->owners = hashmap_new();
-	if (!s->dir || !s->files || !s->owners) {
+	if (!s->dir || !s->files) {
 		spec_source_free(s);
 		return -ENOMEM;
 	}
@@ -174,7 +174,6 @@ struct spec_source *spec_source_free(struct spec_source *s)
 		return NULL;
 	scan_free(s->scan);
 	hashmap_free_values(s->files, file_free);
-	hashmap_free(s->owners);
 	if (s->fd >= 0)
 		close(s->fd);
 	if (s->dir_fd >= 0)
@@ -233,7 +232,6 @@ static bool forget_pod(struct spec_source *s, struct spec_file *f)
 {
 	if (!f->uid)
 		return false;
-	hashmap_remove(s->owners, f->uid);
 	dsw_remove_pod(s->dsw, f->uid);
 	log_info("pod spec removed", "file", f->name, "pod", f->uid);
 	free(f->uid);
@@ -266,7 +264,7 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 		stats->files++;
 	if (r < 0)
 		goto rejected;
-	owner = hashmap_get(s->owners, spec->uid);
+	owner = dsw_pod_owner(s->dsw, spec->uid);
 	if (owner && owner != f) {
 		set_conflict(s, f, true);
 		err_set(err, -EEXIST, "pod.uid: %s is already declared by %s", spec->uid,
@@ -280,11 +278,10 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 	if (r < 0)
 		goto rejected;
 	f->rejected = false;
-	if (!f->uid) {
+	if (!f->uid)
 		f->uid = strdup(spec->uid);
-		if (f->uid)
-			hashmap_put(s->owners, f->uid, f);
-	}
+	/* Out of memory: no owner, so that nothing points at f once it goes. */
+	(void)dsw_pod_set_owner(s->dsw, spec->uid, f->uid ? f : NULL);
 	if (stats)
 		stats->volumes += spec->n_volumes;
 	if (quiet)
@@ -447,7 +444,6 @@ int spec_source_scan_finish(struct spec_source *s)
 			if (sc->slots[i].spec)
 				n_volumes += sc->slots[i].spec->n_volumes;
 		(void)hashmap_reserve(s->files, sc->n);
-		(void)hashmap_reserve(s->owners, sc->n);
 		(void)dsw_reserve(s->dsw, sc->n, n_volumes);
 	}
 	for (size_t i = 0; i < sc->n; i++) {
