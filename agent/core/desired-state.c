@@ -1,5 +1,6 @@
 /* desired-state.c - see desired-state.h. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,29 @@ int dsw_pod_set_owner(struct desired_state *d, const char *uid, void *owner)
 	return 0;
 }
 
+/* dsw_pod_volume_dir() or, for block, dsw_pod_volume_device_path() in buf (one per pod volume
+ * at start-up: joined without a format), or NULL when it does not fit. */
+static const char *pod_volume_path(char *buf, size_t size, const char *root_dir,
+				   const char *pod_uid, bool block, const char *plugin,
+				   const char *outer_name)
+{
+	const char *parts[] = { root_dir, "/pods/", pod_uid,
+				block ? "/volumeDevices/kubernetes.io~" : "/volumes/kubernetes.io~",
+				plugin, "/", outer_name };
+	char *p = buf;
+
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		size_t n = strlen(parts[i]);
+
+		if ((size_t)(p - buf) + n >= size)
+			return NULL;
+		memcpy(p, parts[i], n);
+		p += n;
+	}
+	*p = '\0';
+	return buf;
+}
+
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err)
 {
 	struct dsw_pod *pod;
@@ -343,12 +367,21 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 	}
 	for (size_t i = 0; i < p->n_volumes; i++) {
 		const struct pod_volume *src = &p->volumes[i];
-		_cleanup_free_ char *target =
-			src->spec->block ? dsw_pod_volume_device_path(d->root_dir, p->uid,
-								      src->plugin->name, src->name)
-					 : dsw_pod_volume_dir(d->root_dir, p->uid,
-							      src->plugin->name, src->name);
-		struct dsw_pod_volume *pv = pod_volume_new(target, p->uid, src->name);
+		char buf[PATH_MAX];
+		_cleanup_free_ char *long_target = NULL;
+		const char *target = pod_volume_path(buf, sizeof(buf), d->root_dir, p->uid,
+						     src->spec->block, src->plugin->name,
+						     src->name);
+		struct dsw_pod_volume *pv;
+
+		if (!target) /* longer than PATH_MAX: as it comes */
+			target = long_target =
+				src->spec->block
+					? dsw_pod_volume_device_path(d->root_dir, p->uid,
+								     src->plugin->name, src->name)
+					: dsw_pod_volume_dir(d->root_dir, p->uid, src->plugin->name,
+							     src->name);
+		pv = pod_volume_new(target, p->uid, src->name);
 
 		if (!pv)
 			return -ENOMEM;

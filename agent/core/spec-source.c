@@ -244,6 +244,13 @@ struct load_stats {
 	unsigned files, volumes, refused;
 };
 
+/* "<dir>/<name>" in path (PATH_MAX bytes), for a log line: made only when one is written. */
+static const char *file_path(const struct spec_source *s, const char *name, char *path)
+{
+	snprintf(path, PATH_MAX, "%s/%s", s->dir, name);
+	return path;
+}
+
 /* Applies what parsing file name gave (r, p, err): into the desired state, or logged as
  * rejected.  Takes p.  quiet logs a loaded file at debug only (a scan logs a summary).
  * Returns true when the desired state changed. */
@@ -256,7 +263,6 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 
 	if (!f)
 		return false;
-	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
 	set_conflict(s, f, false);
 	if (r == -ENOENT) /* gone again before we read it */
 		return false;
@@ -285,17 +291,17 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 	if (stats)
 		stats->volumes += spec->n_volumes;
 	if (quiet)
-		log_debug("specs", "pod spec loaded", "file", path, "pod", spec->uid, "volumes",
+		log_debug("specs", "pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid, "volumes",
 			  LOG_INT(spec->n_volumes));
 	else
-		log_info("pod spec loaded", "file", path, "pod", spec->uid, "volumes",
+		log_info("pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid, "volumes",
 			 LOG_INT(spec->n_volumes));
 	return true;
 rejected:
 	f->rejected = true;
 	if (stats)
 		stats->refused++;
-	log_rejected(path, err_msg(err), f->uid != NULL);
+	log_rejected(file_path(s, name, path), err_msg(err), f->uid != NULL);
 	return false;
 }
 
