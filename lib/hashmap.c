@@ -173,10 +173,8 @@ int hashmap_put(struct hashmap *h, const char *key, void *value)
 
 int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *value)
 {
-	size_t mask, i;
+	size_t mask, i, slot = SIZE_MAX;
 
-	if (find(h, key, hash) >= 0)
-		return -EEXIST;
 	if ((h->used + 1) * 4 > h->cap * 3) {
 		/* Full of entries: twice the size; mostly tombstones: the same size. */
 		unsigned bits = (h->size + 1) * 2 > h->cap ? h->bits + 1 : h->bits;
@@ -184,16 +182,48 @@ int hashmap_put_hashed(struct hashmap *h, const char *key, uint32_t hash, void *
 		if (rebuild(h, bits) < 0 && h->used + 1 >= h->cap)
 			return -ENOMEM; /* else go on with a fuller array */
 	}
+	/* One probe both looks for key and finds where it goes (the first tombstone on the
+	 * way, else the empty slot that ends the run). */
 	mask = h->cap - 1;
-	for (i = home(hash, h->bits); h->slots[i].key; i = (i + 1) & mask)
-		;
-	if (h->slots[i].value != TOMBSTONE)
+	for (i = home(hash, h->bits);; i = (i + 1) & mask) {
+		const struct slot *s = &h->slots[i];
+
+		if (!s->key) {
+			if (slot == SIZE_MAX)
+				slot = i;
+			if (s->value != TOMBSTONE)
+				break;
+		} else if (h->hashes[i] == hash && (s->key == key || strcmp(s->key, key) == 0)) {
+			return -EEXIST;
+		}
+	}
+	if (h->slots[slot].value != TOMBSTONE)
 		h->used++;
-	h->slots[i].key = key;
-	h->slots[i].value = value;
-	h->hashes[i] = hash;
+	h->slots[slot].key = key;
+	h->slots[slot].value = value;
+	h->hashes[slot] = hash;
 	h->size++;
 	return 0;
+}
+
+int hashmap_replace(struct hashmap *h, const char *key, const char *new_key, void *value)
+{
+	ssize_t i = h->size ? find(h, key, hashmap_hash(key)) : -1;
+
+	if (i < 0)
+		return -ENOENT;
+	h->slots[i].key = new_key;
+	h->slots[i].value = value;
+	return 0;
+}
+
+int hashmap_reserve(struct hashmap *h, size_t n)
+{
+	unsigned bits = h->bits;
+
+	while ((n + 1) * 4 > ((size_t)1 << bits) * 3)
+		bits++;
+	return bits > h->bits ? rebuild(h, bits) : 0;
 }
 
 void *hashmap_get(const struct hashmap *h, const char *key)

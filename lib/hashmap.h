@@ -31,6 +31,12 @@ void hashmap_clear(struct hashmap *h);
 /* Returns 0, -EEXIST when key is present, -ENOMEM. */
 int hashmap_put(struct hashmap *h, const char *key, void *value);
 void *hashmap_get(const struct hashmap *h, const char *key);
+/* Gives the entry of key a new key (equal to key: the same string, kept elsewhere) and
+ * value, e.g. when the value that held the key goes.  Returns 0, or -ENOENT when key is
+ * absent. */
+int hashmap_replace(struct hashmap *h, const char *key, const char *new_key, void *value);
+/* Makes room for n entries in all without growing again.  Returns 0 or -ENOMEM. */
+int hashmap_reserve(struct hashmap *h, size_t n);
 /* Removes key and returns its value, or NULL when absent. */
 void *hashmap_remove(struct hashmap *h, const char *key);
 /* The same with the key's hash computed once by the caller (hashmap_hash), for long keys

@@ -1,4 +1,6 @@
-/* volume-spec.c - see volume-spec.h. */
+/* volume-spec.c - see volume-spec.h.  A spec is kept in few allocations, as there is one per
+ * volume: the type lives in the spec's own allocation, each attribute's key and value share
+ * one, and a spec without mount options points at one static empty list. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,17 +8,19 @@
 #include "macro.h"
 #include "volume-spec.h"
 
+/* The mount options of every spec that has none (never written to). */
+static char *no_mount_options[1];
+
 struct volume_spec *volume_spec_new(const char *type)
 {
-	struct volume_spec *s = calloc(1, sizeof(*s));
+	size_t n = strlen(type) + 1;
+	struct volume_spec *s = calloc(1, sizeof(*s) + n);
 
 	if (!s)
 		return NULL;
 	s->refs = 1;
-	s->type = strdup(type);
-	s->mount_options = calloc(1, sizeof(char *));
-	if (!s->type || !s->mount_options)
-		return volume_spec_unref(s);
+	s->type = memcpy((char *)(s + 1), type, n);
+	s->mount_options = no_mount_options;
 	return s;
 }
 
@@ -31,52 +35,51 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 {
 	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return NULL;
-	for (size_t i = 0; i < s->n_attrs; i++) {
-		free(s->attrs[i].key);
-		free(s->attrs[i].value);
-	}
+	for (size_t i = 0; i < s->n_attrs; i++)
+		free(s->attrs[i].key); /* the value is in the same allocation */
 	free(s->attrs);
 	for (size_t i = 0; i < s->n_secrets; i++) {
 		explicit_bzero(s->secrets[i].value, strlen(s->secrets[i].value));
 		free(s->secrets[i].key);
-		free(s->secrets[i].value);
 	}
 	free(s->secrets);
-	for (char **o = s->mount_options; o && *o; o++)
-		free(*o);
-	free(s->mount_options);
-	free(s->type);
+	if (s->mount_options != no_mount_options) {
+		for (char **o = s->mount_options; o && *o; o++)
+			free(*o);
+		free(s->mount_options);
+	}
 	free(s);
 	return NULL;
 }
 
-/* Adds or replaces key in the list *attrs of *n entries. */
+/* Adds or replaces key in the list *attrs of *n entries.  An entry's key and value are one
+ * allocation ("key\0value\0", freed through the key). */
 static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, const char *value)
 {
+	size_t nk = strlen(key) + 1, nv = strlen(value) + 1;
 	struct volume_attr *a;
-	char *v = strdup(value);
+	char *kv = malloc(nk + nv);
 
-	if (!v)
+	if (!kv)
 		return -ENOMEM;
+	memcpy(kv, key, nk);
+	memcpy(kv + nk, value, nv);
 	for (size_t i = 0; i < *n; i++)
 		if (streq((*attrs)[i].key, key)) {
 			explicit_bzero((*attrs)[i].value, strlen((*attrs)[i].value));
-			free((*attrs)[i].value);
-			(*attrs)[i].value = v;
+			free((*attrs)[i].key);
+			(*attrs)[i].key = kv;
+			(*attrs)[i].value = kv + nk;
 			return 0;
 		}
 	a = realloc(*attrs, (*n + 1) * sizeof(*a));
 	if (!a) {
-		free(v);
+		free(kv);
 		return -ENOMEM;
 	}
 	*attrs = a;
-	a[*n].key = strdup(key);
-	a[*n].value = v;
-	if (!a[*n].key) {
-		free(v);
-		return -ENOMEM;
-	}
+	a[*n].key = kv;
+	a[*n].value = kv + nk;
 	(*n)++;
 	return 0;
 }
@@ -116,7 +119,8 @@ int volume_spec_add_mount_option(struct volume_spec *s, const char *opt)
 
 	while (s->mount_options[n])
 		n++;
-	o = realloc(s->mount_options, (n + 2) * sizeof(char *));
+	o = realloc(s->mount_options != no_mount_options ? s->mount_options : NULL,
+		    (n + 2) * sizeof(char *));
 	if (!o)
 		return -ENOMEM;
 	s->mount_options = o;

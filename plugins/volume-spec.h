@@ -16,6 +16,8 @@
 #define VOLUME_SPEC_SENSITIVE_KEY "sensitiveMountOptions"
 #define VOLUME_SPEC_MASKED_OPTION "(sensitive option not journaled)"
 
+/* key and value are one allocation (value follows key's NUL); read-only outside
+ * volume-spec.c. */
 struct volume_attr {
 	char *key;
 	char *value;
@@ -23,10 +25,12 @@ struct volume_attr {
 
 struct volume_spec {
 	unsigned refs;
-	char *type;		   /* the plugin: "local", "nfs", "rbd" */
+	char *type;		   /* the plugin: "local", "nfs", "rbd" (in the spec's allocation) */
 	struct volume_attr *attrs; /* the source's fields, e.g. path=/mnt/disks/ssd1 */
 	size_t n_attrs;
-	char **mount_options; /* NULL-terminated; never NULL after volume_spec_new */
+	/* NULL-terminated; never NULL after volume_spec_new; changed by
+	 * volume_spec_add_mount_option only (an empty list is shared). */
+	char **mount_options;
 	bool read_only;
 	/* volumeMode Block: the pod gets the device node itself (bind-mounted onto a file),
 	 * never a filesystem on it; false is Filesystem. */

@@ -1,5 +1,5 @@
 /* test-hashmap.c - put, get, remove while iterating, growth past many buckets, lookups with a
- * hash computed once. */
+ * hash computed once, an entry given a new key string, room made ahead. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,6 +150,8 @@ static void test_churn(void **state)
 		if (i >= LIVE)
 			assert_ptr_equal(hashmap_remove(h, keys[i - LIVE]), keys[i - LIVE]);
 		assert_null(hashmap_get(h, "absent"));
+		/* A live key is found past the tombstones before it: no second entry. */
+		assert_int_equal(hashmap_put(h, keys[i], keys[i]), -EEXIST);
 		assert_int_equal(hashmap_size(h), i >= LIVE ? LIVE : i + 1);
 	}
 	for (int i = ROUNDS - LIVE; i < ROUNDS; i++)
@@ -167,6 +169,48 @@ static void test_churn(void **state)
 	hashmap_free(h);
 }
 
+/* An entry keyed by one value's string is re-keyed by another's equal string, as the actual
+ * state's index does when the value holding the key goes. */
+static void test_replace(void **state)
+{
+	struct hashmap *h = hashmap_new();
+	char *k1 = strdup("volume-a"), *k2 = strdup("volume-a");
+	int a = 1, b = 2;
+
+	assert_int_equal(hashmap_put(h, k1, &a), 0);
+	assert_int_equal(hashmap_replace(h, "volume-a", k2, &b), 0);
+	free(k1); /* the old key string may go now */
+	assert_ptr_equal(hashmap_get(h, "volume-a"), &b);
+	assert_int_equal(hashmap_size(h), 1);
+	assert_int_equal(hashmap_replace(h, "volume-b", k2, &a), -ENOENT);
+	assert_ptr_equal(hashmap_remove(h, "volume-a"), &b);
+	free(k2);
+	hashmap_free(h);
+}
+
+/* A map given room ahead takes the entries in and finds each; a smaller reserve changes
+ * nothing. */
+static void test_reserve(void **state)
+{
+	enum { N = 5000 };
+	struct hashmap *h = hashmap_new();
+	static char keys[N][16];
+
+	assert_int_equal(hashmap_reserve(h, N), 0);
+	assert_int_equal(hashmap_reserve(h, 10), 0); /* never shrinks */
+	for (int i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		assert_int_equal(hashmap_put(h, keys[i], keys[i]), 0);
+	}
+	assert_int_equal(hashmap_size(h), N);
+	for (int i = 0; i < N; i++)
+		assert_ptr_equal(hashmap_get(h, keys[i]), keys[i]);
+	assert_int_equal(hashmap_reserve(h, N / 2), 0);
+	for (int i = 0; i < N; i++)
+		assert_ptr_equal(hashmap_get(h, keys[i]), keys[i]);
+	hashmap_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +219,8 @@ int main(void)
 		cmocka_unit_test(test_free_values),
 		cmocka_unit_test(test_hashed),
 		cmocka_unit_test(test_churn),
+		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_reserve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

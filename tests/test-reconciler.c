@@ -1016,6 +1016,92 @@ static void test_csi_request_converges_incrementally(void **state)
 
 /* k pods sharing one volume converge in O(k) key visits: a set-up finishing touches its
  * target and the volume's device, not every pod of the volume. */
+/* The actual state's index of pod mounts by volume (what the pass reads to tell whether a
+ * volume is held): exact through additions, removal of the mount whose volume name is the
+ * index's key, a verify that names the volume, and replacement. */
+static bool held_by(const struct actual_state *a, const char *volume, const char *target)
+{
+	for (const struct asw_pod_mount *pm = asw_pod_mounts_of(a, volume); pm;
+	     pm = pm->next_of_volume)
+		if (streq(pm->target, target))
+			return true;
+	return false;
+}
+
+static void test_asw_volume_index(void **state)
+{
+	struct actual_state *a = asw_new("/r");
+	struct asw_pod_mount *pm;
+
+	assert_non_null(a);
+	assert_non_null(asw_set_pod_mount(a, "/r/pods/p1/volumes/kubernetes.io~x/v", "p1", "v", "x",
+					  "vol-a", false, -1, 1));
+	assert_non_null(asw_set_pod_mount(a, "/r/pods/p2/volumes/kubernetes.io~x/v", "p2", "v", "x",
+					  "vol-a", false, -1, 1));
+	assert_non_null(asw_set_pod_mount(a, "/r/pods/p3/volumes/kubernetes.io~x/v", "p3", "v", "x",
+					  "vol-b", false, -1, 1));
+	pm = asw_set_pod_mount(a, "/r/pods/p4/volumes/kubernetes.io~x/v", "p4", "v", "x", NULL,
+			       false, -1, 1);
+	assert_non_null(pm);
+	assert_int_equal(asw_count_pod_mounts_of(a, "vol-a"), 2);
+	assert_int_equal(asw_count_pod_mounts_of(a, "vol-b"), 1);
+	assert_null(asw_pod_mounts_of(a, "vol-c"));
+	/* The first of vol-a (its name is the key) goes: the other is still found. */
+	asw_remove_pod_mount(a, "/r/pods/p1/volumes/kubernetes.io~x/v", 2);
+	assert_int_equal(asw_count_pod_mounts_of(a, "vol-a"), 1);
+	assert_true(held_by(a, "vol-a", "/r/pods/p2/volumes/kubernetes.io~x/v"));
+	/* An unverified mount is verified as holding vol-b, then found to hold vol-a. */
+	assert_int_equal(asw_pod_mount_set_volume(a, pm, "vol-b"), 0);
+	assert_int_equal(asw_count_pod_mounts_of(a, "vol-b"), 2);
+	assert_int_equal(asw_pod_mount_set_volume(a, pm, "vol-a"), 0);
+	assert_string_equal(pm->volume_name, "vol-a");
+	assert_true(held_by(a, "vol-a", "/r/pods/p4/volumes/kubernetes.io~x/v"));
+	assert_int_equal(asw_count_pod_mounts_of(a, "vol-b"), 1);
+	/* A set-up that replaces the record at a target with another volume. */
+	assert_non_null(asw_set_pod_mount(a, "/r/pods/p3/volumes/kubernetes.io~x/v", "p3", "v", "x",
+					  "vol-a", false, -1, 3));
+	assert_null(asw_pod_mounts_of(a, "vol-b"));
+	assert_int_equal(asw_count_pod_mounts_of(a, "vol-a"), 3);
+	asw_remove_pod_mount(a, "/r/pods/p2/volumes/kubernetes.io~x/v", 4);
+	asw_remove_pod_mount(a, "/r/pods/p3/volumes/kubernetes.io~x/v", 4);
+	assert_int_equal(asw_pod_mount_set_volume(a, pm, NULL), 0);
+	assert_null(asw_pod_mounts_of(a, "vol-a"));
+	asw_free(a);
+}
+
+/* A pod's owner (the spec file that declares it, for spec-source's uid conflicts) is kept
+ * when the pod is replaced and goes with the pod. */
+static void test_dsw_pod_owner(void **state)
+{
+	struct desired_state *d = dsw_new("/r");
+	struct error_info err = { 0 };
+	struct pod_spec *p1 = NULL, *p2 = NULL;
+	int owner;
+
+	assert_non_null(d);
+	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
+					       "[{\"name\": \"v\", \"local\": {\"path\": \"/tmp\"}}]}",
+					       "one", &p1, &err),
+			 0);
+	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
+					       "[{\"name\": \"w\", \"local\": {\"path\": \"/\"}}]}",
+					       "two", &p2, &err),
+			 0);
+	assert_null(dsw_pod_owner(d, "u1"));
+	assert_int_equal(dsw_pod_set_owner(d, "u1", &owner), -ENOENT);
+	assert_int_equal(dsw_set_pod(d, p1, &err), 0);
+	assert_int_equal(dsw_pod_set_owner(d, "u1", &owner), 0);
+	assert_ptr_equal(dsw_pod_owner(d, "u1"), &owner);
+	assert_int_equal(dsw_set_pod(d, p2, &err), 0); /* the pod's new content */
+	assert_ptr_equal(dsw_pod_owner(d, "u1"), &owner);
+	assert_int_equal(hashmap_size(dsw_pod_volumes(d)), 1);
+	assert_int_equal(dsw_remove_pod(d, "u1"), 0);
+	assert_null(dsw_pod_owner(d, "u1"));
+	pod_spec_free(p1);
+	pod_spec_free(p2);
+	dsw_free(d);
+}
+
 static void test_shared_volume_visits_linear(void **state)
 {
 	enum {
@@ -1369,6 +1455,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
+		cmocka_unit_test(test_asw_volume_index),
+		cmocka_unit_test(test_dsw_pod_owner),
 		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,
 						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),

@@ -11,6 +11,9 @@ struct actual_state {
 	char *root_dir;
 	char *pods_prefix;	      /* "<root>/pods/" */
 	struct hashmap *pod_mounts;   /* target -> asw_pod_mount */
+	/* volume name -> the first of the pod mounts that hold it (keyed by its volume_name;
+	 * the others follow on next_of_volume). */
+	struct hashmap *by_volume;
 	struct hashmap *devices;      /* volume name -> asw_device */
 	struct hashmap *device_paths; /* mount path -> asw_device */
 	/* Targets unmounted since the last table refresh, with the generation then: a table
@@ -58,12 +61,13 @@ struct actual_state *asw_new(const char *root_dir)
 	a->root_dir = strdup(root_dir);
 	a->pods_prefix = strdup_printf("%s/pods/", root_dir);
 	a->pod_mounts = hashmap_new();
+	a->by_volume = hashmap_new();
 	a->devices = hashmap_new();
 	a->device_paths = hashmap_new();
 	a->unmounted = hashmap_new();
 	a->tracked = hashmap_new();
 	a->pending = hashmap_new();
-	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->devices || !a->device_paths ||
+	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->by_volume || !a->devices || !a->device_paths ||
 	    !a->unmounted || !a->tracked || !a->pending)
 		return asw_free(a);
 	return a;
@@ -130,8 +134,77 @@ static void pod_mount_free(void *p)
 {
 	struct asw_pod_mount *pm = p;
 
-	free(pm->volume_name);
+	free((char *)pm->volume_name);
 	free(pm);
+}
+
+/* Puts pm (holding a volume) on its volume's list.  Returns 0 or -ENOMEM. */
+static int link_volume(struct actual_state *a, struct asw_pod_mount *pm)
+{
+	struct asw_pod_mount *first = hashmap_get(a->by_volume, pm->volume_name);
+
+	pm->prev_of_volume = NULL;
+	pm->next_of_volume = NULL;
+	if (!first)
+		return hashmap_put(a->by_volume, pm->volume_name, pm);
+	/* After the first, whose volume_name stays the key. */
+	pm->prev_of_volume = first;
+	pm->next_of_volume = first->next_of_volume;
+	if (first->next_of_volume)
+		first->next_of_volume->prev_of_volume = pm;
+	first->next_of_volume = pm;
+	return 0;
+}
+
+/* Takes pm off its volume's list (before its volume_name goes: it may be the key). */
+static void unlink_volume(struct actual_state *a, struct asw_pod_mount *pm)
+{
+	struct asw_pod_mount *next = pm->next_of_volume;
+
+	if (!pm->volume_name)
+		return;
+	if (next)
+		next->prev_of_volume = pm->prev_of_volume;
+	if (pm->prev_of_volume)
+		pm->prev_of_volume->next_of_volume = next;
+	else if (next) /* the first: the next one's volume_name becomes the key */
+		hashmap_replace(a->by_volume, pm->volume_name, next->volume_name, next);
+	else
+		hashmap_remove(a->by_volume, pm->volume_name);
+	pm->next_of_volume = pm->prev_of_volume = NULL;
+}
+
+/* Drops pm, which the caller took out of a->pod_mounts. */
+static void pod_mount_drop(struct actual_state *a, struct asw_pod_mount *pm)
+{
+	unlink_volume(a, pm);
+	pod_mount_free(pm);
+}
+
+int asw_pod_mount_set_volume(struct actual_state *a, struct asw_pod_mount *pm,
+			     const char *volume_name)
+{
+	char *dup = NULL;
+
+	if (streq_ptr(pm->volume_name, volume_name))
+		return 0;
+	if (volume_name && !(dup = strdup(volume_name)))
+		return -ENOMEM;
+	unlink_volume(a, pm);
+	free((char *)pm->volume_name);
+	pm->volume_name = dup;
+	if (dup && link_volume(a, pm) < 0) {
+		pm->volume_name = NULL; /* unverified again: it is verified once more */
+		free(dup);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a,
+					      const char *volume_name)
+{
+	return hashmap_get(a->by_volume, volume_name);
 }
 
 /* Copies s after the struct at *pp and returns the copy. */
@@ -174,6 +247,7 @@ struct actual_state *asw_free(struct actual_state *a)
 	if (!a)
 		return NULL;
 	hashmap_free_values(a->pod_mounts, pod_mount_free);
+	hashmap_free(a->by_volume);
 	hashmap_free(a->device_paths);
 	hashmap_free_values(a->devices, device_free);
 	if (a->unmounted)
@@ -205,7 +279,7 @@ struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *targ
 	char *p;
 
 	if (pm)
-		pod_mount_free(pm);
+		pod_mount_drop(a, pm);
 	pm = malloc(sizeof(*pm) + strlen(target) + strlen(pod_uid) + strlen(outer_name) +
 		    strlen(plugin_name) + 4);
 	if (!pm)
@@ -227,6 +301,11 @@ struct asw_pod_mount *asw_set_pod_mount(struct actual_state *a, const char *targ
 		pod_mount_free(pm);
 		return NULL;
 	}
+	if (volume_name && link_volume(a, pm) < 0) {
+		hashmap_remove_hashed(a->pod_mounts, pm->target, hash);
+		pod_mount_free(pm);
+		return NULL;
+	}
 	asw_pod_mount_changed(a, pm);
 	return pm;
 }
@@ -237,7 +316,7 @@ void asw_remove_pod_mount(struct actual_state *a, const char *target, uint64_t g
 	struct unmounted *u;
 
 	if (pm)
-		pod_mount_free(pm);
+		pod_mount_drop(a, pm);
 	if (hashmap_get(a->unmounted, target))
 		return;
 	u = calloc(1, sizeof(*u));
@@ -270,15 +349,11 @@ const struct hashmap *asw_pod_mounts(const struct actual_state *a)
 
 size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_name)
 {
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	size_t n = 0;
-	void *v;
 
-	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
-		const struct asw_pod_mount *pm = v;
-		if (pm->volume_name && streq(pm->volume_name, volume_name))
-			n++;
-	}
+	for (const struct asw_pod_mount *pm = asw_pod_mounts_of(a, volume_name); pm;
+	     pm = pm->next_of_volume)
+		n++;
 	return n;
 }
 
@@ -427,6 +502,10 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 
 	/* Every record is looked at: only those learned after this read stay pending. */
 	pending_clear(a);
+	/* Room for the mounts the table shows (at start-up: every one is new), so that the
+	 * index is not rebuilt again and again while it fills. */
+	if (hashmap_size(a->pod_mounts) < mount_table_size(t))
+		(void)hashmap_reserve(a->pod_mounts, mount_table_size(t));
 	/* Pod mounts the table no longer shows. */
 	while (hashmap_iterate(a->pod_mounts, &it, &v, NULL)) {
 		struct asw_pod_mount *pm = v;
@@ -440,7 +519,7 @@ bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 		if (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id)) {
 			hashmap_remove(a->pod_mounts, pm->target);
 			report(changed_fn, userdata, pm->target);
-			pod_mount_free(pm);
+			pod_mount_drop(a, pm);
 			changed = true;
 		}
 	}
@@ -529,7 +608,7 @@ bool asw_sync_target(struct actual_state *a, const struct mount_table *t, const 
 	/* The pod mount the table no longer shows, or another mount now covers. */
 	if (pm && pm->learned_gen < gen && (!mi || (pm->mount_id >= 0 && mi->id != pm->mount_id))) {
 		hashmap_remove_hashed(a->pod_mounts, target, hash);
-		pod_mount_free(pm);
+		pod_mount_drop(a, pm);
 		pm = NULL;
 		changed = true;
 	}

@@ -20,7 +20,10 @@ struct asw_pod_mount {
 	const char *pod_uid;
 	const char *outer_name;
 	const char *plugin_name;
-	char *volume_name;    /* what is mounted here; NULL while unverified */
+	/* What is mounted here; NULL while unverified.  Set with asw_pod_mount_set_volume. */
+	const char *volume_name;
+	/* The other pod mounts that hold the same volume (asw_pod_mounts_of). */
+	struct asw_pod_mount *next_of_volume, *prev_of_volume;
 	uint64_t learned_gen; /* table generation when this was learned */
 	int mount_id;
 	uint32_t target_hash; /* hashmap_hash(target) */
@@ -61,6 +64,14 @@ struct asw_pod_mount *asw_get_pod_mount_hashed(const struct actual_state *a, con
 const struct hashmap *asw_pod_mounts(const struct actual_state *a);
 /* How many pod mounts hold volume_name. */
 size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_name);
+/* The first pod mount that holds volume_name (the others follow on next_of_volume), or NULL:
+ * an index kept by the state, so the reconciler needs none of its own. */
+const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a,
+					      const char *volume_name);
+/* Records that pm holds volume_name (NULL: unknown again), e.g. after a verify.  Returns 0,
+ * or -ENOMEM with pm left unverified. */
+int asw_pod_mount_set_volume(struct actual_state *a, struct asw_pod_mount *pm,
+			     const char *volume_name);
 
 struct asw_device *asw_add_device(struct actual_state *a, const char *volume_name,
 				  const char *plugin_name, struct volume_spec *spec,

@@ -1,5 +1,6 @@
 /* desired-state.c - see desired-state.h. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +10,12 @@
 #include "macro.h"
 #include "path-util.h"
 
+/* One allocation: the targets array, then the uid. */
 struct dsw_pod {
 	char *uid;
-	const char **targets; /* the pod's volume dirs, keys into pod_volumes */
+	void *owner; /* dsw_pod_set_owner */
 	size_t n_targets;
+	const char *targets[]; /* the pod's volume dirs, keys into pod_volumes */
 };
 
 struct desired_state {
@@ -116,10 +119,20 @@ struct desired_state *dsw_new(const char *root_dir)
 	return d;
 }
 
+/* A volume with its name in the same allocation. */
+static struct dsw_volume *volume_new(const char *name)
+{
+	size_t n = strlen(name) + 1;
+	struct dsw_volume *v = calloc(1, sizeof(*v) + n);
+
+	if (v)
+		v->name = memcpy((char *)(v + 1), name, n);
+	return v;
+}
+
 static void volume_free(struct dsw_volume *v)
 {
 	volume_spec_unref(v->spec);
-	free(v->name);
 	free(v->device_mount_path);
 	free(v->volume_id);
 	free(v->fingerprint);
@@ -156,11 +169,20 @@ static struct dsw_pod_volume *pod_volume_new(const char *target, const char *pod
 	return pv;
 }
 
+/* A pod with room for n targets. */
+static struct dsw_pod *pod_new(const char *uid, size_t n)
+{
+	size_t nu = strlen(uid) + 1;
+	struct dsw_pod *p = calloc(1, sizeof(*p) + n * sizeof(p->targets[0]) + nu);
+
+	if (p)
+		p->uid = memcpy((char *)&p->targets[n], uid, nu);
+	return p;
+}
+
 static void pod_free(struct dsw_pod *p)
 {
-	free(p->targets); /* the strings belong to the pod volumes */
-	free(p->uid);
-	free(p);
+	free(p); /* the target strings belong to the pod volumes */
 }
 
 /* Drops one pod volume and, with its last user, its volume. */
@@ -237,16 +259,27 @@ static bool only_used_by(const struct desired_state *d, const struct dsw_volume 
 	return mine == v->n_pod_volumes;
 }
 
+int dsw_reserve(struct desired_state *d, size_t n_pods, size_t n_pod_volumes)
+{
+	int r = hashmap_reserve(d->pods, hashmap_size(d->pods) + n_pods);
+
+	if (r == 0)
+		r = hashmap_reserve(d->pod_volumes, hashmap_size(d->pod_volumes) + n_pod_volumes);
+	/* At most one volume per pod volume; as many when none is shared (the common case). */
+	if (r == 0)
+		r = hashmap_reserve(d->volumes, hashmap_size(d->volumes) + n_pod_volumes);
+	return r;
+}
+
 static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struct pod_volume *src)
 {
 	struct dsw_volume *v = hashmap_get(d->volumes, src->volume_name);
 
 	if (v)
 		return v;
-	v = calloc(1, sizeof(*v));
+	v = volume_new(src->volume_name);
 	if (!v)
 		return NULL;
-	v->name = strdup(src->volume_name);
 	v->spec = volume_spec_ref(src->spec);
 	v->plugin = src->plugin;
 	v->uses_device = src->uses_device_known ? src->uses_device
@@ -256,7 +289,7 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 			src->spec->block
 				? dsw_device_held_path(d->root_dir, src->plugin->name, v->name)
 				: dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
-	if (!v->name || (v->uses_device && !v->device_mount_path) ||
+	if ((v->uses_device && !v->device_mount_path) ||
 	    hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
 		return NULL;
@@ -264,9 +297,50 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 	return v;
 }
 
+void *dsw_pod_owner(const struct desired_state *d, const char *uid)
+{
+	const struct dsw_pod *p = hashmap_get(d->pods, uid);
+
+	return p ? p->owner : NULL;
+}
+
+int dsw_pod_set_owner(struct desired_state *d, const char *uid, void *owner)
+{
+	struct dsw_pod *p = hashmap_get(d->pods, uid);
+
+	if (!p)
+		return -ENOENT;
+	p->owner = owner;
+	return 0;
+}
+
+/* dsw_pod_volume_dir() or, for block, dsw_pod_volume_device_path() in buf (one per pod volume
+ * at start-up: joined without a format), or NULL when it does not fit. */
+static const char *pod_volume_path(char *buf, size_t size, const char *root_dir,
+				   const char *pod_uid, bool block, const char *plugin,
+				   const char *outer_name)
+{
+	const char *parts[] = { root_dir, "/pods/", pod_uid,
+				block ? "/volumeDevices/kubernetes.io~" : "/volumes/kubernetes.io~",
+				plugin, "/", outer_name };
+	char *p = buf;
+
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		size_t n = strlen(parts[i]);
+
+		if ((size_t)(p - buf) + n >= size)
+			return NULL;
+		memcpy(p, parts[i], n);
+		p += n;
+	}
+	*p = '\0';
+	return buf;
+}
+
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err)
 {
 	struct dsw_pod *pod;
+	void *owner;
 
 	/* Check first, so that a rejected spec changes nothing. */
 	for (size_t i = 0; i < p->n_volumes; i++) {
@@ -279,27 +353,35 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 				       "different settings",
 				       i, src->volume_name);
 	}
+	pod = hashmap_get(d->pods, p->uid);
+	owner = pod ? pod->owner : NULL;
 	dsw_remove_pod(d, p->uid);
 
-	pod = calloc(1, sizeof(*pod));
-	if (!pod || !(pod->uid = strdup(p->uid)) ||
-	    !(pod->targets = calloc(p->n_volumes + 1, sizeof(char *)))) {
-		if (pod)
-			pod_free(pod);
+	pod = pod_new(p->uid, p->n_volumes);
+	if (!pod)
 		return -ENOMEM;
-	}
+	pod->owner = owner;
 	if (hashmap_put(d->pods, pod->uid, pod) < 0) {
 		pod_free(pod);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < p->n_volumes; i++) {
 		const struct pod_volume *src = &p->volumes[i];
-		_cleanup_free_ char *target =
-			src->spec->block ? dsw_pod_volume_device_path(d->root_dir, p->uid,
-								      src->plugin->name, src->name)
-					 : dsw_pod_volume_dir(d->root_dir, p->uid,
-							      src->plugin->name, src->name);
-		struct dsw_pod_volume *pv = pod_volume_new(target, p->uid, src->name);
+		char buf[PATH_MAX];
+		_cleanup_free_ char *long_target = NULL;
+		const char *target = pod_volume_path(buf, sizeof(buf), d->root_dir, p->uid,
+						     src->spec->block, src->plugin->name,
+						     src->name);
+		struct dsw_pod_volume *pv;
+
+		if (!target) /* longer than PATH_MAX: as it comes */
+			target = long_target =
+				src->spec->block
+					? dsw_pod_volume_device_path(d->root_dir, p->uid,
+								     src->plugin->name, src->name)
+					: dsw_pod_volume_dir(d->root_dir, p->uid, src->plugin->name,
+							     src->name);
+		pv = pod_volume_new(target, p->uid, src->name);
 
 		if (!pv)
 			return -ENOMEM;
@@ -325,17 +407,16 @@ static struct dsw_volume *new_csi_volume(struct desired_state *d, const char *na
 					 const char *volume_id, struct volume_spec *spec,
 					 const struct volume_plugin *plugin)
 {
-	struct dsw_volume *v = calloc(1, sizeof(*v));
+	struct dsw_volume *v = volume_new(name);
 
 	if (!v)
 		return NULL;
-	v->name = strdup(name);
 	v->volume_id = strdup(volume_id);
 	v->spec = volume_spec_ref(spec);
 	v->plugin = plugin;
 	v->csi = true;
 	v->uses_device = plugin_uses_device(plugin, spec);
-	if (!v->name || !v->volume_id || hashmap_put(d->volumes, v->name, v) < 0) {
+	if (!v->volume_id || hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
 		return NULL;
 	}

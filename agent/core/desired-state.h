@@ -17,7 +17,7 @@
 #include "pod-spec.h"
 
 struct dsw_volume {
-	char *name; /* node-wide volume name, e.g. "local:/dev/loop3" */
+	char *name; /* node-wide volume name, e.g. "local:/dev/loop3" (in the same allocation) */
 	struct volume_spec *spec;
 	const struct volume_plugin *plugin;
 	bool uses_device;	 /* staged once per node before pods use it */
@@ -62,9 +62,18 @@ struct desired_state *dsw_free(struct desired_state *d);
 typedef void (*dsw_change_fn)(void *userdata, const char *target, const char *volume_name);
 void dsw_set_change_hook(struct desired_state *d, dsw_change_fn fn, void *userdata);
 
+/* Makes room for n_pods more pods with n_pod_volumes more pod volumes (and as many volumes) in
+ * the indexes, e.g. before loading that many spec files at start-up.  Returns 0 or -ENOMEM
+ * (then they grow as they fill). */
+int dsw_reserve(struct desired_state *d, size_t n_pods, size_t n_pod_volumes);
 /* Replaces everything pod p->uid wanted with what p wants now.  Fails (changing nothing) with
  * -EEXIST when one of p's sources is already used by another pod with a different spec. */
 int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_info *err);
+/* What the caller recorded as pod uid's owner (the spec file that declares it), or NULL, also
+ * when the pod is not desired.  dsw_set_pod keeps it when it replaces the pod. */
+void *dsw_pod_owner(const struct desired_state *d, const char *uid);
+/* Records owner for pod uid.  Returns 0, or -ENOENT when the pod is not desired. */
+int dsw_pod_set_owner(struct desired_state *d, const char *uid, void *owner);
 /* Forgets pod uid and its volumes.  Returns 0, or -ENOENT when it was not known. */
 int dsw_remove_pod(struct desired_state *d, const char *uid);
 

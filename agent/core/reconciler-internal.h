@@ -57,9 +57,6 @@ struct reconciler {
 	/* The pass's own sets, swapped with the touched ones when it starts (kept to save
 	 * allocations of the tables). */
 	struct hashmap *visit_targets, *visit_volumes, *visit_devices;
-	/* volume name -> struct vol_holders: the targets whose pod mount may hold the volume (a
-	 * superset, checked against the actual state when read). */
-	struct hashmap *holders;
 
 	int epoll_fd;
 	int timer_fd;
@@ -76,7 +73,6 @@ struct reconciler {
 	bool table_unreadable;	 /* the last read of the mount table failed (logged once) */
 	bool full_pass_due;	 /* the next pass visits every key */
 	bool always_full;	 /* tests: every pass is a full one */
-	bool holders_incomplete; /* the next full pass rebuilds r->holders */
 	bool setups_deferred;	 /* set-ups waited for room in flight: a full pass is due */
 	size_t max_pod_ops;	 /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
 	unsigned long ops_started;
@@ -171,8 +167,6 @@ bool rec_pass_pending(struct reconciler *r);
 void rec_pass_fini(struct reconciler *r);
 /* Allocates them: 0 or -ENOMEM. */
 int rec_pass_init(struct reconciler *r);
-/* The pod mount at target now holds volume_name (a set-up or an adoption). */
-void rec_note_holder(struct reconciler *r, const char *volume_name, const char *target);
 /* Only the device of volume_name (and its CSI stage) is visited: a pod volume of it came or
  * went, which needs no visit of the others. */
 void rec_touch_device(struct reconciler *r, const char *volume_name);

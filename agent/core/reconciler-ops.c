@@ -311,7 +311,6 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
 				  op->volume_name, op->read_only || op->spec->read_only,
 				  op->mount_id, gen);
-		rec_note_holder(r, op->volume_name, op->target);
 		if (op->found_in_place) { /* the bind was there already: nothing was mounted */
 			log_adopted(r, op);
 			break;
@@ -335,12 +334,10 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		if (op->result < 0 || !pm)
 			break;
 		if (op->verified) {
-			free(pm->volume_name);
-			pm->volume_name = strdup(op->volume_name);
+			asw_pod_mount_set_volume(r->asw, pm, op->volume_name);
 			pm->read_only = op->read_only || op->spec->read_only;
 			pm->mount_id = op->mount_id;
 			asw_pod_mount_changed(r->asw, pm);
-			rec_note_holder(r, op->volume_name, op->target);
 			log_adopted(r, op);
 		} else {
 			pm->foreign = true;

@@ -7,8 +7,9 @@
  * pass (rec_touch_target, rec_touch_volume, rec_touch_device), expanded so the rules still
  * see everything they depend on: a target brings the device of the volume wanted or held
  * there; a volume brings its device, every pod volume that wants it and every pod mount that
- * holds it.  Whether a volume is still held or being released elsewhere is read from an index
- * (r->holders), not from what the pass happened to visit. */
+ * holds it.  Whether a volume is still held or being released elsewhere is read from the actual
+ * state's index of pod mounts by volume (asw_pod_mounts_of), not from what the pass happened
+ * to visit. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -21,13 +22,6 @@
 #include "macro.h"
 #include "metrics.h"
 #include "reconciler-internal.h"
-
-/* The targets whose pod mount may hold one volume (r->holders). */
-struct vol_holders {
-	char **targets;
-	size_t n, cap;
-	char name[]; /* the key */
-};
 
 /* What one pass found. */
 struct pass_ctx {
@@ -83,8 +77,7 @@ static void swap_maps(struct hashmap **a, struct hashmap **b)
  * recorded (and nothing is, until it has run: the touch only makes sure it runs). */
 static bool full_pass_next(struct reconciler *r)
 {
-	return r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies) ||
-	       r->holders_incomplete;
+	return r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies);
 }
 
 static void touch(struct reconciler *r, struct hashmap *set, const char *key)
@@ -158,97 +151,10 @@ bool rec_pass_pending(struct reconciler *r)
 	       deferred_due(r);
 }
 
-/* --- the holders index --- */
-
-static void holders_free(struct vol_holders *h)
-{
-	for (size_t i = 0; i < h->n; i++)
-		free(h->targets[i]);
-	free(h->targets);
-	free(h);
-}
-
-void rec_note_holder(struct reconciler *r, const char *volume_name, const char *target)
-{
-	struct vol_holders *h = hashmap_get(r->holders, volume_name);
-	char *t;
-
-	if (!h) {
-		size_t n = strlen(volume_name) + 1;
-
-		h = calloc(1, sizeof(*h) + n);
-		if (!h)
-			goto lost;
-		memcpy(h->name, volume_name, n);
-		if (hashmap_put(r->holders, h->name, h) < 0) {
-			free(h);
-			goto lost;
-		}
-	}
-	for (size_t i = 0; i < h->n; i++)
-		if (streq(h->targets[i], target))
-			return;
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 2;
-		char **n = realloc(h->targets, cap * sizeof(char *));
-		if (!n)
-			goto lost;
-		h->targets = n;
-		h->cap = cap;
-	}
-	t = strdup(target);
-	if (!t)
-		goto lost;
-	h->targets[h->n++] = t;
-	return;
-lost:
-	/* The next full pass rebuilds the index. */
-	r->holders_incomplete = true;
-	r->full_pass_due = true;
-}
-
-/* The holders of volume_name after dropping the targets that no longer hold it; NULL when
- * none is left. */
-static struct vol_holders *holders_get(struct reconciler *r, const char *volume_name)
-{
-	struct vol_holders *h = hashmap_get(r->holders, volume_name);
-
-	if (!h)
-		return NULL;
-	for (size_t i = 0; i < h->n;) {
-		const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, h->targets[i]);
-		if (pm && streq_ptr(pm->volume_name, volume_name)) {
-			i++;
-			continue;
-		}
-		free(h->targets[i]);
-		h->targets[i] = h->targets[--h->n];
-	}
-	if (h->n > 0)
-		return h;
-	hashmap_remove(r->holders, h->name);
-	holders_free(h);
-	return NULL;
-}
-
-/* Drops the holders of volumes nothing holds any more, when they have grown to outnumber the
- * volumes in use (so the cost spreads over many passes). */
-static void holders_prune(struct reconciler *r)
-{
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
-
-	if (hashmap_size(r->holders) <= 2 * hashmap_size(dsw_volumes(r->dsw)) + 64)
-		return;
-	while (hashmap_iterate(r->holders, &it, &v, NULL))
-		holders_get(r, ((struct vol_holders *)v)->name);
-}
-
 int rec_pass_init(struct reconciler *r)
 {
 	struct hashmap **maps[] = { &r->touched_targets, &r->touched_volumes, &r->touched_devices,
-				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices,
-				    &r->holders };
+				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices };
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		if (!(*maps[i] = hashmap_new()))
@@ -260,17 +166,12 @@ void rec_pass_fini(struct reconciler *r)
 {
 	struct hashmap **sets[] = { &r->touched_targets, &r->touched_volumes, &r->touched_devices,
 				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices };
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *v;
 
 	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
 		if (*sets[i])
 			set_clear(*sets[i]);
 		*sets[i] = hashmap_free(*sets[i]);
 	}
-	while (r->holders && hashmap_iterate(r->holders, &it, &v, NULL))
-		holders_free(v);
-	r->holders = hashmap_free(r->holders);
 }
 
 /* --- queueing operations --- */
@@ -455,16 +356,14 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
  * pod waiting for the volume waits until it is torn down). */
 static bool volume_held(struct reconciler *r, const char *volume_name, bool *ret_releasing)
 {
-	struct vol_holders *h = holders_get(r, volume_name);
+	const struct asw_pod_mount *first = asw_pod_mounts_of(r->asw, volume_name);
 	bool releasing = false;
 
-	for (size_t i = 0; h && i < h->n && !releasing; i++) {
-		const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, h->targets[i]);
+	for (const struct asw_pod_mount *pm = first; pm && !releasing; pm = pm->next_of_volume)
 		releasing = !pod_mount_is_wanted(r, pm, dsw_get_pod_volume(r->dsw, pm->target));
-	}
 	if (ret_releasing)
 		*ret_releasing = releasing;
-	return h != NULL;
+	return first != NULL;
 }
 
 /* Whether a pod mount is still unverified: no device is released meanwhile, as it may hold
@@ -494,8 +393,6 @@ static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, stru
 	bool wanted;
 
 	c->keys++;
-	if (r->holders_incomplete && pm->volume_name)
-		rec_note_holder(r, pm->volume_name, pm->target);
 	if (!pm->volume_name && !pm->foreign) {
 		c->unverified++;
 		if (pv)
@@ -590,7 +487,6 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL))
 		visit_pod_mount(r, v, c);
-	r->holders_incomplete = false;
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL)) {
 		struct dsw_pod_volume *pv = v;
@@ -605,7 +501,6 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL))
 		visit_device(r, v, c);
-	holders_prune(r);
 	if (r->health_due) {
 		r->health_due = false;
 		queue_health_checks(r, &c->tail);
@@ -623,14 +518,14 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 	/* A volume: its device, the pod volumes that want it and the pod mounts that hold it. */
 	while (hashmap_iterate(r->visit_volumes, &it, NULL, &key)) {
 		struct dsw_volume *vol = dsw_get_volume(r->dsw, key);
-		struct vol_holders *h = holders_get(r, key);
 		bool ok = set_add(r->visit_devices, key);
 
 		for (struct dsw_pod_volume *pv = vol ? vol->pod_volumes : NULL; pv;
 		     pv = pv->next_of_volume)
 			ok = set_add(r->visit_targets, pv->target) && ok;
-		for (size_t i = 0; h && i < h->n; i++)
-			ok = set_add(r->visit_targets, h->targets[i]) && ok;
+		for (const struct asw_pod_mount *pm = asw_pod_mounts_of(r->asw, key); pm;
+		     pm = pm->next_of_volume)
+			ok = set_add(r->visit_targets, pm->target) && ok;
 		if (!ok)
 			r->full_pass_due = true;
 	}
@@ -695,7 +590,7 @@ void rec_pass(struct reconciler *r)
 	 * adopts a mount touches nothing), and the full pass that can make the agent ready
 	 * follows the last of them. */
 	c.full = r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies) ||
-		 r->holders_incomplete || deferred_due(r);
+		 deferred_due(r);
 	r->full_pass_due = false;
 	if (c.full)
 		r->setups_deferred = false; /* each set-up still deferred says so again */

@@ -449,7 +449,6 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
-	r->holders_incomplete = true;
 	r->max_pod_ops = REC_MAX_POD_OPS_IN_FLIGHT;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
 	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff || !r->inflight_pod ||

@@ -23,11 +23,12 @@
 #include "macro.h"
 #include "spec-source.h"
 
+/* One file; its name lives in the same allocation. */
 struct spec_file {
-	char *name;
 	char *uid;     /* the pod this file declares in the desired state, or NULL */
 	bool rejected; /* its current content was rejected */
 	bool conflict; /* rejected because another file has its uid: retried */
+	char name[];
 };
 
 /* One file of a scan: its name and what parsing it gave (small: there is one per file). */
@@ -57,7 +58,8 @@ struct spec_source {
 	struct spec_scan *scan;
 	struct desired_state *dsw;
 	struct hashmap *files;	/* name -> spec_file */
-	struct hashmap *owners; /* uid -> spec_file */
+	/* The file that declares each pod is the owner of its pod in the desired state
+	 * (dsw_pod_owner): no map of its own. */
 	size_t n_conflicts;	/* files with conflict set */
 };
 
@@ -70,7 +72,6 @@ static void file_free(void *p)
 {
 	struct spec_file *f = p;
 
-	free(f->name);
 	free(f->uid);
 	free(f);
 }
@@ -139,8 +140,7 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 	s->dsw = dsw;
 	s->dir = strdup(pods_dir);
 	s->files = hashmap_new();
-	s->owners = hashmap_new();
-	if (!s->dir || !s->files || !s->owners) {
+	if (!s->dir || !s->files) {
 		spec_source_free(s);
 		return -ENOMEM;
 	}
@@ -174,7 +174,6 @@ struct spec_source *spec_source_free(struct spec_source *s)
 		return NULL;
 	scan_free(s->scan);
 	hashmap_free_values(s->files, file_free);
-	hashmap_free(s->owners);
 	if (s->fd >= 0)
 		close(s->fd);
 	if (s->dir_fd >= 0)
@@ -195,10 +194,12 @@ static struct spec_file *get_file(struct spec_source *s, const char *name)
 
 	if (f)
 		return f;
-	f = calloc(1, sizeof(*f));
-	if (!f || !(f->name = strdup(name)) || hashmap_put(s->files, f->name, f) < 0) {
-		if (f)
-			file_free(f);
+	f = calloc(1, sizeof(*f) + strlen(name) + 1);
+	if (!f)
+		return NULL;
+	strcpy(f->name, name);
+	if (hashmap_put(s->files, f->name, f) < 0) {
+		file_free(f);
 		return NULL;
 	}
 	return f;
@@ -231,7 +232,6 @@ static bool forget_pod(struct spec_source *s, struct spec_file *f)
 {
 	if (!f->uid)
 		return false;
-	hashmap_remove(s->owners, f->uid);
 	dsw_remove_pod(s->dsw, f->uid);
 	log_info("pod spec removed", "file", f->name, "pod", f->uid);
 	free(f->uid);
@@ -243,6 +243,13 @@ static bool forget_pod(struct spec_source *s, struct spec_file *f)
 struct load_stats {
 	unsigned files, volumes, refused;
 };
+
+/* "<dir>/<name>" in path (PATH_MAX bytes), for a log line: made only when one is written. */
+static const char *file_path(const struct spec_source *s, const char *name, char *path)
+{
+	snprintf(path, PATH_MAX, "%s/%s", s->dir, name);
+	return path;
+}
 
 /* Applies what parsing file name gave (r, p, err): into the desired state, or logged as
  * rejected.  Takes p.  quiet logs a loaded file at debug only (a scan logs a summary).
@@ -256,7 +263,6 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 
 	if (!f)
 		return false;
-	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
 	set_conflict(s, f, false);
 	if (r == -ENOENT) /* gone again before we read it */
 		return false;
@@ -264,7 +270,7 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 		stats->files++;
 	if (r < 0)
 		goto rejected;
-	owner = hashmap_get(s->owners, spec->uid);
+	owner = dsw_pod_owner(s->dsw, spec->uid);
 	if (owner && owner != f) {
 		set_conflict(s, f, true);
 		err_set(err, -EEXIST, "pod.uid: %s is already declared by %s", spec->uid,
@@ -278,25 +284,24 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 	if (r < 0)
 		goto rejected;
 	f->rejected = false;
-	if (!f->uid) {
+	if (!f->uid)
 		f->uid = strdup(spec->uid);
-		if (f->uid)
-			hashmap_put(s->owners, f->uid, f);
-	}
+	/* Out of memory: no owner, so that nothing points at f once it goes. */
+	(void)dsw_pod_set_owner(s->dsw, spec->uid, f->uid ? f : NULL);
 	if (stats)
 		stats->volumes += spec->n_volumes;
 	if (quiet)
-		log_debug("specs", "pod spec loaded", "file", path, "pod", spec->uid, "volumes",
+		log_debug("specs", "pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid, "volumes",
 			  LOG_INT(spec->n_volumes));
 	else
-		log_info("pod spec loaded", "file", path, "pod", spec->uid, "volumes",
+		log_info("pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid, "volumes",
 			 LOG_INT(spec->n_volumes));
 	return true;
 rejected:
 	f->rejected = true;
 	if (stats)
 		stats->refused++;
-	log_rejected(path, err_msg(err), f->uid != NULL);
+	log_rejected(file_path(s, name, path), err_msg(err), f->uid != NULL);
 	return false;
 }
 
@@ -435,6 +440,17 @@ int spec_source_scan_finish(struct spec_source *s)
 		struct spec_file *f = v;
 		if (!scan_has(sc, f->name) && remove_file(s, f->name))
 			changed = 1;
+	}
+	/* The first scan: room for every file and what it declares, so that the indexes are
+	 * not rebuilt over and over while they fill. */
+	if (hashmap_size(s->files) == 0) {
+		size_t n_volumes = 0;
+
+		for (size_t i = 0; i < sc->n; i++)
+			if (sc->slots[i].spec)
+				n_volumes += sc->slots[i].spec->n_volumes;
+		(void)hashmap_reserve(s->files, sc->n);
+		(void)dsw_reserve(s->dsw, sc->n, n_volumes);
 	}
 	for (size_t i = 0; i < sc->n; i++) {
 		struct scan_slot *sl = &sc->slots[i];
