@@ -537,6 +537,31 @@ static void test_check_set_up_uses_what_the_table_saw(void **state)
 	volume_spec_unref(spec);
 }
 
+/* The CSI server starts while the reconciler's first pass runs: one that cannot start (its
+ * socket's directory cannot be made) still makes the agent exit 1 with the reason, and a
+ * start after it adopts what the first one mounted. */
+static void test_csi_that_cannot_start_stops_the_agent(void **state)
+{
+	struct agent_fixture *f = *state;
+	char src[512], kubelet[512];
+	const char *bad[] = { "--csi",		   "--csi-endpoint",
+			      "unix:///proc/volagent-none/csi.sock", "--kubelet-root-dir",
+			      kubelet,			   NULL };
+
+	make_dir(f, "src", src);
+	make_dir(f, "kubelet", kubelet);
+	write_dir_pod(f, "p1", src);
+	assert_int_equal(fixture_start(f, bad), 0);
+	assert_true(fixture_wait_log(f, "cannot start", WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 1);
+	assert_true(fixture_log_find(f, "cannot start", "/proc/volagent-none") >= 0);
+
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 1, 0 }, WAIT_MS));
+	assert_int_equal(test_count_mounts_under(f->root), 1);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -553,6 +578,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_check_set_up_uses_what_the_table_saw, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_csi_that_cannot_start_stops_the_agent, setup,
 						teardown),
 	};
 
