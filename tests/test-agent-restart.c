@@ -435,9 +435,8 @@ static bool settled(json_t *st, const void *arg)
  * bind whose read-only state differs from the spec's are replaced, and a bind stacked on
  * another at the target (each made while the agent was down) is unmounted until one is left;
  * the good one keeps its mount ID throughout. */
-static void test_restart_refuses_what_is_not_the_volume(void **state)
+static void refuses_what_is_not_the_volume(struct agent_fixture *f, const char *const extra[])
 {
-	struct agent_fixture *f = *state;
 	char src[512], other[512], keep[512], swapped[512], ro[512], stacked[512];
 	int keep_id;
 
@@ -447,7 +446,7 @@ static void test_restart_refuses_what_is_not_the_volume(void **state)
 	write_dir_pod(f, "swapped", src);
 	write_dir_pod(f, "ro", src);
 	write_dir_pod(f, "stacked", src);
-	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_int_equal(fixture_start(f, extra), 0);
 	assert_true(fixture_wait_mount_count(f, 4, WAIT_MS));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 	fixture_pod_dir(f, "keep", "v", keep);
@@ -465,7 +464,7 @@ static void test_restart_refuses_what_is_not_the_volume(void **state)
 	assert_int_equal(mount(src, stacked, NULL, MS_BIND, NULL), 0);
 	assert_int_equal(test_count_mounts_under(f->root), 5);
 
-	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_int_equal(fixture_start(f, extra), 0);
 	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
 	assert_true(fixture_wait_status(f, NULL, settled, f, WAIT_MS));
 	assert_int_equal(fixture_log_count(f, "mount holds something else, replacing it"), 3);
@@ -476,6 +475,19 @@ static void test_restart_refuses_what_is_not_the_volume(void **state)
 	assert_true(same_dir(stacked, src));
 	assert_int_equal(test_count_mounts_under(f->root), 4);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* On both mount-table sources: the read-only flag and the stacking come from statmount on the
+ * event path, from libmount's reading of mountinfo on the fallback. */
+static void test_restart_refuses_what_is_not_the_volume(void **state)
+{
+	refuses_what_is_not_the_volume(*state, NULL);
+}
+
+static void test_restart_refuses_what_is_not_the_volume_fallback(void **state)
+{
+	refuses_what_is_not_the_volume(*state, (const char *const[]){ "--mount-events", "off",
+								      NULL });
 }
 
 /* The local plugin's check_set_up against what the table showed (struct mount_seen): the
@@ -577,6 +589,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sigkill_while_mounting_many, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume_fallback,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_check_set_up_uses_what_the_table_saw, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csi_that_cannot_start_stops_the_agent, setup,
