@@ -1,6 +1,6 @@
 /* cmd-run.c - `volagent run`: the daemon.  Parses the configuration, takes the instance lock,
- * builds the reconciler, starts the CSI server (when enabled) and then the reconciler, and
- * waits for SIGTERM/SIGINT on a signalfd; then stops in reverse order: the CSI server first
+ * builds the reconciler, starts the reconciler and then, while its first pass runs, the CSI
+ * server (when enabled), and waits for SIGTERM/SIGINT on a signalfd; then stops in reverse order: the CSI server first
  * (calls in flight finish within the grace period, new ones get UNAVAILABLE), then the
  * reconciler.  Stopping leaves every mount in place, as kubelet does: a restarted agent adopts
  * them. */
@@ -87,14 +87,14 @@ static void csi_ready(void *userdata)
 	csi_server_set_ready(userdata, true);
 }
 
-/* Builds and starts the CSI server.  Returns 0 (also when CSI is off) or -errno. */
-static int start_csi(const struct agent_config *cfg, struct csi_node_config *node,
+/* Builds the CSI server (started later by csi_server_start).  Returns 0 (also when CSI is off,
+ * *ret NULL) or -errno. */
+static int new_csi(const struct agent_config *cfg, struct csi_node_config *node,
 		     struct csi_server **ret, struct error_info *err)
 {
 	_cleanup_free_ char *def = NULL;
 	const char *endpoint = cfg->csi_endpoint;
 	struct csi_server *s;
-	int r;
 
 	*ret = NULL;
 	if (!cfg->csi) /* config_parse() turned it on for an endpoint */
@@ -120,11 +120,6 @@ static int start_csi(const struct agent_config *cfg, struct csi_node_config *nod
 		&csi_node_ops, node, err);
 	if (!s)
 		return err->code ? err->code : -ENOMEM;
-	r = csi_server_start(s, err);
-	if (r < 0) {
-		csi_server_free(s);
-		return r;
-	}
 	*ret = s;
 	return 0;
 }
@@ -295,7 +290,7 @@ int cmd_run(int argc, char **argv)
 	if (r == 0) {
 		node.reconciler = rec;
 		node.stats_timeout_ms = (int)cfg.stats_timeout_ms;
-		r = start_csi(&cfg, &node, &csi, &err);
+		r = new_csi(&cfg, &node, &csi, &err);
 	}
 	if (r == 0 && csi)
 		reconciler_set_on_ready(rec, csi_ready, csi);
@@ -303,6 +298,17 @@ int cmd_run(int argc, char **argv)
 		r = start_local_services(&cfg, rec, &admin, &metrics, &err);
 	if (r == 0)
 		r = reconciler_start(rec, &err);
+	/* The CSI server (loading gRPC, listening, registering with kubelet) starts while the
+	 * reconciler thread's first pass builds the state and verifies what it found: the two
+	 * are independent, and Probe answers ready only once both are done.  A server that cannot
+	 * start stops the reconciler before it goes (its ready callback points to it). */
+	if (r == 0 && csi) {
+		r = csi_server_start(csi, &err);
+		if (r < 0) {
+			reconciler_stop(rec);
+			csi = csi_server_free(csi);
+		}
+	}
 	if (r < 0) {
 		log_error("cannot start", "error", err_msg(&err));
 		notify_start_failed(&err);

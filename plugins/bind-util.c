@@ -48,6 +48,34 @@ int bind_check(const char *target, const char *source, bool read_only)
 	return check_target(target, source, read_only, &mount_root);
 }
 
+int bind_check_seen(const char *target, const char *source, bool read_only,
+		    struct mount_seen *seen)
+{
+	struct statx t, s;
+
+	if (!seen->mount_id)
+		return bind_check(target, source, read_only);
+	if (statx(AT_FDCWD, target, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+		  STATX_INO | STATX_MNT_ID, &t) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!(t.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return -EOPNOTSUPP;
+	if (!(t.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0;
+	/* Another mount than the table showed: it is looked at for real. */
+	if (!(t.stx_mask & STATX_MNT_ID) || (int)t.stx_mnt_id != seen->mount_id)
+		return bind_check(target, source, read_only);
+	if (seen->stacked || seen->read_only != read_only)
+		return 0;
+	if (statx(AT_FDCWD, source, AT_NO_AUTOMOUNT, STATX_INO, &s) < 0)
+		return -errno;
+	if (t.stx_dev_major != s.stx_dev_major || t.stx_dev_minor != s.stx_dev_minor ||
+	    t.stx_ino != s.stx_ino)
+		return 0;
+	seen->confirmed = true;
+	return 1;
+}
+
 int bind_set_up(int source_fd, const char *source, const struct mount_target *target,
 		bool read_only, struct error_info *err)
 {

@@ -11,6 +11,14 @@
  * read_only: 1 yes, 0 no (not mounted, or something else), -errno when it cannot be told. */
 int bind_check(const char *target, const char *source, bool read_only);
 
+/* bind_check() for check_set_up, using what the mount table showed at target (seen): when the
+ * mount at target is still seen->mount_id, its read-only flag and whether it is stacked come
+ * from seen, and only the target and the source are looked at (a statx each); otherwise it
+ * is bind_check().  A mount stacked on another is refused (0).  Sets seen->confirmed on 1
+ * from seen. */
+int bind_check_seen(const char *target, const char *source, bool read_only,
+		    struct mount_seen *seen);
+
 /* Binds the directory source_fd (an O_PATH descriptor of source) onto target, unless target
  * already holds it (idempotent).  A target that is another mount is refused (-EBUSY). */
 int bind_set_up(int source_fd, const char *source, const struct mount_target *target,

@@ -102,13 +102,13 @@ static const char *bind_source(const struct volume_mounter *m)
 }
 
 static int local_check_set_up(const struct volume_mounter *m, const char *target,
-			      struct error_info *err)
+			      struct mount_seen *seen, struct error_info *err)
 {
 	if (m->spec->block)
 		return m->device_mount_path
 			       ? block_map_check(target, m->device_mount_path, m->read_only)
 			       : 0;
-	return bind_check(target, bind_source(m), m->read_only);
+	return bind_check_seen(target, bind_source(m), m->read_only, seen);
 }
 
 static int local_set_up_at(const struct volume_mounter *m, const struct mount_target *target,

@@ -818,8 +818,10 @@ static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t
 	return mount_error(v, &c, r, t->path, err);
 }
 
+/* Reads the target's entry itself (seen is not used: nfs compares the source and the
+ * superblock's root, which the lean table does not keep). */
 static int nfs_check_set_up(const struct volume_mounter *m, const char *target,
-			    struct error_info *err)
+			    struct mount_seen *seen, struct error_info *err)
 {
 	struct nfs_volume v;
 	struct mount_entry e, d;
@@ -856,7 +858,7 @@ static int nfs_set_up_at(const struct volume_mounter *m, const struct mount_targ
 {
 	struct nfs_volume v;
 	char canon[PATH_MAX];
-	int r = nfs_check_set_up(m, target->path, err);
+	int r = nfs_check_set_up(m, target->path, &(struct mount_seen){ 0 }, err);
 
 	if (r == 1)
 		return 0;

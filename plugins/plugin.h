@@ -32,6 +32,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "error.h"
 #include "volume-spec.h"
@@ -56,6 +57,21 @@ struct device_attachment {
 	char *device_path;	  /* the block device to probe, format and mount */
 	struct volume_attr *meta; /* plugin records, e.g. loop=/dev/loop5, fuse_dir=... */
 	size_t n_meta;
+};
+
+/* What the agent's mount table showed at a target when a check of it was queued, handed to
+ * check_set_up so that the plugin need not find it out again.  The table may be older than
+ * what is at the target when the check runs: a plugin that relies on it first sees that the
+ * mount at the target is still mount_id (a statx with STATX_MNT_ID it makes anyway).
+ * mount_id 0: the table showed nothing there, the plugin looks for itself. */
+struct mount_seen {
+	int mount_id;	/* mountinfo's (32-bit) ID of the visible mount; 0: none known */
+	dev_t sb_dev;	/* its superblock's device (mountinfo's major:minor) */
+	bool read_only; /* the mount's own read-only flag (MOUNT_ATTR_RDONLY, "ro") */
+	bool stacked;	/* other mounts lie under it on the same target */
+	/* Set by check_set_up when it returns 1 having seen that the mount it checked is
+	 * mount_id (so the caller need not read the ID again); left false otherwise. */
+	bool confirmed;
 };
 
 struct volume_mounter {
@@ -119,11 +135,15 @@ struct volume_ops {
 			    struct error_info *err);
 
 	/* Whether target holds exactly this volume as m describes it (same source object, same
-	 * read-only state): 1 yes, 0 no (something else is mounted there), -errno when it cannot
-	 * be told.  Used to adopt mounts after a restart without remounting them.  May block
-	 * (stat on a network filesystem). */
+	 * read-only state, no other mount stacked under it): 1 yes, 0 no (something else is
+	 * mounted there), -errno when it cannot be told.  Used to adopt mounts after a restart
+	 * without remounting them.  seen (never NULL) is what the mount table shows at target:
+	 * a plugin uses what it can of it instead of looking again (the mount ID, the read-only
+	 * flag, the superblock) once it has seen that the mount at target is seen->mount_id, and
+	 * then sets seen->confirmed; a plugin may also ignore it and check everything itself.
+	 * May block (stat on a network filesystem). */
 	int (*check_set_up)(const struct volume_mounter *m, const char *target,
-			    struct error_info *err);
+			    struct mount_seen *seen, struct error_info *err);
 
 	/* Rebuilds a spec from a node-wide volume name (as get_volume_name made it) and a path
 	 * where it is mounted, for volumes found on the node that no spec file or journal entry
@@ -253,7 +273,8 @@ int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *
 		     struct error_info *err);
 int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, const char *pod_uid,
 			const char *target, struct error_info *err);
-int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct error_info *err);
+int plugin_check_set_up(const struct volume_mounter *m, const char *target,
+			struct mount_seen *seen, struct error_info *err);
 int plugin_construct_spec(const struct volume_plugin *p, const char *volume_name,
 			  const char *mount_path, struct volume_spec **ret_spec,
 			  struct error_info *err);

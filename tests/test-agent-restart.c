@@ -13,10 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "plugin.h"
 #include "testlib.h"
 
 #define WAIT_MS 20000
@@ -408,6 +410,170 @@ static void test_sigkill_while_mounting_many(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* Whether path shows the same directory as src (the root of a bind of it). */
+static bool same_dir(const char *path, const char *src)
+{
+	struct stat a, b;
+
+	return stat(path, &a) == 0 && stat(src, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* Ready, every pod volume mounted and nothing failing or in flight (for a stacked target the
+ * one under the top is adopted, or it too is unmounted and set up again: which depends on
+ * whether the top's unmount event or its failed tear-down reaches the reconciler first). */
+static bool settled(json_t *st, const void *arg)
+{
+	const struct agent_fixture *f = arg;
+
+	return json_is_true(json_object_get(st, "ready")) && status_count(st, "mounted") == 4 &&
+	       status_count(st, "failing") == 0 && status_count(st, "in_flight") == 0 &&
+	       test_count_mounts_under(f->root) == 4;
+}
+
+/* A restart adopts only a mount that is exactly the volume: a bind of another directory and a
+ * bind whose read-only state differs from the spec's are replaced, and a bind stacked on
+ * another at the target (each made while the agent was down) is unmounted until one is left;
+ * the good one keeps its mount ID throughout. */
+static void refuses_what_is_not_the_volume(struct agent_fixture *f, const char *const extra[])
+{
+	char src[512], other[512], keep[512], swapped[512], ro[512], stacked[512];
+	int keep_id;
+
+	make_dir(f, "src", src);
+	make_dir(f, "other", other);
+	write_dir_pod(f, "keep", src);
+	write_dir_pod(f, "swapped", src);
+	write_dir_pod(f, "ro", src);
+	write_dir_pod(f, "stacked", src);
+	assert_int_equal(fixture_start(f, extra), 0);
+	assert_true(fixture_wait_mount_count(f, 4, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	fixture_pod_dir(f, "keep", "v", keep);
+	fixture_pod_dir(f, "swapped", "v", swapped);
+	fixture_pod_dir(f, "ro", "v", ro);
+	fixture_pod_dir(f, "stacked", "v", stacked);
+	keep_id = test_mount_id(keep);
+	assert_true(keep_id >= 0);
+
+	/* While it is down: another directory, a read-only remount, a second bind on top. */
+	assert_int_equal(umount2(swapped, 0), 0);
+	assert_int_equal(mount(other, swapped, NULL, MS_BIND, NULL), 0);
+	assert_int_equal(mount(NULL, ro, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL), 0);
+	assert_true(test_mount_is_ro(ro));
+	assert_int_equal(mount(src, stacked, NULL, MS_BIND, NULL), 0);
+	assert_int_equal(test_count_mounts_under(f->root), 5);
+
+	assert_int_equal(fixture_start(f, extra), 0);
+	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
+	assert_true(fixture_wait_status(f, NULL, settled, f, WAIT_MS));
+	assert_int_equal(fixture_log_count(f, "mount holds something else, replacing it"), 3);
+	assert_true(fixture_log_count(f, "msg=\"volume mounted\"") >= 6); /* 4, then 2 or 3 */
+	assert_int_equal(test_mount_id(keep), keep_id); /* not remounted */
+	assert_true(same_dir(swapped, src));
+	assert_false(test_mount_is_ro(ro));
+	assert_true(same_dir(stacked, src));
+	assert_int_equal(test_count_mounts_under(f->root), 4);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* On both mount-table sources: the read-only flag and the stacking come from statmount on the
+ * event path, from libmount's reading of mountinfo on the fallback. */
+static void test_restart_refuses_what_is_not_the_volume(void **state)
+{
+	refuses_what_is_not_the_volume(*state, NULL);
+}
+
+static void test_restart_refuses_what_is_not_the_volume_fallback(void **state)
+{
+	refuses_what_is_not_the_volume(*state, (const char *const[]){ "--mount-events", "off",
+								      NULL });
+}
+
+/* The local plugin's check_set_up against what the table showed (struct mount_seen): the
+ * table's facts are used for the mount they describe, and looked up again for any other. */
+static void test_check_set_up_uses_what_the_table_saw(void **state)
+{
+	struct agent_fixture *f = *state;
+	const struct volume_plugin *p = plugin_find_by_name("local");
+	struct volume_spec *spec = volume_spec_new("local");
+	struct volume_mounter *m;
+	struct error_info err = { 0 };
+	char src[512], other[512], target[512];
+	struct mount_seen seen;
+	struct stat st;
+	int id;
+
+	assert_non_null(p);
+	assert_non_null(spec);
+	make_dir(f, "src", src);
+	make_dir(f, "other", other);
+	make_dir(f, "target", target);
+	assert_int_equal(volume_spec_set(spec, "path", src), 0);
+	m = plugin_new_mounter(p, spec, "uid", false, NULL);
+	assert_non_null(m);
+
+	/* Nothing mounted: 0, whatever the table said. */
+	seen = (struct mount_seen){ .mount_id = 12345 };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 0);
+
+	assert_int_equal(mount(src, target, NULL, MS_BIND, NULL), 0);
+	id = test_mount_id(target);
+	assert_true(id > 0);
+	assert_int_equal(stat(src, &st), 0);
+	seen = (struct mount_seen){ .mount_id = id, .sb_dev = st.st_dev };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 1);
+	assert_true(seen.confirmed);
+	/* The table said read-only, or stacked, for this very mount: refused. */
+	seen = (struct mount_seen){ .mount_id = id, .sb_dev = st.st_dev, .read_only = true };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 0);
+	seen = (struct mount_seen){ .mount_id = id, .sb_dev = st.st_dev, .stacked = true };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 0);
+	/* A table behind the target (another mount ID): what is there is looked at. */
+	seen = (struct mount_seen){ .mount_id = id + 1000, .read_only = true };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 1);
+	assert_false(seen.confirmed);
+	seen = (struct mount_seen){ 0 };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 1);
+	assert_false(seen.confirmed);
+
+	/* A bind of another directory, told right by the table: 0. */
+	assert_int_equal(umount2(target, 0), 0);
+	assert_int_equal(mount(other, target, NULL, MS_BIND, NULL), 0);
+	id = test_mount_id(target);
+	seen = (struct mount_seen){ .mount_id = id, .sb_dev = st.st_dev };
+	assert_int_equal(plugin_check_set_up(m, target, &seen, &err), 0);
+	assert_int_equal(umount2(target, 0), 0);
+
+	plugin_free_mounter(m);
+	volume_spec_unref(spec);
+}
+
+/* The CSI server starts while the reconciler's first pass runs: one that cannot start (its
+ * socket's directory cannot be made) still makes the agent exit 1 with the reason, and a
+ * start after it adopts what the first one mounted. */
+static void test_csi_that_cannot_start_stops_the_agent(void **state)
+{
+	struct agent_fixture *f = *state;
+	char src[512], kubelet[512];
+	const char *bad[] = { "--csi",		   "--csi-endpoint",
+			      "unix:///proc/volagent-none/csi.sock", "--kubelet-root-dir",
+			      kubelet,			   NULL };
+
+	make_dir(f, "src", src);
+	make_dir(f, "kubelet", kubelet);
+	write_dir_pod(f, "p1", src);
+	assert_int_equal(fixture_start(f, bad), 0);
+	assert_true(fixture_wait_log(f, "cannot start", WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 1);
+	assert_true(fixture_log_find(f, "cannot start", "/proc/volagent-none") >= 0);
+
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 1, 0 }, WAIT_MS));
+	assert_int_equal(test_count_mounts_under(f->root), 1);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +587,14 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_journal_is_survived, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_while_mounting_many, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume_fallback,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_check_set_up_uses_what_the_table_saw, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_csi_that_cannot_start_stops_the_agent, setup,
+						teardown),
 	};
 
 	test_enter_private_mountns();

@@ -205,7 +205,7 @@ static int fake_tear_down_at(const char *volume_name, const char *pod_uid, const
 }
 
 static int fake_check_set_up(const struct volume_mounter *m, const char *target,
-			     struct error_info *err)
+			     struct mount_seen *seen, struct error_info *err)
 {
 	unsigned delay;
 

@@ -82,6 +82,19 @@ struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, con
 	return op;
 }
 
+/* What the table shows at target, for a VERIFY: its plugin need not look again. */
+static struct mount_seen seen_in_table(struct reconciler *r, const char *target)
+{
+	const struct mount_info *mi = mount_table_get(r->table, target);
+
+	if (!mi)
+		return (struct mount_seen){ 0 };
+	return (struct mount_seen){ .mount_id = mi->id,
+				    .sb_dev = mi->devno,
+				    .read_only = mi->read_only,
+				    .stacked = mi->stacked > 1 };
+}
+
 /* Marks op as in flight and queues it on list (submitted after the journal is saved). */
 void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op ***tail)
 {
@@ -90,6 +103,8 @@ void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op *
 	struct vol_busy *b = rec_busy_get(r, op->volume_name, true);
 
 	op->queued_ms = now_ms();
+	if (op->kind == VOLUME_OP_VERIFY)
+		op->seen = seen_in_table(r, op->target);
 	if (device) {
 		if (b)
 			b->device_op = true;

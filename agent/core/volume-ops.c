@@ -247,12 +247,14 @@ static int run_verify(struct volume_op *op)
 
 	if (!m)
 		return -ENOMEM;
-	r = plugin_check_set_up(m, op->target, &op->err);
+	r = plugin_check_set_up(m, op->target, &op->seen, &op->err);
 	plugin_free_mounter(m);
 	if (r < 0)
 		return r;
 	op->verified = r == 1;
-	if (op->verified)
+	if (op->verified && op->seen.confirmed)
+		op->mount_id = op->seen.mount_id; /* the plugin saw it is this mount */
+	else if (op->verified)
 		(void)record_mount_id(op, NULL);
 	return 0;
 }

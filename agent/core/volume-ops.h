@@ -37,6 +37,7 @@ struct volume_op {
 	char *device_mount_path;      /* SET_UP and VERIFY of device volumes */
 	struct device_attachment att; /* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */
 	bool startup;		      /* a VERIFY of the startup reconstruction */
+	struct mount_seen seen;	      /* VERIFY: the table's mount at target when queued */
 	bool device;		      /* CHECK_HEALTH of a device's node-wide mount */
 	uint64_t queued_ms;	      /* when the reconciler started it (CLOCK_MONOTONIC) */
 

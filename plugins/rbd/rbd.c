@@ -492,13 +492,13 @@ static int rbd_unmount_device(const char *path, struct error_info *err)
 }
 
 static int rbd_check_set_up(const struct volume_mounter *m, const char *target,
-			    struct error_info *err)
+			    struct mount_seen *seen, struct error_info *err)
 {
 	if (!m->device_mount_path)
 		return 0;
 	if (m->spec->block)
 		return block_map_check(target, m->device_mount_path, m->read_only);
-	return bind_check(target, m->device_mount_path, m->read_only);
+	return bind_check_seen(target, m->device_mount_path, m->read_only, seen);
 }
 
 static int rbd_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
