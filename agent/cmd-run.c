@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -81,10 +82,28 @@ static int take_instance_lock(const char *state_dir, int *ret_fd, struct error_i
 	return 0;
 }
 
-/* Probe answers ready once the reconciler has adopted what it found. */
-static void csi_ready(void *userdata)
+/* READY=1 (and Probe's ready) come once the reconciler has adopted what it found and the CSI
+ * server, when enabled, listens: the two start side by side, and a client started after
+ * `systemctl start` returns finds the socket answering.  Each part calls readiness_done()
+ * once; the last one sends READY=1.  A server that fails to start never calls it. */
+struct readiness {
+	atomic_int pending;
+	struct csi_server *csi;
+};
+
+static void readiness_done(struct readiness *rd)
 {
-	csi_server_set_ready(userdata, true);
+	if (atomic_fetch_sub(&rd->pending, 1) == 1)
+		sd_notify(0, "READY=1");
+}
+
+static void reconciler_ready(void *userdata)
+{
+	struct readiness *rd = userdata;
+
+	if (rd->csi)
+		csi_server_set_ready(rd->csi, true);
+	readiness_done(rd);
 }
 
 /* Builds the CSI server (started later by csi_server_start).  Returns 0 (also when CSI is off,
@@ -215,6 +234,7 @@ int cmd_run(int argc, char **argv)
 	struct devmon *dm = NULL;
 	struct reconciler_event_source dm_source = { 0 };
 	struct csi_node_config node = { 0 };
+	struct readiness ready = { 0 };
 	_cleanup_close_ int lock_fd = -1;
 	sigset_t mask;
 	int r, rc = 0;
@@ -292,21 +312,25 @@ int cmd_run(int argc, char **argv)
 		node.stats_timeout_ms = (int)cfg.stats_timeout_ms;
 		r = new_csi(&cfg, &node, &csi, &err);
 	}
-	if (r == 0 && csi)
-		reconciler_set_on_ready(rec, csi_ready, csi);
+	if (r == 0) {
+		ready = (struct readiness){ .pending = csi ? 2 : 1, .csi = csi };
+		reconciler_set_on_ready(rec, reconciler_ready, &ready);
+	}
 	if (r == 0)
 		r = start_local_services(&cfg, rec, &admin, &metrics, &err);
 	if (r == 0)
 		r = reconciler_start(rec, &err);
 	/* The CSI server (loading gRPC, listening, registering with kubelet) starts while the
 	 * reconciler thread's first pass builds the state and verifies what it found: the two
-	 * are independent, and Probe answers ready only once both are done.  A server that cannot
+	 * are independent, and READY=1 goes out only once both are done.  A server that cannot
 	 * start stops the reconciler before it goes (its ready callback points to it). */
 	if (r == 0 && csi) {
 		r = csi_server_start(csi, &err);
 		if (r < 0) {
 			reconciler_stop(rec);
 			csi = csi_server_free(csi);
+		} else {
+			readiness_done(&ready);
 		}
 	}
 	if (r < 0) {

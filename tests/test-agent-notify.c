@@ -1,7 +1,8 @@
 /* test-agent-notify.c - the systemd notify protocol, spoken to a real NOTIFY_SOCKET as systemd
  * would listen on it: READY=1 once reconstruction is done (not before the mounts found were
  * adopted), STATUS= with the counts, WATCHDOG=1 pings at half the WATCHDOG_USEC interval from
- * the reconciler loop, and STOPPING=1 on SIGTERM. */
+ * the reconciler loop, and STOPPING=1 on SIGTERM; with CSI on, READY=1 only once the CSI socket
+ * listens too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,11 +143,56 @@ static void test_ready_status_watchdog_stopping(void **state)
 	close(l.fd);
 }
 
+/* Collects messages for a moment; true once READY=1 has come (for test_wait_until). */
+static bool ready_came(void *arg)
+{
+	struct listener *l = arg;
+
+	collect(l, 20);
+	return strstr(l->all, "READY=1") != NULL;
+}
+
+/* The CSI server starts beside the reconciler's first pass; READY=1 waits for both, so a
+ * client that connects as soon as systemd says the unit is up finds the socket listening. */
+static void test_ready_waits_for_csi_socket(void **state)
+{
+	struct agent_fixture *f = *state;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct listener l;
+	char src[600], kubelet[600], sock[700];
+	const char *args[] = { "--csi",		     "--kubelet-root-dir", kubelet,
+			       "--device-inventory", "false",		   NULL };
+	int fd;
+
+	snprintf(src, sizeof(src), "%s/src", f->dir);
+	snprintf(kubelet, sizeof(kubelet), "%s/kubelet", fixture_short_dir(f));
+	snprintf(sock, sizeof(sock), "%s/plugins/csi.volagent.io/csi.sock", kubelet);
+	mkdir(src, 0755);
+	mkdir(kubelet, 0755);
+	assert_int_equal(fixture_write_local_pod(f, "n1", "v", src), 0);
+	listen_notify(&l, f->dir);
+	setenv("NOTIFY_SOCKET", l.path, 1);
+	assert_int_equal(fixture_start(f, args), 0);
+	unsetenv("NOTIFY_SOCKET");
+
+	assert_true(test_wait_until(ready_came, &l, 10000));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	collect(&l, 200);
+	assert_int_equal(count(l.all, "READY=1"), 1);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	close(l.fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ready_status_watchdog_stopping, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_ready_waits_for_csi_socket, setup, teardown),
 	};
 
 	test_enter_private_mountns();

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <systemd/sd-daemon.h>
 
 #include "log.h"
 #include "macro.h"
@@ -615,7 +614,6 @@ void rec_pass(struct reconciler *r)
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
 			 LOG_INT(hashmap_size(asw_devices(r->asw))));
-		sd_notify(0, "READY=1");
 		if (r->cfg.on_ready)
 			r->cfg.on_ready(r->cfg.on_ready_userdata);
 	}

@@ -52,7 +52,8 @@ struct reconciler_config {
 	uint64_t health_interval_ms;	  /* check_health of mounted volumes this often; 0: never */
 	bool mount_events_off;	  /* follow the table by libmount even where mount events exist */
 	const char *kubelet_root; /* CSI targets and staging paths lie below it; NULL: no CSI */
-	/* Called once, on the reconciler thread, when the startup reconstruction is complete. */
+	/* Called once, on the reconciler thread, when the startup reconstruction is complete (the
+	 * daemon sends READY=1 from it, once the CSI server listens too). */
 	void (*on_ready)(void *userdata);
 	void *on_ready_userdata;
 	/* Extra event sources for the loop (n_sources of them); the array outlives the reconciler. */
