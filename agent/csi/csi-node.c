@@ -214,12 +214,32 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 	return res->error;
 }
 
+/* The outcome of a submitted request, on the reconciler thread: the deferred call's answer. */
+static void request_done(int r, struct volume_request_result *res, void *userdata)
+{
+	struct csi_deferred *d = userdata;
+
+	csi_deferred_finish(d, answer(r, res, csi_deferred_reply(d)));
+}
+
+/* Hands req (consumed) to the reconciler.  Where the server lets the call be answered later
+ * (csi_reply_defer), it is answered from the reconciler's completion and this returns
+ * CSI_DEFERRED at once: no thread waits for the outcome.  Else it waits for it. */
 static int submit(struct csi_node_config *cfg, struct volume_request *req,
 		  const struct timespec *deadline, struct csi_reply *reply)
 {
+	struct csi_deferred *d = csi_reply_defer(reply);
 	struct volume_request_result res = { 0 };
-	int r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
+	int r;
 
+	if (d) {
+		/* d is the reconciler's from here: it may be answered and gone at once. */
+		r = reconciler_submit(cfg->reconciler, req, wait_budget(deadline), request_done, d);
+		if (r < 0)
+			csi_deferred_finish(d, answer(r, NULL, csi_deferred_reply(d)));
+		return CSI_DEFERRED;
+	}
+	r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
 	return answer(r, &res, reply);
 }
 
