@@ -4,7 +4,8 @@
  * itself on the gRPC queue thread: GetPluginInfo, GetPluginCapabilities, Probe,
  * NodeGetCapabilities, NodeGetInfo.  The Node RPCs that touch the node (stage, unstage,
  * publish, unpublish, get_volume_stats, expand) go to a small pool of CSI worker threads,
- * which call the backend (struct csi_node_ops, implemented by the core) and send the answer.
+ * which call the backend (struct csi_node_ops, implemented by the core) and send the answer,
+ * or leave it to the backend, which answers later from its own thread (csi_reply_defer).
  *
  * Before a Node request reaches the backend (the pure checks are csi-validate.c's, in the
  * order the CSI spec lists the codes):
