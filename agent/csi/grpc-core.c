@@ -3,15 +3,18 @@
  *
  * Every tag on a completion queue is either &g->shutdown_tag or a struct gcore_call, whose
  * state says which event it is: CALL_REQUESTED (a new call arrived, or the request failed at
- * shutdown) or CALL_REPLYING (the final batch completed).  The thread that runs the call's
- * queue frees a call only after its final batch completed.
+ * shutdown) or CALL_REPLYING (the final batch completed); a pool call's final batch tags
+ * its done functor instead (g->done_cq, below).  A call is freed only after its final batch
+ * completed.
  *
  * Two queues: g->cq, run by the queue thread, for the methods answered inline (and the
  * unregistered ones, and the shutdown tag); g->pool_cq, run by cfg.pool_threads threads that
  * all wait in grpc_completion_queue_next on it, for the blocking methods.  A pool thread runs
- * the handler, which blocks and answers; the answer's completion comes back on the same queue,
- * usually to the same thread.  So a blocking call costs no hand-off between threads of ours:
- * the thread gRPC wakes for the request is the one that runs it.
+ * the handler, which blocks and answers (or hands the call to a thread that answers later).
+ * The pool's calls are bound to g->done_cq, a callback queue: the final batch's completion
+ * frees the call where it completes, with no pool thread woken to reap it.  So a blocking
+ * call costs no hand-off between threads of ours: the thread gRPC wakes for the request is
+ * the one that runs it.
  *
  * Counters under g->lock (owned calls, outstanding requests, the shutdown tag) decide when
  * destroying the server and the queues is safe. */
