@@ -468,7 +468,17 @@ static bool staged_at(struct reconciler *r, const char *path)
 static void apply_unstage(struct reconciler *r, struct pending_request *p)
 {
 	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
-	const char *path = p->req->path;
+	const char *path;
+
+	if (p->req->staging_path && v && v->staged && v->device_mount_path &&
+	    streq(v->device_mount_path, p->req->staging_path)) {
+		/* A raw block volume, staged at the file that holds its device. */
+		char *held = p->req->staging_path;
+
+		p->req->staging_path = p->req->path;
+		p->req->path = held;
+	}
+	path = p->req->path;
 
 	if (v && v->n_pod_volumes > 0)
 		return complete(r, p, -EOPNOTSUPP,

@@ -75,7 +75,9 @@ struct volume_request {
 	enum volume_request_kind kind;
 	char *volume_id;
 	char *path;		  /* the staging path (stage, unstage) or target (publish...) */
-	char *staging_path;	  /* publish: where it was staged; NULL when not */
+	/* publish: where it was staged; NULL when not.  unstage: where a raw block volume staged
+	 * at path is held (<path>/dev): the path to unstage when the volume is staged there. */
+	char *staging_path;
 	struct volume_spec *spec; /* stage, publish: a reference */
 	const struct volume_plugin *plugin; /* stage, publish: the one that accepts spec */
 	bool read_only;			    /* publish */
