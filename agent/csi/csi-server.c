@@ -497,7 +497,7 @@ static int call_stage(const struct csi_server *s, const struct job *j, struct cs
 		r = s->ops->stage(s->userdata, &q, reply);
 	free(kv[0]);
 	free(kv[1]);
-	map_view_free(kv[2], m->n_secrets);
+	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
 	return r;
 }
 
@@ -533,7 +533,7 @@ static int call_publish(const struct csi_server *s, const struct job *j, struct 
 		r = s->ops->publish(s->userdata, &q, reply);
 	free(kv[0]);
 	free(kv[1]);
-	map_view_free(kv[2], m->n_secrets);
+	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
 	return r;
 }
 
@@ -581,7 +581,7 @@ static int call_expand(const struct csi_server *s, const struct job *j, struct c
 	capability_view(m->volume_capability, &q.capability);
 	if (map_view(MAP_ARGS(m, secrets), &kv, &q.secrets) == 0)
 		r = s->ops->expand(s->userdata, &q, reply);
-	map_view_free(kv, m->n_secrets);
+	map_view_free(kv, q.secrets.n);
 	return r;
 }
 
