@@ -63,6 +63,12 @@ struct test_backend {
 static struct test_backend tb = { .lock = PTHREAD_MUTEX_INITIALIZER,
 				  .cond = PTHREAD_COND_INITIALIZER };
 
+/* Calls of volumes "defer*": their ops defer the answer (csi_reply_defer) and return at once;
+ * tb_finish() answers them later from the test's thread (under tb.lock). */
+#define MAX_DEFERRED 8
+static struct csi_deferred *tb_deferred[MAX_DEFERRED];
+static int tb_n_deferred;
+
 static void tb_reset(void)
 {
 	pthread_mutex_lock(&tb.lock);
@@ -96,6 +102,26 @@ static bool tb_entered_pred(void *arg)
 	return n >= want;
 }
 
+/* Finishes every deferred call, on this thread: with r, and code and message when code is
+ * not CSI_OK.  Returns how many. */
+static int tb_finish(int r, enum csi_code code, const char *message)
+{
+	struct csi_deferred *list[MAX_DEFERRED];
+	int n;
+
+	pthread_mutex_lock(&tb.lock);
+	n = tb_n_deferred;
+	memcpy(list, tb_deferred, sizeof(list));
+	tb_n_deferred = 0;
+	pthread_mutex_unlock(&tb.lock);
+	for (int i = 0; i < n; i++) {
+		if (code != CSI_OK)
+			csi_reply_set(csi_deferred_reply(list[i]), code, "%s", message);
+		csi_deferred_finish(list[i], r);
+	}
+	return n;
+}
+
 static int tb_calls(void)
 {
 	int n;
@@ -115,6 +141,17 @@ static int tb_behave(const char *volume_id, const char *path, const struct csi_m
 	snprintf(tb.last_volume, sizeof(tb.last_volume), "%s", volume_id);
 	snprintf(tb.last_path, sizeof(tb.last_path), "%s", path);
 	tb.last_nsecrets = secrets ? secrets->n : 0;
+	if (startswith(volume_id, "defer") && tb_n_deferred < MAX_DEFERRED) {
+		struct csi_deferred *d = csi_reply_defer(reply);
+
+		if (d) {
+			tb_deferred[tb_n_deferred++] = d;
+			tb.entered++;
+			pthread_cond_broadcast(&tb.cond);
+			pthread_mutex_unlock(&tb.lock);
+			return CSI_DEFERRED;
+		}
+	}
 	if (startswith(volume_id, "block")) {
 		tb.entered++;
 		pthread_cond_broadcast(&tb.cond);
@@ -287,6 +324,7 @@ static int teardown(void **state)
 
 	log_capture_end(f);
 	tb_release();
+	tb_finish(0, CSI_OK, NULL); /* a test that failed may have left some */
 	bg_kill(f);
 	f->s = csi_server_free(f->s);
 	test_rm_rf(f->tmp);
@@ -373,8 +411,16 @@ static const char *line_n(const char *out, int n, char *buf, size_t size)
 			fail_msg("did not expect \"%s\" in: %s", _n, _h); \
 	} while (0)
 
+static void bg_start_timeout(struct fx *f, int i, const char *calls, const char *timeout);
+
 /* Starts client i (0 or 1) in the background; bg_wait() collects its answers. */
 static void bg_start(struct fx *f, int i, const char *calls)
+{
+	bg_start_timeout(f, i, calls, "20");
+}
+
+/* The same, with each call's deadline timeout (seconds). */
+static void bg_start_timeout(struct fx *f, int i, const char *calls, const char *timeout)
 {
 	char name[16];
 	_cleanup_free_ char *input = NULL;
@@ -384,7 +430,7 @@ static void bg_start(struct fx *f, int i, const char *calls)
 
 	snprintf(name, sizeof(name), "bg%d", i);
 	input = write_input(f, name, calls);
-	argv = client_argv(f->sock, input, "20");
+	argv = client_argv(f->sock, input, timeout);
 	snprintf(f->bg_out[i], sizeof(f->bg_out[i]), "%s/bg%d.out", f->tmp, i);
 	fd = open(f->bg_out[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
@@ -1224,6 +1270,158 @@ static bool threads_at_most(void *arg)
 	return count_dir("/proc/self/task") <= *(int *)arg;
 }
 
+/* --- deferred answers (csi_reply_defer) -------------------------------------------------- */
+
+static bool deferred_at_least(void *arg)
+{
+	int n;
+
+	pthread_mutex_lock(&tb.lock);
+	n = tb_n_deferred;
+	pthread_mutex_unlock(&tb.lock);
+	return n >= *(int *)arg;
+}
+
+/* An op that defers returns at once and its call is answered later from another thread (the
+ * test's, as the reconciler's is in the agent): with OK or the code it sets.  Until then the
+ * volume's slot is held (ABORTED), cheap calls and other volumes are served, and with one
+ * pool thread the deferred calls do not hold it. */
+static void test_deferred_answer(void **state)
+{
+	struct fx *f = *state;
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = { 0 };
+	char bgcall[2048], calls[4096], tgt[600], l[1024];
+	_cleanup_free_ char *out = NULL, *bgout = NULL, *bgout2 = NULL;
+	int two = 2;
+
+	cfg.workers = 1;
+	cfg.registration = false;
+	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
+	assert_non_null(f->s);
+	assert_int_equal(csi_server_start(f->s, &err), 0);
+	csi_server_set_ready(f->s, true);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-1\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 0, bgcall);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-2\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 1, bgcall);
+	assert_true(test_wait_until(deferred_at_least, &two, 10000));
+
+	snprintf(calls, sizeof(calls),
+		 "Identity/Probe {}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-1\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"other\", \"target_path\": \"%s\"}\n",
+		 tgt, tgt);
+	out = client_run(f, f->sock, calls);
+	assert_string_equal(line_n(out, 0, l, sizeof(l)), "OK {\"ready\": true}");
+	assert_contains(line_n(out, 1, l, sizeof(l)),
+			"ERR ABORTED an operation on volume defer-1 is already in progress");
+	/* The only pool thread is free: another volume's call ran. */
+	assert_string_equal(line_n(out, 2, l, sizeof(l)), "OK {}");
+
+	/* defer-1 and defer-2, finished in one go: one with a code. */
+	pthread_mutex_lock(&tb.lock);
+	assert_int_equal(tb_n_deferred, 2);
+	pthread_mutex_unlock(&tb.lock);
+	{
+		struct csi_deferred *first;
+
+		pthread_mutex_lock(&tb.lock);
+		first = tb_deferred[0];
+		tb_deferred[0] = tb_deferred[1];
+		tb_n_deferred = 1;
+		pthread_mutex_unlock(&tb.lock);
+		csi_reply_set(csi_deferred_reply(first), CSI_NOT_FOUND, "gone away");
+		csi_deferred_finish(first, -ENOENT);
+	}
+	assert_int_equal(tb_finish(0, CSI_OK, NULL), 1);
+	bgout = bg_wait(f, 0);
+	bgout2 = bg_wait(f, 1);
+	/* Which client's call was deferred first is up to the scheduler. */
+	if (startswith(bgout, "OK"))
+		assert_true(startswith(bgout2, "ERR NOT_FOUND gone away"));
+	else
+		assert_true(startswith(bgout, "ERR NOT_FOUND gone away") &&
+			    startswith(bgout2, "OK {}"));
+
+	/* The slot is free again. */
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-1x\", \"target_path\": \"%s\"}\n",
+		 tgt);
+	bg_start(f, 0, calls);
+	{
+		int one = 1;
+		assert_true(test_wait_until(deferred_at_least, &one, 10000));
+	}
+	assert_int_equal(tb_finish(0, CSI_OK, NULL), 1);
+	free(bgout);
+	bgout = bg_wait(f, 0);
+	assert_string_equal(bgout, "OK {}\n");
+}
+
+/* A deferred call whose client went away (its deadline passed) is still finished by its op
+ * later: nothing crashes or leaks (ASan), and the server then shuts down at once, idle. */
+static void test_deferred_client_gone(void **state)
+{
+	struct fx *f = *state;
+	char bgcall[2048], tgt[600];
+	_cleanup_free_ char *bgout = NULL, *out = NULL;
+	int one = 1;
+	struct timespec t0, t1;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-gone\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start_timeout(f, 0, bgcall, "0.5");
+	assert_true(test_wait_until(deferred_at_least, &one, 10000));
+	bgout = bg_wait(f, 0); /* the client gave up: its deadline passed */
+	assert_true(startswith(bgout, "ERR DEADLINE_EXCEEDED"));
+
+	assert_int_equal(tb_finish(0, CSI_OK, NULL), 1); /* answers a call nobody waits for */
+	out = client_run(f, f->sock, "Identity/Probe {}\n");
+	assert_true(startswith(out, "OK"));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(csi_server_shutdown(f->s, 5000), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* No call was left owned: the shutdown did not wait out its grace. */
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 4000);
+}
+
+/* A deferred call still unanswered when the grace of a shutdown runs out is answered
+ * UNAVAILABLE then; its op finishes it later, after the server was freed, which only
+ * releases it (ASan: no use after free, no leak). */
+static void test_deferred_past_grace(void **state)
+{
+	struct fx *f = *state;
+	char bgcall[2048], tgt[600];
+	_cleanup_free_ char *bgout = NULL;
+	int one = 1;
+
+	assert_int_equal(fx_start(f, &full_ops), 0);
+	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	snprintf(bgcall, sizeof(bgcall),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-late\", \"target_path\": "
+		 "\"%s\"}\n",
+		 tgt);
+	bg_start(f, 0, bgcall);
+	assert_true(test_wait_until(deferred_at_least, &one, 10000));
+	assert_int_equal(csi_server_shutdown(f->s, 200), 0);
+	bgout = bg_wait(f, 0);
+	assert_true(startswith(bgout, "ERR UNAVAILABLE"));
+	f->s = csi_server_free(f->s);
+	assert_int_equal(tb_finish(0, CSI_OK, NULL), 1);
+}
+
 /* A full life cycle leaves no descriptor and no thread behind. */
 static void test_no_leaks(void **state)
 {
@@ -1337,6 +1535,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_free_after_timed_out_shutdown, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_no_leaks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_answer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_client_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deferred_past_grace, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -214,8 +214,11 @@ void rec_csi_journal_changed(struct reconciler *r);
 /* reconciler-requests.c */
 /* Applies the requests handed over since the last call. */
 void requests_take_incoming(struct reconciler *r);
-/* Answers the waiting requests whose outcome is now known. */
+/* Answers the waiting requests whose outcome is now known, and tells submitted ones whose
+ * time is up (reconciler_submit). */
 void requests_check_waiting(struct reconciler *r);
+/* When the first submitted request's time is up (now_ms(); UINT64_MAX: none waits). */
+uint64_t requests_next_deadline(struct reconciler *r);
 /* An operation failed: fails the requests waiting on it. */
 void requests_op_failed(struct reconciler *r, const struct volume_op *op);
 /* Answers every request still waiting with -ESHUTDOWN. */

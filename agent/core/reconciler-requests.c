@@ -1,7 +1,10 @@
 /* reconciler-requests.c - CSI Node calls as desired-state changes.
  *
- * A CSI worker thread hands a request to the reconciler thread and waits.  The reconciler
- * checks it against the desired state (a compatible repeat joins the one in progress; a
+ * A CSI call hands a request to the reconciler thread (reconciler_submit) and is answered
+ * from its completion on that thread, with no thread waiting for it (reconciler_request
+ * waits, for callers that need the answer in hand: INFO lookups, `volagent status`).  The
+ * reconciler checks it against the desired state (a compatible repeat joins the one in
+ * progress; a
  * conflicting one is refused), changes the desired state, and answers once the actual state
  * matches: the staging mount is there, the publish target is mounted, the target or the
  * staging mount is gone.  If an operation for it fails first, the request fails with that
@@ -36,10 +39,17 @@ struct pending_request {
 	char *name; /* "csi:<volume_id>" */
 	struct volume_request_result result;
 	bool done;
-	atomic_uint refs; /* the caller and the reconciler; dropped outside req_lock */
+	bool sync;	  /* reconciler_request: a caller waits on cond */
+	atomic_uint refs; /* a waiting caller and the reconciler; dropped outside req_lock */
 	/* The caller waits on its own condition (with req_lock): an answer wakes that one
 	 * caller, not every CSI worker waiting (16 in flight woke 16 threads per answer). */
 	pthread_cond_t cond;
+	/* reconciler_submit: told the outcome on the reconciler thread, or -ETIMEDOUT at
+	 * until_ms (CLOCK_MONOTONIC ms, now_ms()); NULL once told.  A request that timed out
+	 * stays on the waiting list, so that a failure still withdraws its change. */
+	reconciler_done_fn on_done;
+	void *userdata;
+	uint64_t until_ms;
 };
 
 struct volume_request *volume_request_new(enum volume_request_kind kind)
@@ -71,39 +81,34 @@ static void pending_unref(struct pending_request *p)
 	if (atomic_fetch_sub(&p->refs, 1) > 1)
 		return;
 	volume_request_free(p->req);
-	pthread_cond_destroy(&p->cond);
+	if (p->sync)
+		pthread_cond_destroy(&p->cond);
 	free(p->result.status_json); /* not taken by a caller that gave up waiting */
 	free(p->name);
 	free(p);
 }
 
-int reconciler_request(struct reconciler *r, struct volume_request *req, long long timeout_ms,
-		       struct volume_request_result *ret)
+/* A pending request for req (consumed), with refs references.  NULL: no memory (req freed). */
+static struct pending_request *pending_new(struct volume_request *req, unsigned refs)
 {
 	struct pending_request *p = calloc(1, sizeof(*p));
-	pthread_condattr_t ca;
-	struct timespec until;
-	uint64_t one = 1;
-	bool done, wake;
 
 	if (!p || !(p->name = strdup_printf("csi:%s", req->volume_id ? req->volume_id : ""))) {
 		free(p);
 		volume_request_free(req);
-		return -ENOMEM;
+		return NULL;
 	}
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* until is CLOCK_MONOTONIC */
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
 	p->req = req;
-	p->refs = 2;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (timeout_ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
+	p->refs = refs;
+	return p;
+}
+
+/* Hands p to the reconciler thread. */
+static void pending_enqueue(struct reconciler *r, struct pending_request *p)
+{
+	uint64_t one = 1;
+	bool wake;
+
 	pthread_mutex_lock(&r->req_lock);
 	p->next = r->incoming;
 	r->incoming = p;
@@ -111,6 +116,45 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	pthread_mutex_unlock(&r->req_lock);
 	if (wake)
 		(void)!write(r->wake_fd, &one, sizeof(one));
+}
+
+int reconciler_submit(struct reconciler *r, struct volume_request *req, long long timeout_ms,
+		      reconciler_done_fn done, void *userdata)
+{
+	struct pending_request *p = pending_new(req, 1); /* the reconciler's only */
+
+	if (!p)
+		return -ENOMEM;
+	p->on_done = done;
+	p->userdata = userdata;
+	p->until_ms = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	pending_enqueue(r, p);
+	return 0;
+}
+
+int reconciler_request(struct reconciler *r, struct volume_request *req, long long timeout_ms,
+		       struct volume_request_result *ret)
+{
+	struct pending_request *p = pending_new(req, 2);
+	pthread_condattr_t ca;
+	struct timespec until;
+	bool done;
+
+	if (!p)
+		return -ENOMEM;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* until is CLOCK_MONOTONIC */
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	p->sync = true;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pending_enqueue(r, p);
 
 	pthread_mutex_lock(&r->req_lock);
 	while (!p->done && pthread_cond_timedwait(&p->cond, &r->req_lock, &until) == 0)
@@ -128,7 +172,7 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 /* Answers p and drops the reconciler's reference.  p must no longer be on the waiting list.
  * The result is written before the lock (the caller reads it only once done is set, under
  * the lock) and the caller is signalled after it, so that it does not wake up only to
- * block on req_lock. */
+ * block on req_lock.  A submitted request is told on this thread, unless it timed out. */
 static void complete(struct reconciler *r, struct pending_request *p, int error, const char *fmt,
 		     ...)
 {
@@ -140,11 +184,39 @@ static void complete(struct reconciler *r, struct pending_request *p, int error,
 		vsnprintf(p->result.message, sizeof(p->result.message), fmt, ap);
 		va_end(ap);
 	}
-	pthread_mutex_lock(&r->req_lock);
-	p->done = true;
-	pthread_mutex_unlock(&r->req_lock);
-	pthread_cond_signal(&p->cond);
+	if (p->on_done) {
+		reconciler_done_fn done = p->on_done;
+
+		p->on_done = NULL;
+		done(0, &p->result, p->userdata);
+	} else if (p->sync) {
+		pthread_mutex_lock(&r->req_lock);
+		p->done = true;
+		pthread_mutex_unlock(&r->req_lock);
+		pthread_cond_signal(&p->cond);
+	}
 	pending_unref(p);
+}
+
+/* A submitted request's time is up: tells its caller -ETIMEDOUT; p stays where it is. */
+static void expire(struct pending_request *p)
+{
+	struct volume_request_result res = { .error = -ETIMEDOUT, .access_mode = -1 };
+	reconciler_done_fn done = p->on_done;
+
+	p->on_done = NULL;
+	done(-ETIMEDOUT, &res, p->userdata);
+	free(res.status_json);
+}
+
+uint64_t requests_next_deadline(struct reconciler *r)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (const struct pending_request *p = r->waiting; p; p = p->next)
+		if (p->on_done && p->until_ms < next)
+			next = p->until_ms;
+	return next;
 }
 
 static void wait_for(struct reconciler *r, struct pending_request *p)
@@ -396,7 +468,17 @@ static bool staged_at(struct reconciler *r, const char *path)
 static void apply_unstage(struct reconciler *r, struct pending_request *p)
 {
 	struct dsw_volume *v = dsw_get_volume(r->dsw, p->name);
-	const char *path = p->req->path;
+	const char *path;
+
+	if (p->req->staging_path && v && v->staged && v->device_mount_path &&
+	    streq(v->device_mount_path, p->req->staging_path)) {
+		/* A raw block volume, staged at the file that holds its device. */
+		char *held = p->req->staging_path;
+
+		p->req->staging_path = p->req->path;
+		p->req->path = held;
+	}
+	path = p->req->path;
 
 	if (v && v->n_pod_volumes > 0)
 		return complete(r, p, -EOPNOTSUPP,
@@ -520,10 +602,13 @@ static bool reached(struct reconciler *r, const struct pending_request *p)
 void requests_check_waiting(struct reconciler *r)
 {
 	struct pending_request **pp = &r->waiting;
+	uint64_t now = r->waiting ? now_ms() : 0;
 
 	while (*pp) {
 		struct pending_request *p = *pp;
 		if (!reached(r, p)) {
+			if (p->on_done && now >= p->until_ms)
+				expire(p);
 			pp = &p->next;
 			continue;
 		}

@@ -170,6 +170,8 @@ static void arm_timer(struct reconciler *r)
 		next = r->last_watchdog_ms + r->watchdog_interval_ms;
 	if (rec_trim_deadline(r) < next)
 		next = rec_trim_deadline(r);
+	if (requests_next_deadline(r) < next)
+		next = requests_next_deadline(r);
 	if (next <= now)
 		next = now + 1;
 	its.it_value.tv_sec = (time_t)(next / 1000);

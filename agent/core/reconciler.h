@@ -76,7 +76,9 @@ struct volume_request {
 	enum volume_request_kind kind;
 	char *volume_id;
 	char *path;		  /* the staging path (stage, unstage) or target (publish...) */
-	char *staging_path;	  /* publish: where it was staged; NULL when not */
+	/* publish: where it was staged; NULL when not.  unstage: where a raw block volume staged
+	 * at path is held (<path>/dev): the path to unstage when the volume is staged there. */
+	char *staging_path;
 	struct volume_spec *spec; /* stage, publish: a reference */
 	const struct volume_plugin *plugin; /* stage, publish: the one that accepts spec */
 	bool read_only;			    /* publish */
@@ -145,6 +147,20 @@ void reconciler_request_resync(struct reconciler *r);
  * stays in force and a repeated request finds it in progress. */
 int reconciler_request(struct reconciler *r, struct volume_request *req, long long timeout_ms,
 		       struct volume_request_result *ret);
+/* Called once with the outcome of a request handed over by reconciler_submit(), on the
+ * reconciler thread: r is 0 with res filled, or -ETIMEDOUT when the outcome was not known by
+ * the request's time limit (the change stays in force, as with reconciler_request).  It must
+ * not block and must not wait for the reconciler (reconciler_request); it may submit a new
+ * request.  res and what it points to are the callee's only during the call (it may take
+ * res->status_json, setting it to NULL). */
+typedef void (*reconciler_done_fn)(int r, struct volume_request_result *res, void *userdata);
+
+/* Hands req (consumed) to the reconciler thread and returns at once: done(userdata) is called
+ * exactly once, on the reconciler thread, with the outcome, or -ETIMEDOUT after timeout_ms.
+ * A CSI call is answered this way without a thread waiting for it.
+ * Returns 0, or -ENOMEM (req freed, done not called). */
+int reconciler_submit(struct reconciler *r, struct volume_request *req, long long timeout_ms,
+		      reconciler_done_fn done, void *userdata);
 /* Whether the startup reconstruction is complete (every mount found was adopted or removed). */
 bool reconciler_is_ready(struct reconciler *r);
 /* A consistent copy of the counters (taken by the reconciler thread after each pass). */

@@ -214,12 +214,32 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 	return res->error;
 }
 
+/* The outcome of a submitted request, on the reconciler thread: the deferred call's answer. */
+static void request_done(int r, struct volume_request_result *res, void *userdata)
+{
+	struct csi_deferred *d = userdata;
+
+	csi_deferred_finish(d, answer(r, res, csi_deferred_reply(d)));
+}
+
+/* Hands req (consumed) to the reconciler.  Where the server lets the call be answered later
+ * (csi_reply_defer), it is answered from the reconciler's completion and this returns
+ * CSI_DEFERRED at once: no thread waits for the outcome.  Else it waits for it. */
 static int submit(struct csi_node_config *cfg, struct volume_request *req,
 		  const struct timespec *deadline, struct csi_reply *reply)
 {
+	struct csi_deferred *d = csi_reply_defer(reply);
 	struct volume_request_result res = { 0 };
-	int r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
+	int r;
 
+	if (d) {
+		/* d is the reconciler's from here: it may be answered and gone at once. */
+		r = reconciler_submit(cfg->reconciler, req, wait_budget(deadline), request_done, d);
+		if (r < 0)
+			csi_deferred_finish(d, answer(r, NULL, csi_deferred_reply(d)));
+		return CSI_DEFERRED;
+	}
+	r = reconciler_request(cfg->reconciler, req, wait_budget(deadline), &res);
 	return answer(r, &res, reply);
 }
 
@@ -350,17 +370,23 @@ static int submit_new(void *userdata, enum volume_request_kind kind, const char 
 	return req ? submit(userdata, req, deadline, reply) : -ENOMEM;
 }
 
-static char *unstage_path(struct csi_node_config *cfg, const struct csi_unstage_request *in);
-
+/* NodeUnstage carries no capability: the reconciler unstages at <staging>/dev when the
+ * volume is a block volume staged there (staging_path of the request), else at the staging
+ * path.  One request, no lookup first. */
 static int node_unstage(void *userdata, const struct csi_unstage_request *in,
 			struct csi_reply *reply)
 {
-	_cleanup_free_ char *path = unstage_path(userdata, in);
+	struct volume_request *req =
+		new_request(VOLUME_REQUEST_UNSTAGE, in->volume_id, in->staging_target_path);
 
-	if (!path)
+	if (!req)
 		return -ENOMEM;
-	return submit_new(userdata, VOLUME_REQUEST_UNSTAGE, in->volume_id, path, &in->deadline,
-			  reply);
+	req->staging_path = block_held_path(in->staging_target_path);
+	if (!req->staging_path) {
+		volume_request_free(req);
+		return -ENOMEM;
+	}
+	return submit(userdata, req, &in->deadline, reply);
 }
 
 static int node_publish(void *userdata, const struct csi_publish_request *in,
@@ -448,20 +474,6 @@ static int require_volume_at(struct csi_node_config *cfg, const char *volume_id,
 }
 
 /* --- raw block volumes: unstage, stats, expand --- */
-
-/* NodeUnstage carries no capability: the volume is a staged block volume when the reconciler
- * knows it at <staging>/dev.  Returns the path to unstage (new string) or NULL on ENOMEM. */
-static char *unstage_path(struct csi_node_config *cfg, const struct csi_unstage_request *in)
-{
-	_cleanup_free_ char *held = block_held_path(in->staging_target_path);
-	struct csi_reply ignored = { 0 };
-	struct volume_place place;
-
-	if (held && volume_lookup(cfg, in->volume_id, held, &in->deadline, &place, &ignored) == 0 &&
-	    place.known && place.at_path)
-		return TAKE_PTR(held);
-	return strdup(in->staging_target_path);
-}
 
 /* NodeGetVolumeStats of a block volume: only the device's total bytes (the spec allows
  * nothing else for block). */

@@ -83,11 +83,19 @@ struct csi_rpc {
 
 /* A request being served, and what its op is given. */
 struct job {
+	struct csi_server *s;
 	const struct csi_rpc *rpc;
 	struct gcore_call *call;
 	ProtobufCMessage *msg;
 	struct csi_request_info info; /* volume id and paths, in msg */
 	struct timespec deadline;     /* {0, 0}: none */
+	struct csi_reply reply;
+	/* A deferred job (csi_reply_defer) is on s->deferred until it is finished, or claimed
+	 * (answered UNAVAILABLE) at the end of a shutdown's grace; the claimer holds a second
+	 * reference until its answer is sent.  Under s->lock. */
+	struct job *next_deferred;
+	atomic_bool claimed; /* set under s->lock; once set, the finish never touches s */
+	atomic_uint refs;
 };
 
 struct method_ctx {
@@ -116,6 +124,7 @@ struct csi_server {
 
 	pthread_mutex_t lock;
 	struct inflight *inflight;
+	struct job *deferred; /* calls an op answers later (csi_reply_defer) */
 	bool draining; /* past the grace: calls not yet taken get UNAVAILABLE */
 	bool started;
 	bool leaked;
@@ -488,7 +497,7 @@ static int call_stage(const struct csi_server *s, const struct job *j, struct cs
 		r = s->ops->stage(s->userdata, &q, reply);
 	free(kv[0]);
 	free(kv[1]);
-	map_view_free(kv[2], m->n_secrets);
+	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
 	return r;
 }
 
@@ -524,7 +533,7 @@ static int call_publish(const struct csi_server *s, const struct job *j, struct 
 		r = s->ops->publish(s->userdata, &q, reply);
 	free(kv[0]);
 	free(kv[1]);
-	map_view_free(kv[2], m->n_secrets);
+	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
 	return r;
 }
 
@@ -572,7 +581,7 @@ static int call_expand(const struct csi_server *s, const struct job *j, struct c
 	capability_view(m->volume_capability, &q.capability);
 	if (map_view(MAP_ARGS(m, secrets), &kv, &q.secrets) == 0)
 		r = s->ops->expand(s->userdata, &q, reply);
-	map_view_free(kv, m->n_secrets);
+	map_view_free(kv, q.secrets.n);
 	return r;
 }
 
@@ -854,7 +863,7 @@ static void job_release_msg(struct job *j)
 
 static struct job *job_free(struct job *j)
 {
-	if (!j)
+	if (!j || atomic_fetch_sub(&j->refs, 1) > 1)
 		return NULL;
 	job_release_msg(j);
 	free(j);
@@ -871,33 +880,123 @@ static bool is_draining(struct csi_server *s)
 	return d;
 }
 
-/* The part of a job that passed the checks: the symlink walk, then the op. */
-static void job_call(const struct csi_server *s, const struct job *j, struct csi_reply *reply)
+/* The part of a job that passed the checks: the symlink walk, then the op.  Returns true
+ * when the op deferred its answer: j is then the backend's (it may be gone already). */
+static bool job_call(const struct csi_server *s, struct job *j, struct csi_reply *reply)
 {
+	int r;
+
 	if (!check_no_symlink(s, j->info.path_field[0], j->info.path[0], reply) ||
 	    !check_no_symlink(s, j->info.path_field[1], j->info.path[1], reply))
-		return;
+		return false;
 	log_debug("csi", "CSI call started", "method", j->rpc->name, "volume", j->info.volume_id);
-	reply_settle(j->rpc->call(s, j, reply), reply);
+	reply->call_ref = j;
+	r = j->rpc->call(s, j, reply);
+	if (r == CSI_DEFERRED)
+		return true;
+	reply->call_ref = NULL;
+	reply_settle(r, reply);
+	return false;
 }
 
-/* On a pool thread: everything between the in-flight slot and the answer. */
-static void job_run(struct csi_server *s, struct job *j, bool draining)
+/* Frees j's slot and sends reply as its answer; then j holds no call. */
+static void job_answer(struct csi_server *s, struct job *j, struct csi_reply *reply)
 {
-	struct csi_reply reply;
-
-	memset(&reply, 0, sizeof(reply));
-	if (draining)
-		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
-	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
-		csi_reply_set(&reply, CSI_DEADLINE_EXCEEDED,
-			      "deadline passed while the request waited to be served");
-	else
-		job_call(s, j, &reply);
 	/* Free the slot before answering: kubelet may call again as soon as it has the answer. */
 	inflight_release(s, j->info.volume_id, j->info.stats_slot);
-	answer(s, j->rpc, j->call, j->msg, j->info.volume_id, &reply);
+	answer(s, j->rpc, j->call, j->msg, j->info.volume_id, reply);
 	j->call = NULL;
+}
+
+/* On a pool thread: everything between the in-flight slot and the answer.  Returns true when
+ * the op deferred the answer (j is no longer the caller's). */
+static bool job_run(struct csi_server *s, struct job *j, bool draining)
+{
+	struct csi_reply *reply = &j->reply;
+
+	memset(reply, 0, sizeof(*reply));
+	if (draining)
+		csi_reply_set(reply, CSI_UNAVAILABLE, "the driver is shutting down");
+	else if (csi_deadline_remaining_ms(&j->deadline) == 0)
+		csi_reply_set(reply, CSI_DEADLINE_EXCEEDED,
+			      "deadline passed while the request waited to be served");
+	else if (job_call(s, j, reply))
+		return true;
+	job_answer(s, j, reply);
+	return false;
+}
+
+struct csi_deferred *csi_reply_defer(struct csi_reply *reply)
+{
+	struct job *j = reply->call_ref;
+
+	if (!j)
+		return NULL;
+	pthread_mutex_lock(&j->s->lock);
+	j->next_deferred = j->s->deferred;
+	j->s->deferred = j;
+	pthread_mutex_unlock(&j->s->lock);
+	return (struct csi_deferred *)j;
+}
+
+struct csi_reply *csi_deferred_reply(struct csi_deferred *d)
+{
+	return &((struct job *)d)->reply;
+}
+
+/* Takes j off s->deferred (under s->lock).  False when it is no longer there (claimed). */
+static bool deferred_take_locked(struct csi_server *s, struct job *j)
+{
+	for (struct job **pp = &s->deferred; *pp; pp = &(*pp)->next_deferred)
+		if (*pp == j) {
+			*pp = j->next_deferred;
+			return true;
+		}
+	return false;
+}
+
+void csi_deferred_finish(struct csi_deferred *d, int r)
+{
+	struct job *j = (struct job *)d;
+	struct csi_server *s = j->s;
+	bool mine = false;
+
+	/* A claimed job was answered at shutdown, and the server may be gone since. */
+	if (!atomic_load(&j->claimed)) {
+		pthread_mutex_lock(&s->lock);
+		mine = !atomic_load(&j->claimed) && deferred_take_locked(s, j);
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (mine) {
+		j->reply.call_ref = NULL;
+		reply_settle(r, &j->reply);
+		job_answer(s, j, &j->reply);
+	}
+	job_free(j);
+}
+
+/* The grace of a shutdown is over: the calls still deferred are answered UNAVAILABLE now.
+ * Their ops finish them later, which then only frees them (the server may be freed before). */
+static void deferred_claim_all(struct csi_server *s)
+{
+	struct job *list, *j, *next;
+
+	pthread_mutex_lock(&s->lock);
+	list = s->deferred;
+	s->deferred = NULL;
+	for (j = list; j; j = j->next_deferred) {
+		atomic_store(&j->claimed, true);
+		atomic_fetch_add(&j->refs, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (j = list; j; j = next) {
+		struct csi_reply reply = { 0 }; /* j->reply is the op's until it finishes */
+
+		next = j->next_deferred;
+		csi_reply_set(&reply, CSI_UNAVAILABLE, "the driver is shutting down");
+		job_answer(s, j, &reply);
+		job_free(j);
+	}
 }
 
 /* --- the handler every method shares ------------------------------------------------------ */
@@ -920,8 +1019,11 @@ static void handle_call(struct gcore_call *call, void *userdata)
 		answer(s, rpc, call, NULL, NULL, &reply);
 		return;
 	}
+	j->s = s;
 	j->rpc = rpc;
 	j->call = call;
+	atomic_init(&j->refs, 1);
+	atomic_init(&j->claimed, false);
 	gcore_call_deadline(call, &j->deadline);
 	if (!data)
 		csi_reply_set(&reply, CSI_INVALID_ARGUMENT, "request: no message");
@@ -937,8 +1039,8 @@ static void handle_call(struct gcore_call *call, void *userdata)
 			      "an operation on volume %s is already in progress",
 			      j->info.volume_id);
 	else {
-		job_run(s, j, is_draining(s));
-		job_free(j);
+		if (!job_run(s, j, is_draining(s)))
+			job_free(j);
 		return;
 	}
 	answer(s, rpc, call, j->msg,
@@ -1116,6 +1218,7 @@ static void on_grace_expired(void *userdata)
 	pthread_mutex_lock(&s->lock);
 	s->draining = true;
 	pthread_mutex_unlock(&s->lock);
+	deferred_claim_all(s);
 }
 
 int csi_server_shutdown(struct csi_server *s, int grace_ms)

@@ -4,7 +4,8 @@
  * itself on the gRPC queue thread: GetPluginInfo, GetPluginCapabilities, Probe,
  * NodeGetCapabilities, NodeGetInfo.  The Node RPCs that touch the node (stage, unstage,
  * publish, unpublish, get_volume_stats, expand) go to a small pool of CSI worker threads,
- * which call the backend (struct csi_node_ops, implemented by the core) and send the answer.
+ * which call the backend (struct csi_node_ops, implemented by the core) and send the answer,
+ * or leave it to the backend, which answers later from its own thread (csi_reply_defer).
  *
  * Before a Node request reaches the backend (the pure checks are csi-validate.c's, in the
  * order the CSI spec lists the codes):
@@ -158,7 +159,24 @@ struct csi_reply {
 	char condition_message[256];
 	/* expand */
 	long long capacity_bytes;
+	/* The server's: the call this reply belongs to, for csi_reply_defer (NULL: no server). */
+	void *call_ref;
 };
+
+/* An op may answer later instead of blocking (stage, unstage, publish, unpublish):
+ *   struct csi_deferred *d = csi_reply_defer(reply);
+ * takes the call over (NULL: it cannot be deferred here, answer before returning); the op
+ * then returns CSI_DEFERRED and the call is answered by csi_deferred_finish(d, r) from any
+ * thread, exactly once, with csi_deferred_reply(d) filled as an op fills its reply and r as
+ * an op returns.  The request struct the op got is gone once the op returned: copy what the
+ * answer needs.  The volume's in-flight slot is held until the finish.  A call still deferred
+ * when a shutdown's grace runs out is answered UNAVAILABLE then; its finish (still due, also
+ * after csi_server_free) only releases it. */
+#define CSI_DEFERRED 1
+struct csi_deferred;
+struct csi_deferred *csi_reply_defer(struct csi_reply *reply);
+struct csi_reply *csi_deferred_reply(struct csi_deferred *d);
+void csi_deferred_finish(struct csi_deferred *d, int r);
 
 /* Sets reply's code and its message from fmt (truncated to fit).  For backends and the
  * server alike. */
@@ -169,7 +187,7 @@ void csi_reply_set(struct csi_reply *reply, enum csi_code code, const char *fmt,
  *  - is called on a CSI worker thread, never on the gRPC queue thread, with no server lock
  *    held, and may block (the worker pool is small: it should still return by the request's
  *    deadline, answering ABORTED or DEADLINE_EXCEEDED if the outcome is not known by then, so
- *    that kubelet retries);
+ *    that kubelet retries), or defer the answer (csi_reply_defer) and return at once;
  *  - never sees two ops for the same volume at once (get_volume_stats excepted, see above);
  *  - must be idempotent as CSI requires: stage/publish of what is already staged/published
  *    compatibly, unstage/unpublish of what is not, expand to a size already reached -> OK;

@@ -3,15 +3,18 @@
  *
  * Every tag on a completion queue is either &g->shutdown_tag or a struct gcore_call, whose
  * state says which event it is: CALL_REQUESTED (a new call arrived, or the request failed at
- * shutdown) or CALL_REPLYING (the final batch completed).  The thread that runs the call's
- * queue frees a call only after its final batch completed.
+ * shutdown) or CALL_REPLYING (the final batch completed); a pool call's final batch tags
+ * its done functor instead (g->done_cq, below).  A call is freed only after its final batch
+ * completed.
  *
  * Two queues: g->cq, run by the queue thread, for the methods answered inline (and the
  * unregistered ones, and the shutdown tag); g->pool_cq, run by cfg.pool_threads threads that
  * all wait in grpc_completion_queue_next on it, for the blocking methods.  A pool thread runs
- * the handler, which blocks and answers; the answer's completion comes back on the same queue,
- * usually to the same thread.  So a blocking call costs no hand-off between threads of ours:
- * the thread gRPC wakes for the request is the one that runs it.
+ * the handler, which blocks and answers (or hands the call to a thread that answers later).
+ * The pool's calls are bound to g->done_cq, a callback queue: the final batch's completion
+ * frees the call where it completes, with no pool thread woken to reap it.  So a blocking
+ * call costs no hand-off between threads of ours: the thread gRPC wakes for the request is
+ * the one that runs it.
  *
  * Counters under g->lock (owned calls, outstanding requests, the shutdown tag) decide when
  * destroying the server and the queues is safe. */
@@ -91,6 +94,7 @@ __attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
 	X(grpc_channel_create_call)                \
 	X(grpc_channel_credentials_release)        \
 	X(grpc_channel_destroy)                    \
+	X(grpc_completion_queue_create_for_callback) \
 	X(grpc_completion_queue_create_for_next)   \
 	X(grpc_completion_queue_create_for_pluck)  \
 	X(grpc_completion_queue_destroy)           \
@@ -197,6 +201,7 @@ static int gcore_dlopen(struct error_info *err)
 #define grpc_server_create (*sym_grpc_server_create)
 #define grpc_server_credentials_release (*sym_grpc_server_credentials_release)
 #define grpc_server_destroy (*sym_grpc_server_destroy)
+#define grpc_completion_queue_create_for_callback (*sym_grpc_completion_queue_create_for_callback)
 #define grpc_server_register_completion_queue (*sym_grpc_server_register_completion_queue)
 #define grpc_server_register_method (*sym_grpc_server_register_method)
 #define grpc_server_request_call (*sym_grpc_server_request_call)
@@ -242,6 +247,9 @@ struct gcore_call {
 	char *unknown_method;	  /* gpr_malloc'd path of an unregistered call */
 	grpc_byte_buffer *response;
 	int cancelled;
+	/* A blocking method's call is bound to g->done_cq: its final batch runs this, where
+	 * the batch completes, instead of waking a pool thread to reap it. */
+	grpc_completion_queue_functor done;
 };
 
 struct gcore {
@@ -252,6 +260,9 @@ struct gcore {
 	grpc_server *server;
 	grpc_completion_queue *cq;
 	grpc_completion_queue *pool_cq; /* NULL without blocking methods or pool threads */
+	grpc_completion_queue *done_cq; /* callback queue the pool's calls are bound to */
+	grpc_completion_queue_functor done_cq_shutdown;
+	bool done_cq_down; /* its shutdown completed (under lock) */
 	pthread_t thread;
 	pthread_t *pool;
 	int n_pool; /* pool threads running */
@@ -380,6 +391,8 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
 	return g;
 }
 
+static void done_cq_shut(grpc_completion_queue_functor *f, int ok);
+
 static int add_method(struct gcore *g, const char *path, gcore_handler_fn handler, void *userdata,
 		      bool blocking)
 {
@@ -391,6 +404,8 @@ static int add_method(struct gcore *g, const char *path, gcore_handler_fn handle
 	if (blocking && g->cfg.pool_threads > 0 && !g->pool_cq) {
 		g->pool_cq = grpc_completion_queue_create_for_next(NULL);
 		grpc_server_register_completion_queue(g->server, g->pool_cq, NULL);
+		g->done_cq_shutdown.functor_run = done_cq_shut;
+		g->done_cq = grpc_completion_queue_create_for_callback(&g->done_cq_shutdown, NULL);
 	}
 	m = realloc(g->methods, (g->n_methods + 1) * sizeof(*m));
 	if (!m)
@@ -441,6 +456,53 @@ static void call_free(struct gcore_call *c)
 	free(c);
 }
 
+static void call_finished(struct gcore *g, struct gcore_call *c);
+
+/* The final batch of a call bound to done_cq completed: run by gRPC where it completed
+ * (inlineable: at the end of the gRPC call that completed it, e.g. the answer's
+ * grpc_call_start_batch on the thread that answered). */
+static void call_done(grpc_completion_queue_functor *f, int ok)
+{
+	struct gcore_call *c = (struct gcore_call *)((char *)f - offsetof(struct gcore_call, done));
+
+	call_finished(c->g, c);
+}
+
+static void done_cq_shut(grpc_completion_queue_functor *f, int ok)
+{
+	struct gcore *g = (struct gcore *)((char *)f - offsetof(struct gcore, done_cq_shutdown));
+
+	pthread_mutex_lock(&g->lock);
+	g->done_cq_down = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Shuts done_cq down (nothing is bound to it any more) and destroys it once gRPC said its
+ * shutdown is complete (its functor is ours: g must outlive the call). */
+static void done_cq_close(struct gcore *g)
+{
+	struct timespec until;
+	bool down;
+
+	if (!g->done_cq)
+		return;
+	grpc_completion_queue_shutdown(g->done_cq);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	timespec_add_ms(&until, 5000);
+	pthread_mutex_lock(&g->lock);
+	while (!g->done_cq_down && pthread_cond_timedwait(&g->cond, &g->lock, &until) == 0)
+		;
+	down = g->done_cq_down;
+	pthread_mutex_unlock(&g->lock);
+	if (!down) {
+		g->leaked = true; /* gRPC still holds our functor: g must stay */
+		return;
+	}
+	grpc_completion_queue_destroy(g->done_cq);
+	g->done_cq = NULL;
+}
+
 /* Keeps one more call of method m (NULL: any unregistered method) requested from gRPC. */
 static void request_call(struct gcore *g, struct gcore_method *m)
 {
@@ -454,6 +516,8 @@ static void request_call(struct gcore *g, struct gcore_method *m)
 	c->g = g;
 	c->m = m;
 	c->state = CALL_REQUESTED;
+	c->done.functor_run = call_done;
+	c->done.inlineable = 1;
 	grpc_metadata_array_init(&c->md);
 	if (!m)
 		grpc_call_details_init(&c->details);
@@ -469,10 +533,11 @@ static void request_call(struct gcore *g, struct gcore_method *m)
 
 	if (m) {
 		grpc_completion_queue *cq = m->blocking ? g->pool_cq : g->cq;
+		grpc_completion_queue *bound = m->blocking && g->done_cq ? g->done_cq : cq;
 
 		e = grpc_server_request_registered_call(g->server, m->registered, &c->call,
-							&c->raw_deadline, &c->md, &c->payload, cq,
-							cq, c);
+							&c->raw_deadline, &c->md, &c->payload,
+							bound, cq, c);
 	} else {
 		e = grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq, g->cq,
 					     c);
@@ -731,6 +796,7 @@ int gcore_start(struct gcore *g, struct error_info *err)
 			grpc_completion_queue_destroy(g->pool_cq);
 			g->pool_cq = NULL;
 		}
+		done_cq_close(g);
 		g->finished = true;
 		err_set(err, r, "cannot start the gRPC queue thread: %s", strerror(-r));
 		goto out_unlock;
@@ -838,6 +904,7 @@ int gcore_shutdown(struct gcore *g, int grace_ms, int hard_ms, void (*on_grace_e
 		grpc_completion_queue_destroy(g->pool_cq);
 		g->pool_cq = NULL;
 	}
+	done_cq_close(g);
 	g->finished = true;
 	return 0;
 }
@@ -881,6 +948,9 @@ struct gcore *gcore_free(struct gcore *g)
 		grpc_completion_queue_destroy(g->pool_cq);
 		g->pool_cq = NULL;
 	}
+	done_cq_close(g);
+	if (g->leaked)
+		return NULL;
 	grpc_shutdown();
 	/* The lock goes last: the socket gRPC unlinked at shutdown is ours until here. */
 	g->lock_fd = close_fd(g->lock_fd);
@@ -960,7 +1030,8 @@ static int call_answer(struct gcore_call *c, int code, const char *message, cons
 
 	/* Set before the batch starts: its completion may arrive before start_batch returns. */
 	c->state = CALL_REPLYING;
-	e = grpc_call_start_batch(c->call, ops, n, c, NULL);
+	e = grpc_call_start_batch(c->call, ops, n,
+				  c->m && c->m->blocking && g->done_cq ? (void *)&c->done : c, NULL);
 	grpc_slice_unref(details);
 	if (e != GRPC_CALL_OK) {
 		log_event(LOG_LVL_ERROR, "grpc", "answering a call failed", "method",

@@ -4,7 +4,7 @@
  *
  *   csi-bench --endpoint unix:///path --targets-root DIR --count M [--concurrency C]
  *             [--volume-context k=v]... [--staging-path DIR] [--volume-id-prefix S]
- *             [--fs-type T] [--label NAME] [--deadline-ms MS] [--keep]
+ *             [--fs-type T] [--label NAME] [--deadline-ms MS] [--keep] [--agent-pid PID]
  *   csi-bench --endpoint unix:///path --wait-ready MS
  *   csi-bench --self-test --targets-root DIR --volume-context path=/abs/dir ...
  *
@@ -26,6 +26,11 @@
  * backend that bind-mounts volume_context.path: it checks the client, and its figures are not
  * volagent's.
  *
+ * --agent-pid PID (the driver's process, on this machine) adds what each phase cost it: CPU
+ * per call (utime + stime of /proc/PID/stat, every thread) and context switches per call
+ * (voluntary + involuntary, summed over /proc/PID/task/<tid>/status of the threads alive at
+ * each end of the phase), and this client's own CPU per call (getrusage).
+ *
  * Output: "figure <label>.<rpc>.<p50|p99|rate> <value> <unit>" lines, as volagent-bench. */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +45,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +67,7 @@ static struct {
 	const char *fs_type;
 	const char *label;
 	int count, concurrency, deadline_ms;
+	int agent_pid; /* 0: not sampled */
 	bool keep; /* --keep: stop after the publish phase, leaving the volumes published */
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry ctx[MAX_CONTEXT];
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx_ptr[MAX_CONTEXT];
@@ -297,6 +305,72 @@ static double percentile(const double *sorted, int n, double p)
 	return sorted[k];
 }
 
+/* What the driver (--agent-pid) and this client have used so far. */
+struct cost {
+	double agent_cpu_s; /* utime + stime */
+	unsigned long long agent_cs;
+	double self_cpu_s;
+};
+
+static void cost_sample(struct cost *c)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	struct rusage ru;
+	struct dirent *de;
+	FILE *f;
+	DIR *d;
+
+	memset(c, 0, sizeof(*c));
+	getrusage(RUSAGE_SELF, &ru);
+	c->self_cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+			(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+	if (!opt.agent_pid)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/stat", opt.agent_pid);
+	f = fopen(path, "re");
+	if (!f || !fgets(buf, sizeof(buf), f) || !(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		die("cannot read %s", path);
+	fclose(f);
+	c->agent_cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	snprintf(path, sizeof(path), "/proc/%d/task", opt.agent_pid);
+	d = opendir(path);
+	if (!d)
+		die("cannot read %s", path);
+	while ((de = readdir(d))) {
+		char line[256], file[300];
+		unsigned long long n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s/status", path, de->d_name);
+		f = fopen(file, "re");
+		if (!f)
+			continue; /* the thread is gone */
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1 ||
+			    sscanf(line, "nonvoluntary_ctxt_switches: %llu", &n) == 1)
+				c->agent_cs += n;
+		fclose(f);
+	}
+	closedir(d);
+}
+
+static struct cost phase_cost[2]; /* at the start and the end of the last phase */
+
+static void report_cost(const char *rpc, const struct cost *a, const struct cost *b, int n)
+{
+	printf("figure %s.%s.client_cpu %.1f us/call\n", opt.label, rpc,
+	       (b->self_cpu_s - a->self_cpu_s) * 1e6 / n);
+	if (!opt.agent_pid)
+		return;
+	printf("figure %s.%s.agent_cpu %.1f us/call\n", opt.label, rpc,
+	       (b->agent_cpu_s - a->agent_cpu_s) * 1e6 / n);
+	printf("figure %s.%s.agent_cs %.2f per call\n", opt.label, rpc,
+	       (double)(b->agent_cs - a->agent_cs) / n);
+}
+
 /* Runs rpc for volumes [0, count) with concurrency calls in flight.  Fills lat_ms (per
  * call) and returns the wall time of the phase in ms; dies on the first failed call. */
 static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms)
@@ -305,6 +379,7 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 	int next = 0, done = 0;
 	uint64_t t0 = bench_now_ns();
 
+	cost_sample(&phase_cost[0]);
 	memset(slots, 0, sizeof(slots));
 	for (int k = 0; k < concurrency && next < count; k++)
 		slot_start(&slots[k], rpc, next++, opt.deadline_ms);
@@ -329,6 +404,7 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 		if (next < count)
 			slot_start(s, rpc, next++, opt.deadline_ms);
 	}
+	cost_sample(&phase_cost[1]);
 	return (double)(bench_now_ns() - t0) / 1e6;
 }
 
@@ -340,6 +416,7 @@ static void report(const char *rpc, double *lat, int n, double wall_ms)
 	printf("figure %s.%s.rate %.0f calls/s\n", opt.label, rpc, n / (wall_ms / 1000));
 	printf("%s %s: %d calls, %d in flight, %.1f ms; min %.3f ms, max %.3f ms\n", opt.label, rpc,
 	       n, opt.concurrency, wall_ms, lat[0], lat[n - 1]);
+	report_cost(rpc, &phase_cost[0], &phase_cost[1], n);
 	fflush(stdout);
 }
 
@@ -528,7 +605,7 @@ static void usage(void)
 		"usage: csi-bench --endpoint unix:///path --targets-root DIR [--count M]\n"
 		"                 [--concurrency C] [--volume-context k=v]... [--staging-path DIR]\n"
 		"                 [--volume-id-prefix S] [--fs-type T] [--label NAME]\n"
-		"                 [--deadline-ms MS] [--keep]\n"
+		"                 [--deadline-ms MS] [--keep] [--agent-pid PID]\n"
 		"       csi-bench --endpoint unix:///path --wait-ready MS\n"
 		"       csi-bench --self-test --targets-root DIR --volume-context path=/dir ...\n");
 	exit(2);
@@ -572,6 +649,8 @@ int main(int argc, char **argv)
 			opt.count = atoi(v);
 		else if (!strcmp(o, "--concurrency"))
 			opt.concurrency = atoi(v);
+		else if (!strcmp(o, "--agent-pid"))
+			opt.agent_pid = atoi(v);
 		else if (!strcmp(o, "--deadline-ms"))
 			opt.deadline_ms = atoi(v);
 		else if (!strcmp(o, "--wait-ready"))
