@@ -104,7 +104,7 @@ static int gate_tear_down_at(const char *volume_name, const char *pod_uid, const
 }
 
 static int gate_check_set_up(const struct volume_mounter *m, const char *target,
-			     struct error_info *err)
+			     struct mount_seen *seen, struct error_info *err)
 {
 	return mnt_util_is_mount_root(target) == 1;
 }
