@@ -289,6 +289,29 @@ out:
 	return r;
 }
 
+/* After an unmount: removes the target dir and its empty parents up to cleanup_stop, with
+ * the rmdir first, since it refuses a mount point (EBUSY) and so needs no look before.
+ * Returns 0 when the dir is gone or stays for a reason that is no mount on it (not empty),
+ * -EBUSY when rmdir said it is busy (for the caller to tell whether something is still
+ * mounted there), 1 when the target is not below the stop (the caller decides). */
+static int remove_unmounted_dir(const struct volume_op *op)
+{
+	const char *stop = op->cleanup_stop ? op->cleanup_stop : op->target_root;
+	_cleanup_free_ char *parent = NULL;
+	char *slash;
+
+	if (!path_is_under(op->target, stop) || streq(op->target, stop))
+		return 1;
+	if (rmdir(op->target) < 0)
+		return errno == EBUSY ? -EBUSY : 0;
+	parent = strdup(op->target);
+	if (parent && (slash = strrchr(parent, '/')) && slash != parent) {
+		*slash = '\0';
+		(void)path_rmdir_up_to(parent, stop);
+	}
+	return 0;
+}
+
 static int run_tear_down(struct volume_op *op)
 {
 	bool file = target_is_file(op->target);
@@ -303,6 +326,8 @@ static int run_tear_down(struct volume_op *op)
 		r = 0; /* not mounted (any more) */
 	if (r < 0)
 		return r;
+	if (!file && remove_unmounted_dir(op) == 0)
+		return 0;
 	if (mnt_util_is_mount_root(op->target) == 1)
 		return err_set(&op->err, -EBUSY,
 			       "%s is still a mount point after unmounting (stacked mounts); "
