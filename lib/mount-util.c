@@ -94,7 +94,8 @@ static int remount_ro(int dir_fd, const char *name, struct error_info *err)
  * is resolved again, and no libmount context is built for what is a plain bind (libmount adds
  * nothing to it: no helper, no fstab, no utab).  Returns -ENOSYS on kernels without the new
  * mount API (before 5.2; 5.12 for read-only), for the caller to fall back to libmount. */
-static int bind_new_api(int source_fd, int target_fd, bool read_only, struct error_info *err)
+static int bind_new_api(int source_fd, int target_dir_fd, const char *target_name,
+			bool read_only, struct error_info *err)
 {
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
 	_cleanup_close_ int tree =
@@ -107,29 +108,25 @@ static int bind_new_api(int source_fd, int target_fd, bool read_only, struct err
 		return errno == ENOSYS
 			       ? -ENOSYS
 			       : err_set(err, -errno, "read-only bind: %s", strerror(errno));
-	if (move_mount(tree, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
-	    0)
+	/* No MOVE_MOUNT_T_SYMLINKS: a target name that is a symlink is not followed (and a
+	 * directory is never mounted on anything but a directory: ENOTDIR). */
+	if (move_mount(tree, "", target_dir_fd, target_name,
+		       MOVE_MOUNT_F_EMPTY_PATH |
+			       (*target_name ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
 		return err_set(err, -errno, "%sbind: %s", read_only ? "read-only " : "",
 			       strerror(errno));
 	return 0;
 }
 
-int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
-		     struct error_info *err)
+/* The bind through libmount, for kernels without the new mount API: the bind, then
+ * "remount,bind,ro". */
+static int bind_libmount(int source_fd, int dir_fd, const char *name, int target_fd,
+			 bool read_only, struct error_info *err)
 {
-	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = NULL;
-	_cleanup_close_ int target_fd = -1;
+	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = new_context();
 	char src[FD_PATH_MAX], dst[FD_PATH_MAX];
 	int rc;
 
-	target_fd = open_target(dir_fd, name, err);
-	if (target_fd < 0)
-		return target_fd;
-	rc = bind_new_api(source_fd, target_fd, read_only, err);
-	if (rc != -ENOSYS)
-		return rc;
-	/* An older kernel: the bind through libmount, then "remount,bind,ro". */
-	cxt = new_context();
 	if (!cxt)
 		return err_set(err, -ENOMEM, "bind: out of memory");
 	if (mnt_context_set_source(cxt, path_fd_path(source_fd, src)) < 0 ||
@@ -149,6 +146,29 @@ int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only
 		}
 	}
 	return 0;
+}
+
+int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
+		     struct error_info *err)
+{
+	_cleanup_close_ int target_fd = -1;
+	int rc;
+
+	target_fd = open_target(dir_fd, name, err);
+	if (target_fd < 0)
+		return target_fd;
+	rc = bind_new_api(source_fd, target_fd, "", read_only, err);
+	if (rc != -ENOSYS)
+		return rc;
+	return bind_libmount(source_fd, dir_fd, name, target_fd, read_only, err);
+}
+
+int mnt_util_bind_new_dir(int source_fd, int dir_fd, const char *name, bool read_only,
+			  struct error_info *err)
+{
+	int rc = bind_new_api(source_fd, dir_fd, name, read_only, err);
+
+	return rc == -ENOSYS ? mnt_util_bind_at(source_fd, dir_fd, name, read_only, err) : rc;
 }
 
 int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const char *fstype,

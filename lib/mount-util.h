@@ -21,6 +21,12 @@
 int mnt_util_bind_at(int source_fd, int dir_fd, const char *name, bool read_only,
 		     struct error_info *err);
 
+/* mnt_util_bind_at() onto a directory the caller has just made as name in dir_fd: the mount
+ * goes onto the name (a single component, never followed if it is a symlink) without opening
+ * it first. */
+int mnt_util_bind_new_dir(int source_fd, int dir_fd, const char *name, bool read_only,
+			  struct error_info *err);
+
 /* Mounts source (a device or "server:/path") with fstype and options ("ro,noatime", may be
  * NULL) onto the directory name in dir_fd, opened without following symlinks.  For types with
  * a /sbin/mount.<type> helper (nfs) libmount runs it, as mount(8) would. */

@@ -98,25 +98,35 @@ static int open_dir_beneath(int dir_fd, const char *rel)
 	return fd < 0 ? -errno : fd;
 }
 
-int path_open_dir_below(const char *root, const char *rel, bool create, mode_t mode, int *ret_fd,
-			struct error_info *err)
+/* open_dir_beneath() of an absolute path, refusing every symlink. */
+static int open_dir_absolute(const char *path)
 {
-	_cleanup_close_ int fd = -1;
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+	return fd < 0 ? -errno : fd;
+}
+
+int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool create, mode_t mode,
+			   int *ret_fd, struct error_info *err)
+{
+	_cleanup_close_ int owned = -1; /* the walk's current dir, once it is not root_fd */
 	_cleanup_free_ char *copy = NULL;
 	char *saveptr = NULL;
+	int fd = root_fd;
 	bool made = false; /* the last component was made by this call */
 	/* For messages: root and rel joined without a doubled '/'. */
 	const char *sep = endswith(root, "/") ? "" : "/";
 
-	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(err, -errno, "open %s: %s", root, strerror(errno));
 	/* The usual case, all of it there and no symlink in it, in one syscall. */
 	if (rel[strspn(rel, "/")] && !has_dot_component(rel)) {
-		int next = open_dir_beneath(fd, rel);
+		int next = open_dir_beneath(root_fd, rel);
 
 		if (next >= 0) {
-			*ret_fd = next; /* root's fd is closed on return */
+			*ret_fd = next;
 			return 0;
 		}
 	}
@@ -152,11 +162,44 @@ int path_open_dir_below(const char *root, const char *rel, bool create, mode_t m
 			return err_set(err, -e, "%s%s%s: component \"%s\": %s", root, sep, rel, c,
 				       strerror(e));
 		}
-		close(fd);
-		fd = next;
+		if (owned >= 0)
+			close(owned);
+		fd = owned = next;
 	}
-	*ret_fd = TAKE_FD(fd);
+	if (owned < 0) {
+		/* rel named root itself: a descriptor of its own, as the caller closes it. */
+		owned = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (owned < 0)
+			return err_set(err, -errno, "open %s: %s", root, strerror(errno));
+	}
+	*ret_fd = TAKE_FD(owned);
 	return 0;
+}
+
+int path_open_dir_below(const char *root, const char *rel, bool create, mode_t mode, int *ret_fd,
+			struct error_info *err)
+{
+	_cleanup_close_ int fd = -1;
+
+	/* Below "/" nothing can escape: the absolute path in one openat2 with no root to open
+	 * first (RESOLVE_BENEATH takes no absolute path; there is nothing above "/" to stay
+	 * beneath of). */
+	if (streq(root, "/") && rel[strspn(rel, "/")] && !has_dot_component(rel)) {
+		char abs[PATH_MAX];
+
+		if (snprintf(abs, sizeof(abs), "/%s", rel) < (int)sizeof(abs)) {
+			int next = open_dir_absolute(abs);
+
+			if (next >= 0) {
+				*ret_fd = next;
+				return 0;
+			}
+		}
+	}
+	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(err, -errno, "open %s: %s", root, strerror(errno));
+	return path_open_dir_below_at(fd, root, rel, create, mode, ret_fd, err);
 }
 
 int path_rmdir_up_to(const char *path, const char *stop)

@@ -26,6 +26,12 @@ bool path_is_under(const char *path, const char *root);
 int path_open_dir_below(const char *root, const char *rel, bool create, mode_t mode, int *ret_fd,
 			struct error_info *err);
 
+/* path_open_dir_below() from root_fd, an open descriptor of the trusted directory root (named
+ * for messages), which stays open: a caller that walks below the same root many times opens it
+ * once. */
+int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool create, mode_t mode,
+			   int *ret_fd, struct error_info *err);
+
 /* rmdir(path), then each parent up to but not including stop, until one is not empty.  Never
  * removes anything but empty directories.  Returns 0 or the first unexpected -errno. */
 int path_rmdir_up_to(const char *path, const char *stop);

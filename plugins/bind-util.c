@@ -76,12 +76,43 @@ int bind_check_seen(const char *target, const char *source, bool read_only,
 	return 1;
 }
 
+/* Whether the target, opened as parent_fd + name, already holds source_fd's directory as
+ * read_only asks: 1 yes, 0 no (*ret_mount_root says whether something else is mounted there),
+ * -errno when it cannot be told.  check_target() on the descriptors the set-up holds: one
+ * lookup of one name, none of the whole path. */
+static int check_target_at(const struct mount_target *target, int source_fd, bool read_only,
+			   bool *ret_mount_root)
+{
+	struct statx stx;
+	struct stat src;
+
+	*ret_mount_root = false;
+	if (statx(target->parent_fd, target->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+		  STATX_INO, &stx) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return -EOPNOTSUPP;
+	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0;
+	*ret_mount_root = true;
+	if (fstat(source_fd, &src) < 0)
+		return -errno;
+	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != src.st_dev ||
+	    stx.stx_ino != src.st_ino)
+		return 0;
+	return is_read_only(target->path) == read_only;
+}
+
 int bind_set_up(int source_fd, const char *source, const struct mount_target *target,
 		bool read_only, struct error_info *err)
 {
-	bool mount_root;
+	bool mount_root = false;
 
-	if (check_target(target->path, source, read_only, &mount_root) == 1)
+	/* A dir made just now holds nothing: no look first, and no open of it to mount on. */
+	if (target->fresh)
+		return mnt_util_bind_new_dir(source_fd, target->parent_fd, target->name, read_only,
+					     err);
+	if (check_target_at(target, source_fd, read_only, &mount_root) == 1)
 		return 0;
 	if (mount_root)
 		return err_set(err, -EBUSY,

@@ -20,7 +20,8 @@ int bind_check_seen(const char *target, const char *source, bool read_only,
 		    struct mount_seen *seen);
 
 /* Binds the directory source_fd (an O_PATH descriptor of source) onto target, unless target
- * already holds it (idempotent).  A target that is another mount is refused (-EBUSY). */
+ * already holds it (idempotent).  A target that is another mount is refused (-EBUSY).  A
+ * target->fresh (made just now) is not looked at first. */
 int bind_set_up(int source_fd, const char *source, const struct mount_target *target,
 		bool read_only, struct error_info *err);
 

@@ -50,6 +50,7 @@ struct mount_target {
 	const char *path; /* for messages and for umount */
 	int parent_fd;
 	const char *name;
+	bool fresh; /* the target dir was made just now by this op: nothing is mounted on it */
 };
 
 /* What attach made, kept in the journal so that detach, and a restarted agent, know it. */

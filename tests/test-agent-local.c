@@ -456,6 +456,43 @@ static void test_symlinks_are_refused(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* The workers keep a descriptor of the root they mount below; a root removed and made again
+ * while the agent runs is the new one, not the removed one it had open. */
+static void test_root_made_again(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *data = fixture_make_source(f, "data", "data-content");
+	char d[512];
+	char *s;
+
+	assert_int_equal(fixture_write_podf(f, "a.json",
+					    "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": "
+					    "[{\"name\": \"data\", \"local\": {\"path\": \"%s\"}}]}",
+					    data),
+			 0);
+	/* One worker: the one that kept the removed root is the one that mounts next. */
+	assert_int_equal(fixture_start(f, (const char *const[]){ "--workers", "1", NULL }), 0);
+	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "pod-a", "data", d), WAIT_MS));
+	assert_int_equal(fixture_remove_pod(f, "a.json"), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(test_wait_until(path_is_gone, d, WAIT_MS));
+
+	test_rm_rf(f->root);
+	assert_int_equal(mkdir(f->root, 0750), 0);
+	assert_int_equal(fixture_write_podf(f, "b.json",
+					    "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": "
+					    "[{\"name\": \"data\", \"local\": {\"path\": \"%s\"}}]}",
+					    data),
+			 0);
+	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "pod-b", "data", d), WAIT_MS));
+	s = read_in(d, "hello");
+	assert_string_equal(s, "data-content");
+	free(s);
+	assert_int_equal(fixture_remove_pod(f, "b.json"), 0);
+	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -472,6 +509,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_files_change_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_symlinks_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_root_made_again, setup, teardown),
 	};
 
 	test_enter_private_mountns();

@@ -122,12 +122,74 @@ static void test_open_dir_below_refuses_symlinks(void **state)
 	free(root);
 }
 
+/* The walk from a root descriptor the caller keeps: the descriptor stays open and usable,
+ * and a symlink is refused as from a path. */
+static void test_open_dir_below_at_keeps_root(void **state)
+{
+	char *root = test_mkdtemp("pathutil"), path[600];
+	struct error_info e = { 0 };
+	struct stat st;
+	int root_fd, fd = -1;
+
+	root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(root_fd >= 0);
+	assert_int_equal(path_open_dir_below_at(root_fd, root, "pods/u1/volumes", true, 0750, &fd,
+						&e),
+			 0);
+	assert_true(fd >= 0 && fd != root_fd);
+	close(fd);
+	/* Again, now all there (the one-syscall case), from the same descriptor. */
+	assert_int_equal(path_open_dir_below_at(root_fd, root, "pods/u1", false, 0, &fd, &e), 0);
+	close(fd);
+	/* The root itself: a descriptor of its own, which the caller closes. */
+	assert_int_equal(path_open_dir_below_at(root_fd, root, "", false, 0, &fd, &e), 0);
+	assert_true(fd >= 0 && fd != root_fd);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/pods/evil", root);
+	assert_int_equal(symlink("/etc", path), 0);
+	assert_int_equal(path_open_dir_below_at(root_fd, root, "pods/evil/x", true, 0750, &fd, &e),
+			 -ELOOP);
+	assert_non_null(strstr(e.msg, "is a symlink"));
+	assert_int_equal(fstat(root_fd, &st), 0); /* still open */
+	assert_true(S_ISDIR(st.st_mode));
+	close(root_fd);
+	test_rm_rf(root);
+	free(root);
+}
+
+/* Below "/" (a bind source) the absolute path is opened in one go, refusing every symlink in
+ * it as the walk does. */
+static void test_open_dir_below_slash(void **state)
+{
+	char *root = test_mkdtemp("pathutil"), path[600];
+	struct error_info e = { 0 };
+	int fd = -1;
+
+	snprintf(path, sizeof(path), "%s/src", root);
+	assert_int_equal(mkdir(path, 0750), 0);
+	assert_int_equal(path_open_dir_below("/", path + 1, false, 0, &fd, &e), 0);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/link", root);
+	assert_int_equal(symlink("src", path), 0);
+	assert_int_equal(path_open_dir_below("/", path + 1, false, 0, &fd, &e), -ELOOP);
+	assert_non_null(strstr(e.msg, "is a symlink"));
+	snprintf(path, sizeof(path), "%s/link/x", root);
+	assert_int_equal(path_open_dir_below("/", path + 1, false, 0, &fd, &e), -ELOOP);
+	snprintf(path, sizeof(path), "%s/missing", root);
+	assert_int_equal(path_open_dir_below("/", path + 1, false, 0, &fd, &e), -ENOENT);
+	test_rm_rf(root);
+	free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_validate_absolute),
 		cmocka_unit_test(test_safe_component),
 		cmocka_unit_test(test_is_under),
+		cmocka_unit_test(test_open_dir_below_at_keeps_root),
+		cmocka_unit_test(test_open_dir_below_slash),
 		cmocka_unit_test(test_escape_roundtrip),
 		cmocka_unit_test(test_open_dir_below_refuses_symlinks),
 	};

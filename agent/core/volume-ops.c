@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,25 +65,92 @@ static bool target_is_file(const char *target)
 	return lstat(target, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
-/* The plugin's view of an opened op->target. */
+/* The plugin's view of an opened op->target; fresh: made by this op just now. */
 static struct mount_target opened_target_mount(const struct volume_op *op,
-					       const struct opened_target *t)
+					       const struct opened_target *t, bool fresh)
 {
 	return (struct mount_target){ .path = op->target,
 				      .parent_fd = t->parent_fd,
-				      .name = t->name };
+				      .name = t->name,
+				      .fresh = fresh };
+}
+
+/* Each thread that runs ops keeps a descriptor of the last target root it walked below (the
+ * agent's pods root, or kubelet's dir), so that a set-up does not open and close the root
+ * each time.  Thread-local: no lock, and the thread that replaces or closes it is the only
+ * one using it; it is closed when the thread exits. */
+struct root_cache {
+	char *path;
+	int fd;
+};
+
+static pthread_key_t root_cache_key;
+static pthread_once_t root_cache_once = PTHREAD_ONCE_INIT;
+
+static void root_cache_free(void *p)
+{
+	struct root_cache *c = p;
+
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->path);
+	free(c);
+}
+
+static void root_cache_init(void)
+{
+	(void)pthread_key_create(&root_cache_key, root_cache_free);
+}
+
+/* A descriptor of root from this thread's cache (the cache keeps it: not to be closed);
+ * reopen: open it afresh (the one kept may be of a root removed since).  Returns the fd or
+ * -errno. */
+static int root_fd_get(const char *root, bool reopen, struct error_info *err)
+{
+	struct root_cache *c;
+	char *path;
+	int fd;
+
+	(void)pthread_once(&root_cache_once, root_cache_init);
+	c = pthread_getspecific(root_cache_key);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->fd = -1;
+		if (pthread_setspecific(root_cache_key, c) != 0) {
+			free(c);
+			return -ENOMEM;
+		}
+	}
+	if (!reopen && c->fd >= 0 && streq(c->path, root))
+		return c->fd;
+	path = strdup(root);
+	if (!path)
+		return -ENOMEM;
+	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		free(path);
+		return err_set(err, -errno, "open %s: %s", root, strerror(errno));
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->path);
+	c->path = path;
+	c->fd = fd;
+	return fd;
 }
 
 /* Walks to the target's parent without following symlinks (creating it when asked) and,
  * when create is set, makes the target directory itself (not a raw block volume's file:
  * map_device makes that).  *ret_created says whether the
  * target directory was made now (so a failed op can remove it again). */
-static int open_target_once(const struct volume_op *op, bool create, struct opened_target *ret,
-			    bool *ret_created, struct error_info *err)
+static int open_target_once(const struct volume_op *op, bool create, bool reopen_root,
+			    struct opened_target *ret, bool *ret_created, struct error_info *err)
 {
 	size_t n = strlen(op->target_root);
 	char *slash;
-	int r;
+	int root_fd, r;
 
 	ret->parent_fd = -1;
 	if (!path_is_under(op->target, op->target_root) || op->target[n] != '/')
@@ -90,15 +158,19 @@ static int open_target_once(const struct volume_op *op, bool create, struct open
 	ret->rel_parent = strdup(op->target + n + 1);
 	if (!ret->rel_parent)
 		return -ENOMEM;
+	root_fd = root_fd_get(op->target_root, reopen_root, err);
+	if (root_fd < 0)
+		return root_fd;
 	slash = strrchr(ret->rel_parent, '/');
 	if (slash) {
 		*slash = '\0';
 		ret->name = slash + 1;
-		r = path_open_dir_below(op->target_root, ret->rel_parent, create, DIR_MODE,
-					&ret->parent_fd, err);
+		r = path_open_dir_below_at(root_fd, op->target_root, ret->rel_parent, create,
+					   DIR_MODE, &ret->parent_fd, err);
 	} else {
 		ret->name = ret->rel_parent;
-		r = path_open_dir_below(op->target_root, "", false, 0, &ret->parent_fd, err);
+		r = path_open_dir_below_at(root_fd, op->target_root, "", false, 0,
+					   &ret->parent_fd, err);
 	}
 	if (r < 0)
 		return r;
@@ -117,14 +189,15 @@ static int open_target_once(const struct volume_op *op, bool create, struct open
 
 /* open_target_once(), walked again when the parent it opened was removed before the target
  * could be made in it: another op's clean-up removes empty parents (a pod's plugin dir) and
- * may do so between this walk and the mkdir. */
+ * may do so between this walk and the mkdir.  The retries open the root afresh: the one this
+ * thread kept may have been removed (and made again) since. */
 static int open_target(const struct volume_op *op, bool create, struct opened_target *ret,
 		       bool *ret_created, struct error_info *err)
 {
 	int r;
 
 	for (int attempt = 0;; attempt++) {
-		r = open_target_once(op, create, ret, ret_created, err);
+		r = open_target_once(op, create, attempt > 0, ret, ret_created, err);
 		if (r != -ENOENT || !create || attempt == 2)
 			return r;
 		opened_target_done(ret);
@@ -196,7 +269,7 @@ static int run_set_up(struct volume_op *op)
 		r = -ENOMEM;
 		goto out;
 	}
-	mt = opened_target_mount(op, &t);
+	mt = opened_target_mount(op, &t, created);
 	if (op_is_block(op))
 		r = plugin_map_device(op->plugin, op->spec, op->device_mount_path, op->read_only,
 				      &mt, &op->err);
@@ -216,6 +289,29 @@ out:
 	return r;
 }
 
+/* After an unmount: removes the target dir and its empty parents up to cleanup_stop, with
+ * the rmdir first, since it refuses a mount point (EBUSY) and so needs no look before.
+ * Returns 0 when the dir is gone or stays for a reason that is no mount on it (not empty),
+ * -EBUSY when rmdir said it is busy (for the caller to tell whether something is still
+ * mounted there), 1 when the target is not below the stop (the caller decides). */
+static int remove_unmounted_dir(const struct volume_op *op)
+{
+	const char *stop = op->cleanup_stop ? op->cleanup_stop : op->target_root;
+	_cleanup_free_ char *parent = NULL;
+	char *slash;
+
+	if (!path_is_under(op->target, stop) || streq(op->target, stop))
+		return 1;
+	if (rmdir(op->target) < 0)
+		return errno == EBUSY ? -EBUSY : 0;
+	parent = strdup(op->target);
+	if (parent && (slash = strrchr(parent, '/')) && slash != parent) {
+		*slash = '\0';
+		(void)path_rmdir_up_to(parent, stop);
+	}
+	return 0;
+}
+
 static int run_tear_down(struct volume_op *op)
 {
 	bool file = target_is_file(op->target);
@@ -230,6 +326,8 @@ static int run_tear_down(struct volume_op *op)
 		r = 0; /* not mounted (any more) */
 	if (r < 0)
 		return r;
+	if (!file && remove_unmounted_dir(op) == 0)
+		return 0;
 	if (mnt_util_is_mount_root(op->target) == 1)
 		return err_set(&op->err, -EBUSY,
 			       "%s is still a mount point after unmounting (stacked mounts); "
@@ -288,7 +386,7 @@ static int run_mount_device(struct volume_op *op)
 	r = open_target(op, true, &t, &created, &op->err);
 	if (r < 0)
 		goto out_detach;
-	mt = opened_target_mount(op, &t);
+	mt = opened_target_mount(op, &t, created);
 	if (op_is_block(op))
 		r = plugin_map_device(op->plugin, op->spec, op->att.device_path, op->read_only, &mt,
 				      &op->err);
