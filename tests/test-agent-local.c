@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -456,11 +457,12 @@ static void test_symlinks_are_refused(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
-/* The workers keep a descriptor of the root they mount below; a root removed and made again
- * while the agent runs is the new one, not the removed one it had open. */
-static void test_root_made_again(void **state)
+/* The root the workers mount below is opened by its path on every walk, never kept: a root
+ * removed and made again, or one that something was mounted on while the agent runs (a disk
+ * mounted on /var/lib/kubelet after the agent started), is the one the next volume goes into,
+ * where the pods see it.  One worker, so the thread that walked the old root walks next. */
+static void root_replaced(struct agent_fixture *f, bool by_mount)
 {
-	struct agent_fixture *f = *state;
 	const char *data = fixture_make_source(f, "data", "data-content");
 	char d[512];
 	char *s;
@@ -470,27 +472,44 @@ static void test_root_made_again(void **state)
 					    "[{\"name\": \"data\", \"local\": {\"path\": \"%s\"}}]}",
 					    data),
 			 0);
-	/* One worker: the one that kept the removed root is the one that mounts next. */
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--workers", "1", NULL }), 0);
 	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "pod-a", "data", d), WAIT_MS));
 	assert_int_equal(fixture_remove_pod(f, "a.json"), 0);
 	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
 	assert_true(test_wait_until(path_is_gone, d, WAIT_MS));
 
-	test_rm_rf(f->root);
-	assert_int_equal(mkdir(f->root, 0750), 0);
+	if (by_mount) {
+		assert_int_equal(mount("tmpfs", f->root, "tmpfs", 0, "mode=0750"), 0);
+	} else {
+		test_rm_rf(f->root);
+		/* A pass may have made it again already (it makes a missing root). */
+		assert_true(mkdir(f->root, 0750) == 0 || errno == EEXIST);
+	}
 	assert_int_equal(fixture_write_podf(f, "b.json",
 					    "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": "
 					    "[{\"name\": \"data\", \"local\": {\"path\": \"%s\"}}]}",
 					    data),
 			 0);
 	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "pod-b", "data", d), WAIT_MS));
-	s = read_in(d, "hello");
+	s = read_in(d, "hello"); /* NULL when the bind went into the old root, out of sight */
+	assert_non_null(s);
 	assert_string_equal(s, "data-content");
 	free(s);
 	assert_int_equal(fixture_remove_pod(f, "b.json"), 0);
-	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
+	assert_true(fixture_wait_mount_count(f, by_mount ? 1 : 0, WAIT_MS)); /* the tmpfs stays */
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	if (by_mount)
+		assert_int_equal(umount2(f->root, 0), 0);
+}
+
+static void test_root_made_again(void **state)
+{
+	root_replaced(*state, false);
+}
+
+static void test_root_mounted_over(void **state)
+{
+	root_replaced(*state, true);
 }
 
 int main(void)
@@ -510,6 +529,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_symlinks_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_root_made_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_root_mounted_over, setup, teardown),
 	};
 
 	test_enter_private_mountns();

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,82 +74,16 @@ static struct mount_target opened_target_mount(const struct volume_op *op,
 				      .fresh = fresh };
 }
 
-/* Each thread that runs ops keeps a descriptor of the last target root it walked below (the
- * agent's pods root, or kubelet's dir), so that a set-up does not open and close the root
- * each time.  Thread-local: no lock, and the thread that replaces or closes it is the only
- * one using it; it is closed when the thread exits. */
-struct root_cache {
-	char *path;
-	int fd;
-};
-
-static pthread_key_t root_cache_key;
-static pthread_once_t root_cache_once = PTHREAD_ONCE_INIT;
-
-static void root_cache_free(void *p)
-{
-	struct root_cache *c = p;
-
-	if (c->fd >= 0)
-		close(c->fd);
-	free(c->path);
-	free(c);
-}
-
-static void root_cache_init(void)
-{
-	(void)pthread_key_create(&root_cache_key, root_cache_free);
-}
-
-/* A descriptor of root from this thread's cache (the cache keeps it: not to be closed);
- * reopen: open it afresh (the one kept may be of a root removed since).  Returns the fd or
- * -errno. */
-static int root_fd_get(const char *root, bool reopen, struct error_info *err)
-{
-	struct root_cache *c;
-	char *path;
-	int fd;
-
-	(void)pthread_once(&root_cache_once, root_cache_init);
-	c = pthread_getspecific(root_cache_key);
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return -ENOMEM;
-		c->fd = -1;
-		if (pthread_setspecific(root_cache_key, c) != 0) {
-			free(c);
-			return -ENOMEM;
-		}
-	}
-	if (!reopen && c->fd >= 0 && streq(c->path, root))
-		return c->fd;
-	path = strdup(root);
-	if (!path)
-		return -ENOMEM;
-	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		free(path);
-		return err_set(err, -errno, "open %s: %s", root, strerror(errno));
-	}
-	if (c->fd >= 0)
-		close(c->fd);
-	free(c->path);
-	c->path = path;
-	c->fd = fd;
-	return fd;
-}
-
 /* Walks to the target's parent without following symlinks (creating it when asked) and,
  * when create is set, makes the target directory itself (not a raw block volume's file:
  * map_device makes that).  *ret_created says whether the
  * target directory was made now (so a failed op can remove it again). */
-static int open_target_once(const struct volume_op *op, bool create, bool reopen_root,
-			    struct opened_target *ret, bool *ret_created, struct error_info *err)
+static int open_target_once(const struct volume_op *op, bool create, struct opened_target *ret,
+			    bool *ret_created, struct error_info *err)
 {
 	size_t n = strlen(op->target_root);
 	char *slash;
-	int root_fd, r;
+	int r;
 
 	ret->parent_fd = -1;
 	if (!path_is_under(op->target, op->target_root) || op->target[n] != '/')
@@ -158,19 +91,15 @@ static int open_target_once(const struct volume_op *op, bool create, bool reopen
 	ret->rel_parent = strdup(op->target + n + 1);
 	if (!ret->rel_parent)
 		return -ENOMEM;
-	root_fd = root_fd_get(op->target_root, reopen_root, err);
-	if (root_fd < 0)
-		return root_fd;
 	slash = strrchr(ret->rel_parent, '/');
 	if (slash) {
 		*slash = '\0';
 		ret->name = slash + 1;
-		r = path_open_dir_below_at(root_fd, op->target_root, ret->rel_parent, create,
-					   DIR_MODE, &ret->parent_fd, err);
+		r = path_open_dir_below(op->target_root, ret->rel_parent, create, DIR_MODE,
+					&ret->parent_fd, err);
 	} else {
 		ret->name = ret->rel_parent;
-		r = path_open_dir_below_at(root_fd, op->target_root, "", false, 0,
-					   &ret->parent_fd, err);
+		r = path_open_dir_below(op->target_root, "", false, 0, &ret->parent_fd, err);
 	}
 	if (r < 0)
 		return r;
@@ -189,15 +118,16 @@ static int open_target_once(const struct volume_op *op, bool create, bool reopen
 
 /* open_target_once(), walked again when the parent it opened was removed before the target
  * could be made in it: another op's clean-up removes empty parents (a pod's plugin dir) and
- * may do so between this walk and the mkdir.  The retries open the root afresh: the one this
- * thread kept may have been removed (and made again) since. */
+ * may do so between this walk and the mkdir.  The root is opened by its path on every walk,
+ * never kept: a mount put on it (or on a parent) since, or a root removed and made again, is
+ * what the next walk finds, as kubelet and the pods see it. */
 static int open_target(const struct volume_op *op, bool create, struct opened_target *ret,
 		       bool *ret_created, struct error_info *err)
 {
 	int r;
 
 	for (int attempt = 0;; attempt++) {
-		r = open_target_once(op, create, attempt > 0, ret, ret_created, err);
+		r = open_target_once(op, create, ret, ret_created, err);
 		if (r != -ENOENT || !create || attempt == 2)
 			return r;
 		opened_target_done(ret);
