@@ -109,7 +109,7 @@ static void reconciler_ready(void *userdata)
 /* Builds the CSI server (started later by csi_server_start).  Returns 0 (also when CSI is off,
  * *ret NULL) or -errno. */
 static int new_csi(const struct agent_config *cfg, struct csi_node_config *node,
-		     struct csi_server **ret, struct error_info *err)
+		   struct csi_server **ret, struct error_info *err)
 {
 	_cleanup_free_ char *def = NULL;
 	const char *endpoint = cfg->csi_endpoint;

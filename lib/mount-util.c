@@ -94,8 +94,8 @@ static int remount_ro(int dir_fd, const char *name, struct error_info *err)
  * is resolved again, and no libmount context is built for what is a plain bind (libmount adds
  * nothing to it: no helper, no fstab, no utab).  Returns -ENOSYS on kernels without the new
  * mount API (before 5.2; 5.12 for read-only), for the caller to fall back to libmount. */
-static int bind_new_api(int source_fd, int target_dir_fd, const char *target_name,
-			bool read_only, struct error_info *err)
+static int bind_new_api(int source_fd, int target_dir_fd, const char *target_name, bool read_only,
+			struct error_info *err)
 {
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
 	_cleanup_close_ int tree =
@@ -111,8 +111,7 @@ static int bind_new_api(int source_fd, int target_dir_fd, const char *target_nam
 	/* No MOVE_MOUNT_T_SYMLINKS: a target name that is a symlink is not followed (and a
 	 * directory is never mounted on anything but a directory: ENOTDIR). */
 	if (move_mount(tree, "", target_dir_fd, target_name,
-		       MOVE_MOUNT_F_EMPTY_PATH |
-			       (*target_name ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
+		       MOVE_MOUNT_F_EMPTY_PATH | (*target_name ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
 		return err_set(err, -errno, "%sbind: %s", read_only ? "read-only " : "",
 			       strerror(errno));
 	return 0;
@@ -120,8 +119,8 @@ static int bind_new_api(int source_fd, int target_dir_fd, const char *target_nam
 
 /* The bind through libmount, for kernels without the new mount API: the bind, then
  * "remount,bind,ro". */
-static int bind_libmount(int source_fd, int dir_fd, const char *name, int target_fd,
-			 bool read_only, struct error_info *err)
+static int bind_libmount(int source_fd, int dir_fd, const char *name, int target_fd, bool read_only,
+			 struct error_info *err)
 {
 	_cleanup_(mnt_free_contextp) struct libmnt_context *cxt = new_context();
 	char src[FD_PATH_MAX], dst[FD_PATH_MAX];

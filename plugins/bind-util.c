@@ -48,15 +48,14 @@ int bind_check(const char *target, const char *source, bool read_only)
 	return check_target(target, source, read_only, &mount_root);
 }
 
-int bind_check_seen(const char *target, const char *source, bool read_only,
-		    struct mount_seen *seen)
+int bind_check_seen(const char *target, const char *source, bool read_only, struct mount_seen *seen)
 {
 	struct statx t, s;
 
 	if (!seen->mount_id)
 		return bind_check(target, source, read_only);
-	if (statx(AT_FDCWD, target, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-		  STATX_INO | STATX_MNT_ID, &t) < 0)
+	if (statx(AT_FDCWD, target, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO | STATX_MNT_ID,
+		  &t) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!(t.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
 		return -EOPNOTSUPP;
@@ -87,8 +86,8 @@ static int check_target_at(const struct mount_target *target, int source_fd, boo
 	struct stat src;
 
 	*ret_mount_root = false;
-	if (statx(target->parent_fd, target->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-		  STATX_INO, &stx) < 0)
+	if (statx(target->parent_fd, target->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO,
+		  &stx) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
 		return -EOPNOTSUPP;

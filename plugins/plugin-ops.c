@@ -83,8 +83,8 @@ int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, 
 			 : mnt_util_umount(target, 0, err));
 }
 
-int plugin_check_set_up(const struct volume_mounter *m, const char *target,
-			struct mount_seen *seen, struct error_info *err)
+int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct mount_seen *seen,
+			struct error_info *err)
 {
 	seen->confirmed = false;
 	return OP_CALL(m->plugin, "check_set_up", target, err,

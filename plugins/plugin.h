@@ -274,8 +274,8 @@ int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *
 		     struct error_info *err);
 int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, const char *pod_uid,
 			const char *target, struct error_info *err);
-int plugin_check_set_up(const struct volume_mounter *m, const char *target,
-			struct mount_seen *seen, struct error_info *err);
+int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct mount_seen *seen,
+			struct error_info *err);
 int plugin_construct_spec(const struct volume_plugin *p, const char *volume_name,
 			  const char *mount_path, struct volume_spec **ret_spec,
 			  struct error_info *err);

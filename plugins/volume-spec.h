@@ -25,7 +25,7 @@ struct volume_attr {
 
 struct volume_spec {
 	unsigned refs;
-	char *type;		   /* the plugin: "local", "nfs", "rbd" (in the spec's allocation) */
+	char *type; /* the plugin: "local", "nfs", "rbd" (in the spec's allocation) */
 	struct volume_attr *attrs; /* the source's fields, e.g. path=/mnt/disks/ssd1 */
 	size_t n_attrs;
 	/* NULL-terminated; never NULL after volume_spec_new; changed by

@@ -160,8 +160,9 @@ static void test_ready_waits_for_csi_socket(void **state)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct listener l;
 	char src[600], kubelet[600], sock[700];
-	const char *args[] = { "--csi",		     "--kubelet-root-dir", kubelet,
-			       "--device-inventory", "false",		   NULL };
+	const char *args[] = { "--csi", "--kubelet-root-dir",
+			       kubelet, "--device-inventory",
+			       "false", NULL };
 	int fd;
 
 	snprintf(src, sizeof(src), "%s/src", f->dir);

@@ -469,7 +469,7 @@ static void refuses_what_is_not_the_volume(struct agent_fixture *f, const char *
 	assert_true(fixture_wait_status(f, NULL, settled, f, WAIT_MS));
 	assert_int_equal(fixture_log_count(f, "mount holds something else, replacing it"), 3);
 	assert_true(fixture_log_count(f, "msg=\"volume mounted\"") >= 6); /* 4, then 2 or 3 */
-	assert_int_equal(test_mount_id(keep), keep_id); /* not remounted */
+	assert_int_equal(test_mount_id(keep), keep_id);			  /* not remounted */
 	assert_true(same_dir(swapped, src));
 	assert_false(test_mount_is_ro(ro));
 	assert_true(same_dir(stacked, src));
@@ -486,8 +486,8 @@ static void test_restart_refuses_what_is_not_the_volume(void **state)
 
 static void test_restart_refuses_what_is_not_the_volume_fallback(void **state)
 {
-	refuses_what_is_not_the_volume(*state, (const char *const[]){ "--mount-events", "off",
-								      NULL });
+	refuses_what_is_not_the_volume(*state,
+				       (const char *const[]){ "--mount-events", "off", NULL });
 }
 
 /* The local plugin's check_set_up against what the table showed (struct mount_seen): the
@@ -556,9 +556,12 @@ static void test_csi_that_cannot_start_stops_the_agent(void **state)
 {
 	struct agent_fixture *f = *state;
 	char src[512], kubelet[512];
-	const char *bad[] = { "--csi",		   "--csi-endpoint",
-			      "unix:///proc/volagent-none/csi.sock", "--kubelet-root-dir",
-			      kubelet,			   NULL };
+	const char *bad[] = { "--csi",
+			      "--csi-endpoint",
+			      "unix:///proc/volagent-none/csi.sock",
+			      "--kubelet-root-dir",
+			      kubelet,
+			      NULL };
 
 	make_dir(f, "src", src);
 	make_dir(f, "kubelet", kubelet);
@@ -589,8 +592,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sigkill_while_mounting_many, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume_fallback,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_restart_refuses_what_is_not_the_volume_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_check_set_up_uses_what_the_table_saw, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csi_that_cannot_start_stops_the_agent, setup,

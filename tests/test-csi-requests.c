@@ -36,7 +36,7 @@
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool open;	 /* set-ups may go on */
+	bool open;	  /* set-ups may go on */
 	unsigned waiting; /* set-ups waiting at the gate */
 } gate = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
@@ -129,9 +129,9 @@ static const struct volume_plugin *const gate_table[] = { &gate_plugin };
 
 struct outcome {
 	pthread_mutex_t lock;
-	int calls;	 /* how often the callback ran: exactly once is right */
-	int r;		 /* its r */
-	int error;	 /* res->error */
+	int calls;	  /* how often the callback ran: exactly once is right */
+	int r;		  /* its r */
+	int error;	  /* res->error */
 	pthread_t thread; /* where it ran */
 };
 

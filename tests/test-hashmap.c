@@ -192,7 +192,9 @@ static void test_replace(void **state)
  * nothing. */
 static void test_reserve(void **state)
 {
-	enum { N = 5000 };
+	enum {
+		N = 5000
+	};
 	struct hashmap *h = hashmap_new();
 	static char keys[N][16];
 

@@ -1079,10 +1079,11 @@ static void test_dsw_pod_owner(void **state)
 	int owner;
 
 	assert_non_null(d);
-	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
-					       "[{\"name\": \"v\", \"local\": {\"path\": \"/tmp\"}}]}",
-					       "one", &p1, &err),
-			 0);
+	assert_int_equal(
+		pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
+				      "[{\"name\": \"v\", \"local\": {\"path\": \"/tmp\"}}]}",
+				      "one", &p1, &err),
+		0);
 	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
 					       "[{\"name\": \"w\", \"local\": {\"path\": \"/\"}}]}",
 					       "two", &p2, &err),

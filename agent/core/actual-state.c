@@ -9,8 +9,8 @@
 
 struct actual_state {
 	char *root_dir;
-	char *pods_prefix;	      /* "<root>/pods/" */
-	struct hashmap *pod_mounts;   /* target -> asw_pod_mount */
+	char *pods_prefix;	    /* "<root>/pods/" */
+	struct hashmap *pod_mounts; /* target -> asw_pod_mount */
 	/* volume name -> the first of the pod mounts that hold it (keyed by its volume_name;
 	 * the others follow on next_of_volume). */
 	struct hashmap *by_volume;
@@ -67,8 +67,8 @@ struct actual_state *asw_new(const char *root_dir)
 	a->unmounted = hashmap_new();
 	a->tracked = hashmap_new();
 	a->pending = hashmap_new();
-	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->by_volume || !a->devices || !a->device_paths ||
-	    !a->unmounted || !a->tracked || !a->pending)
+	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->by_volume || !a->devices ||
+	    !a->device_paths || !a->unmounted || !a->tracked || !a->pending)
 		return asw_free(a);
 	return a;
 }
@@ -201,8 +201,7 @@ int asw_pod_mount_set_volume(struct actual_state *a, struct asw_pod_mount *pm,
 	return 0;
 }
 
-const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a,
-					      const char *volume_name)
+const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a, const char *volume_name)
 {
 	return hashmap_get(a->by_volume, volume_name);
 }

@@ -289,8 +289,7 @@ static struct dsw_volume *get_or_add_volume(struct desired_state *d, const struc
 			src->spec->block
 				? dsw_device_held_path(d->root_dir, src->plugin->name, v->name)
 				: dsw_device_mount_dir(d->root_dir, src->plugin->name, v->name);
-	if ((v->uses_device && !v->device_mount_path) ||
-	    hashmap_put(d->volumes, v->name, v) < 0) {
+	if ((v->uses_device && !v->device_mount_path) || hashmap_put(d->volumes, v->name, v) < 0) {
 		volume_free(v);
 		return NULL;
 	}
@@ -320,9 +319,12 @@ static const char *pod_volume_path(char *buf, size_t size, const char *root_dir,
 				   const char *pod_uid, bool block, const char *plugin,
 				   const char *outer_name)
 {
-	const char *parts[] = { root_dir, "/pods/", pod_uid,
-				block ? "/volumeDevices/kubernetes.io~" : "/volumes/kubernetes.io~",
-				plugin, "/", outer_name };
+	const char *parts[] = {
+		root_dir,  "/pods/",
+		pod_uid,   block ? "/volumeDevices/kubernetes.io~" : "/volumes/kubernetes.io~",
+		plugin,	   "/",
+		outer_name
+	};
 	char *p = buf;
 
 	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {

@@ -70,11 +70,11 @@ struct reconciler {
 	unsigned long table_reads;	     /* full reads of the mount table */
 	unsigned long mount_event_batches;   /* reads of the mount event queue */
 	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
-	bool table_unreadable;	 /* the last read of the mount table failed (logged once) */
-	bool full_pass_due;	 /* the next pass visits every key */
-	bool always_full;	 /* tests: every pass is a full one */
-	bool setups_deferred;	 /* set-ups waited for room in flight: a full pass is due */
-	size_t max_pod_ops;	 /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
+	bool table_unreadable; /* the last read of the mount table failed (logged once) */
+	bool full_pass_due;    /* the next pass visits every key */
+	bool always_full;      /* tests: every pass is a full one */
+	bool setups_deferred;  /* set-ups waited for room in flight: a full pass is due */
+	size_t max_pod_ops;    /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
 	unsigned long ops_started;
 	unsigned long ops_since_trim; /* operations done since the heap was last trimmed */
 	uint64_t last_op_done_ms;

@@ -75,11 +75,11 @@ enum volume_request_kind {
 struct volume_request {
 	enum volume_request_kind kind;
 	char *volume_id;
-	char *path;		  /* the staging path (stage, unstage) or target (publish...) */
+	char *path; /* the staging path (stage, unstage) or target (publish...) */
 	/* publish: where it was staged; NULL when not.  unstage: where a raw block volume staged
 	 * at path is held (<path>/dev): the path to unstage when the volume is staged there. */
 	char *staging_path;
-	struct volume_spec *spec; /* stage, publish: a reference */
+	struct volume_spec *spec;	    /* stage, publish: a reference */
 	const struct volume_plugin *plugin; /* stage, publish: the one that accepts spec */
 	bool read_only;			    /* publish */
 	bool single_writer;		    /* publish: a second target on this node is refused */

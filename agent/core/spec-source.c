@@ -57,10 +57,10 @@ struct spec_source {
 	int wd;
 	struct spec_scan *scan;
 	struct desired_state *dsw;
-	struct hashmap *files;	/* name -> spec_file */
+	struct hashmap *files; /* name -> spec_file */
 	/* The file that declares each pod is the owner of its pod in the desired state
 	 * (dsw_pod_owner): no map of its own. */
-	size_t n_conflicts;	/* files with conflict set */
+	size_t n_conflicts; /* files with conflict set */
 };
 
 bool spec_source_wants_name(const char *name)
@@ -291,11 +291,11 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 	if (stats)
 		stats->volumes += spec->n_volumes;
 	if (quiet)
-		log_debug("specs", "pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid, "volumes",
-			  LOG_INT(spec->n_volumes));
+		log_debug("specs", "pod spec loaded", "file", file_path(s, name, path), "pod",
+			  spec->uid, "volumes", LOG_INT(spec->n_volumes));
 	else
-		log_info("pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid, "volumes",
-			 LOG_INT(spec->n_volumes));
+		log_info("pod spec loaded", "file", file_path(s, name, path), "pod", spec->uid,
+			 "volumes", LOG_INT(spec->n_volumes));
 	return true;
 rejected:
 	f->rejected = true;

@@ -68,10 +68,9 @@ static bool target_is_file(const char *target)
 static struct mount_target opened_target_mount(const struct volume_op *op,
 					       const struct opened_target *t, bool fresh)
 {
-	return (struct mount_target){ .path = op->target,
-				      .parent_fd = t->parent_fd,
-				      .name = t->name,
-				      .fresh = fresh };
+	return (struct mount_target){
+		.path = op->target, .parent_fd = t->parent_fd, .name = t->name, .fresh = fresh
+	};
 }
 
 /* Walks to the target's parent without following symlinks (creating it when asked) and,

@@ -125,7 +125,7 @@ struct csi_server {
 	pthread_mutex_t lock;
 	struct inflight *inflight;
 	struct job *deferred; /* calls an op answers later (csi_reply_defer) */
-	bool draining; /* past the grace: calls not yet taken get UNAVAILABLE */
+	bool draining;	      /* past the grace: calls not yet taken get UNAVAILABLE */
 	bool started;
 	bool leaked;
 };

@@ -71,59 +71,59 @@ __attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
 	.desc = GCORE_DLOPEN_JSON,
 };
 
-#define GCORE_SYMS(X)                              \
-	X(gpr_convert_clock_type)                  \
-	X(gpr_free)                                \
-	X(gpr_inf_future)                          \
-	X(gpr_now)                                 \
-	X(gpr_set_log_function)                    \
-	X(gpr_time_add)                            \
-	X(gpr_time_from_millis)                    \
-	X(gpr_time_sub)                            \
-	X(grpc_byte_buffer_destroy)                \
-	X(grpc_byte_buffer_reader_destroy)         \
-	X(grpc_byte_buffer_reader_init)            \
-	X(grpc_byte_buffer_reader_readall)         \
-	X(grpc_call_cancel)                        \
-	X(grpc_call_details_destroy)               \
-	X(grpc_call_details_init)                  \
-	X(grpc_call_error_to_string)               \
-	X(grpc_call_start_batch)                   \
-	X(grpc_call_unref)                         \
-	X(grpc_channel_create)                     \
-	X(grpc_channel_create_call)                \
-	X(grpc_channel_credentials_release)        \
-	X(grpc_channel_destroy)                    \
+#define GCORE_SYMS(X)                                \
+	X(gpr_convert_clock_type)                    \
+	X(gpr_free)                                  \
+	X(gpr_inf_future)                            \
+	X(gpr_now)                                   \
+	X(gpr_set_log_function)                      \
+	X(gpr_time_add)                              \
+	X(gpr_time_from_millis)                      \
+	X(gpr_time_sub)                              \
+	X(grpc_byte_buffer_destroy)                  \
+	X(grpc_byte_buffer_reader_destroy)           \
+	X(grpc_byte_buffer_reader_init)              \
+	X(grpc_byte_buffer_reader_readall)           \
+	X(grpc_call_cancel)                          \
+	X(grpc_call_details_destroy)                 \
+	X(grpc_call_details_init)                    \
+	X(grpc_call_error_to_string)                 \
+	X(grpc_call_start_batch)                     \
+	X(grpc_call_unref)                           \
+	X(grpc_channel_create)                       \
+	X(grpc_channel_create_call)                  \
+	X(grpc_channel_credentials_release)          \
+	X(grpc_channel_destroy)                      \
 	X(grpc_completion_queue_create_for_callback) \
-	X(grpc_completion_queue_create_for_next)   \
-	X(grpc_completion_queue_create_for_pluck)  \
-	X(grpc_completion_queue_destroy)           \
-	X(grpc_completion_queue_next)              \
-	X(grpc_completion_queue_pluck)             \
-	X(grpc_completion_queue_shutdown)          \
-	X(grpc_empty_slice)                        \
-	X(grpc_init)                               \
-	X(grpc_insecure_credentials_create)        \
-	X(grpc_insecure_server_credentials_create) \
-	X(grpc_metadata_array_destroy)             \
-	X(grpc_metadata_array_init)                \
-	X(grpc_raw_byte_buffer_create)             \
-	X(grpc_server_add_http2_port)              \
-	X(grpc_server_cancel_all_calls)            \
-	X(grpc_server_create)                      \
-	X(grpc_server_credentials_release)         \
-	X(grpc_server_destroy)                     \
-	X(grpc_server_register_completion_queue)   \
-	X(grpc_server_register_method)             \
-	X(grpc_server_request_call)                \
-	X(grpc_server_request_registered_call)     \
-	X(grpc_server_shutdown_and_notify)         \
-	X(grpc_server_start)                       \
-	X(grpc_shutdown)                           \
-	X(grpc_slice_from_copied_buffer)           \
-	X(grpc_slice_from_copied_string)           \
-	X(grpc_slice_from_static_string)           \
-	X(grpc_slice_to_c_string)                  \
+	X(grpc_completion_queue_create_for_next)     \
+	X(grpc_completion_queue_create_for_pluck)    \
+	X(grpc_completion_queue_destroy)             \
+	X(grpc_completion_queue_next)                \
+	X(grpc_completion_queue_pluck)               \
+	X(grpc_completion_queue_shutdown)            \
+	X(grpc_empty_slice)                          \
+	X(grpc_init)                                 \
+	X(grpc_insecure_credentials_create)          \
+	X(grpc_insecure_server_credentials_create)   \
+	X(grpc_metadata_array_destroy)               \
+	X(grpc_metadata_array_init)                  \
+	X(grpc_raw_byte_buffer_create)               \
+	X(grpc_server_add_http2_port)                \
+	X(grpc_server_cancel_all_calls)              \
+	X(grpc_server_create)                        \
+	X(grpc_server_credentials_release)           \
+	X(grpc_server_destroy)                       \
+	X(grpc_server_register_completion_queue)     \
+	X(grpc_server_register_method)               \
+	X(grpc_server_request_call)                  \
+	X(grpc_server_request_registered_call)       \
+	X(grpc_server_shutdown_and_notify)           \
+	X(grpc_server_start)                         \
+	X(grpc_shutdown)                             \
+	X(grpc_slice_from_copied_buffer)             \
+	X(grpc_slice_from_copied_string)             \
+	X(grpc_slice_from_static_string)             \
+	X(grpc_slice_to_c_string)                    \
 	X(grpc_slice_unref)
 
 #define X(name) static typeof(name) *sym_##name;
@@ -1031,7 +1031,8 @@ static int call_answer(struct gcore_call *c, int code, const char *message, cons
 	/* Set before the batch starts: its completion may arrive before start_batch returns. */
 	c->state = CALL_REPLYING;
 	e = grpc_call_start_batch(c->call, ops, n,
-				  c->m && c->m->blocking && g->done_cq ? (void *)&c->done : c, NULL);
+				  c->m && c->m->blocking && g->done_cq ? (void *)&c->done : c,
+				  NULL);
 	grpc_slice_unref(details);
 	if (e != GRPC_CALL_OK) {
 		log_event(LOG_LVL_ERROR, "grpc", "answering a call failed", "method",

@@ -68,7 +68,7 @@ static struct {
 	const char *label;
 	int count, concurrency, deadline_ms;
 	int agent_pid; /* 0: not sampled */
-	bool keep; /* --keep: stop after the publish phase, leaving the volumes published */
+	bool keep;     /* --keep: stop after the publish phase, leaving the volumes published */
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry ctx[MAX_CONTEXT];
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx_ptr[MAX_CONTEXT];
 	size_t n_ctx;
