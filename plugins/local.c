@@ -63,11 +63,18 @@ static char *local_get_volume_name(const struct volume_spec *spec)
 	return strdup_printf("local:%s", volume_spec_get(spec, "path"));
 }
 
+/* A block device is looked at (stat) for raw block volumes and for paths under /dev only:
+ * a device elsewhere is refused anyway (resolve_device takes only a path under /dev), so a
+ * filesystem volume's path outside /dev is a directory without a stat per spec load (the
+ * reconciler thread loads thousands); a device node there is refused at set-up. */
 static bool local_uses_device(const struct volume_spec *spec)
 {
+	const char *path = volume_spec_get(spec, "path");
 	struct stat st;
 
-	return stat(volume_spec_get(spec, "path"), &st) == 0 && S_ISBLK(st.st_mode);
+	if (!path || (!spec->block && !startswith(path, "/dev/")))
+		return false;
+	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
 }
 
 /* Resolves a device path (udev links allowed) to a block device under /dev. */
@@ -122,8 +129,15 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 	} else {
 		/* A directory source may contain no symlink: a link could point the bind
 		 * anywhere. */
-		r = path_open_dir_below("/", volume_spec_get(m->spec, "path") + 1, false, 0, &src,
-					err);
+		const char *path = volume_spec_get(m->spec, "path");
+		struct stat st;
+
+		r = path_open_dir_below("/", path + 1, false, 0, &src, err);
+		if (r == -ENOTDIR && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
+			return err_set(err, -EPERM,
+				       "path: %s is a block device outside /dev; name the device "
+				       "by its path under /dev (or a /dev/disk/by-* link)",
+				       path);
 		if (r < 0)
 			return err_prefix(err, "local path");
 	}

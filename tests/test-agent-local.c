@@ -457,6 +457,30 @@ static void test_symlinks_are_refused(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* A block device node outside /dev, named as a filesystem volume's path: a device is named
+ * under /dev (the spec load does not stat other paths), so it is refused at set-up, saying
+ * why, and neither formatted nor mounted. */
+static void test_device_node_outside_dev_is_refused(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 32 << 20);
+	char node[600], d[512], uuid[64];
+	struct stat st;
+
+	assert_non_null(dev);
+	assert_int_equal(stat(dev, &st), 0);
+	snprintf(node, sizeof(node), "%s/disk", f->dir);
+	assert_int_equal(mknod(node, S_IFBLK | 0600, st.st_rdev), 0);
+	assert_int_equal(fixture_write_local_pod(f, "one", "disk", node), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_pod_error(f, fixture_pod_dir(f, "one", "disk", d),
+					   "is a block device outside /dev", WAIT_MS));
+	assert_int_equal(test_count_mounts_under(f->root), 0);
+	fs_uuid(dev, uuid, sizeof(uuid));
+	assert_string_equal(uuid, ""); /* not formatted */
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
 /* The root the workers mount below is opened by its path on every walk, never kept: a root
  * removed and made again, or one that something was mounted on while the agent runs (a disk
  * mounted on /var/lib/kubelet after the agent started), is the one the next volume goes into,
@@ -528,6 +552,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_files_change_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_symlinks_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_device_node_outside_dev_is_refused, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_root_made_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_root_mounted_over, setup, teardown),
 	};

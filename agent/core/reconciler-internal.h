@@ -49,6 +49,8 @@ struct reconciler {
 	struct spec_source *specs;
 	struct hashmap *inflight_pod; /* target -> volume_op */
 	struct hashmap *inflight_dev; /* volume name -> volume_op (device-level) */
+	/* Every op of both, oldest first (volume_op.inflight_older/newer). */
+	struct volume_op *inflight_oldest, *inflight_newest;
 	struct hashmap *busy;	      /* volume name -> vol_busy */
 	/* What the next pass visits (see rec_touch_target): sets of owned strings. */
 	struct hashmap *touched_targets;
@@ -60,6 +62,7 @@ struct reconciler {
 
 	int epoll_fd;
 	int timer_fd;
+	uint64_t timer_armed_ms; /* the deadline timer_fd is armed for (CLOCK_MONOTONIC ms), 0 none */
 	int wake_fd;
 	pthread_t thread;
 	bool thread_started;

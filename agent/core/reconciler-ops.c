@@ -103,6 +103,13 @@ void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op *
 	struct vol_busy *b = rec_busy_get(r, op->volume_name, true);
 
 	op->queued_ms = now_ms();
+	op->inflight_older = r->inflight_newest;
+	op->inflight_newer = NULL;
+	if (r->inflight_newest)
+		r->inflight_newest->inflight_newer = op;
+	else
+		r->inflight_oldest = op;
+	r->inflight_newest = op;
 	if (op->kind == VOLUME_OP_VERIFY)
 		op->seen = seen_in_table(r, op->target);
 	if (device) {
@@ -128,6 +135,15 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 {
 	struct vol_busy *b = rec_busy_get(r, op->volume_name, false);
 
+	if (op->inflight_older)
+		op->inflight_older->inflight_newer = op->inflight_newer;
+	else
+		r->inflight_oldest = op->inflight_newer;
+	if (op->inflight_newer)
+		op->inflight_newer->inflight_older = op->inflight_older;
+	else
+		r->inflight_newest = op->inflight_older;
+	op->inflight_older = op->inflight_newer = NULL;
 	if (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
 	    (op->kind == VOLUME_OP_CHECK_HEALTH && op->device)) {
 		if (b)
@@ -172,17 +188,9 @@ char *key_for(const char *kind, const char *name)
 /* Age in seconds of the oldest operation in flight, 0 when none. */
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now)
 {
-	const struct hashmap *maps[] = { r->inflight_pod, r->inflight_dev };
-	uint64_t oldest = now;
+	const struct volume_op *op = r->inflight_oldest;
 
-	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
-		struct hashmap_iter it = HASHMAP_ITER_INIT;
-		void *v;
-		while (hashmap_iterate(maps[i], &it, &v, NULL))
-			if (((struct volume_op *)v)->queued_ms < oldest)
-				oldest = ((struct volume_op *)v)->queued_ms;
-	}
-	return (double)(now - oldest) / 1000.0;
+	return op && op->queued_ms < now ? (double)(now - op->queued_ms) / 1000.0 : 0;
 }
 
 /* --- results --- */

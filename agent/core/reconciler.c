@@ -174,9 +174,14 @@ static void arm_timer(struct reconciler *r)
 		next = requests_next_deadline(r);
 	if (next <= now)
 		next = now + 1;
+	/* Armed for next already, and not expired (next > now, on the timer's clock): a loop
+	 * turn that moved no deadline (most of them, in a burst of events) costs no syscall. */
+	if (next == r->timer_armed_ms)
+		return;
 	its.it_value.tv_sec = (time_t)(next / 1000);
 	its.it_value.tv_nsec = (long)(next % 1000) * 1000000;
-	timerfd_settime(r->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+	r->timer_armed_ms = timerfd_settime(r->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0 ? next
+											     : 0;
 }
 
 static void notify_systemd(struct reconciler *r)
@@ -561,6 +566,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 		return NULL;
 	reconciler_stop(r);
 	executor_free(r->ex, drop_job);
+	r->inflight_oldest = r->inflight_newest = NULL; /* dropped with their jobs */
 	spec_source_free(r->specs);
 	journal_free(r->journal);
 	mount_monitor_free(r->monitor);

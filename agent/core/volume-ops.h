@@ -40,6 +40,9 @@ struct volume_op {
 	struct mount_seen seen;	      /* VERIFY: the table's mount at target when queued */
 	bool device;		      /* CHECK_HEALTH of a device's node-wide mount */
 	uint64_t queued_ms;	      /* when the reconciler started it (CLOCK_MONOTONIC) */
+	/* The reconciler's list of operations in flight, in the order started (so by
+	 * queued_ms): the oldest one's age is read without a walk of them all. */
+	struct volume_op *inflight_older, *inflight_newer;
 
 	/* results */
 	int result; /* 0 or -errno */
