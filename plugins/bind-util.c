@@ -16,36 +16,42 @@ static bool is_read_only(const char *path)
 	return statvfs(path, &sv) == 0 && (sv.f_flag & ST_RDONLY);
 }
 
-/* bind_check(), also saying whether target is a mount root at all.  The mount-root test and
- * the target's identity come from one statx of the target (not following a final symlink:
- * a symlink is never a mount root). */
-static int check_target(const char *target, const char *source, bool read_only,
+/* Whether the target (the name target_name in target_dir; path names it for the read-only
+ * test) holds the source (source_name in source_dir, "" for source_dir itself) as read_only
+ * asks: 1 yes, 0 no (*ret_mount_root says whether something else is mounted there), -errno
+ * when it cannot be told.  The mount-root test and the target's identity come from one statx
+ * of the target (not following a final symlink: a symlink is never a mount root).  The set-up
+ * passes the descriptors it holds (one lookup of one name), bind_check() whole paths. */
+static int check_target(int target_dir, const char *target_name, const char *path,
+			int source_dir, const char *source_name, bool read_only,
 			bool *ret_mount_root)
 {
 	struct statx stx;
 	struct stat src;
 
 	*ret_mount_root = false;
-	if (statx(AT_FDCWD, target, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO, &stx) < 0)
+	if (statx(target_dir, target_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO,
+		  &stx) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
 		return -EOPNOTSUPP;
 	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
 		return 0;
 	*ret_mount_root = true;
-	if (stat(source, &src) < 0)
+	if (fstatat(source_dir, source_name, &src,
+		    source_name[0] || source_dir == AT_FDCWD ? 0 : AT_EMPTY_PATH) < 0)
 		return -errno;
 	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != src.st_dev ||
 	    stx.stx_ino != src.st_ino)
 		return 0;
-	return is_read_only(target) == read_only;
+	return is_read_only(path) == read_only;
 }
 
 int bind_check(const char *target, const char *source, bool read_only)
 {
 	bool mount_root;
 
-	return check_target(target, source, read_only, &mount_root);
+	return check_target(AT_FDCWD, target, target, AT_FDCWD, source, read_only, &mount_root);
 }
 
 int bind_check_seen(const char *target, const char *source, bool read_only, struct mount_seen *seen)
@@ -75,33 +81,6 @@ int bind_check_seen(const char *target, const char *source, bool read_only, stru
 	return 1;
 }
 
-/* Whether the target, opened as parent_fd + name, already holds source_fd's directory as
- * read_only asks: 1 yes, 0 no (*ret_mount_root says whether something else is mounted there),
- * -errno when it cannot be told.  check_target() on the descriptors the set-up holds: one
- * lookup of one name, none of the whole path. */
-static int check_target_at(const struct mount_target *target, int source_fd, bool read_only,
-			   bool *ret_mount_root)
-{
-	struct statx stx;
-	struct stat src;
-
-	*ret_mount_root = false;
-	if (statx(target->parent_fd, target->name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO,
-		  &stx) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return -EOPNOTSUPP;
-	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return 0;
-	*ret_mount_root = true;
-	if (fstat(source_fd, &src) < 0)
-		return -errno;
-	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != src.st_dev ||
-	    stx.stx_ino != src.st_ino)
-		return 0;
-	return is_read_only(target->path) == read_only;
-}
-
 int bind_set_up(int source_fd, const char *source, const struct mount_target *target,
 		bool read_only, struct error_info *err)
 {
@@ -111,7 +90,8 @@ int bind_set_up(int source_fd, const char *source, const struct mount_target *ta
 	if (target->fresh)
 		return mnt_util_bind_new_dir(source_fd, target->parent_fd, target->name, read_only,
 					     err);
-	if (check_target_at(target, source_fd, read_only, &mount_root) == 1)
+	if (check_target(target->parent_fd, target->name, target->path, source_fd, "", read_only,
+			 &mount_root) == 1)
 		return 0;
 	if (mount_root)
 		return err_set(err, -EBUSY,
