@@ -713,6 +713,44 @@ static void test_paths(void **state)
 	assert_int_equal(tb_calls(), 1);
 }
 
+/* The kubelet root itself reached through a symlink (a root-dir moved to another disk): the
+ * one-syscall check sees that symlink, and the walk below the root then decides, so paths
+ * below it are still served and a symlink below it still refused. */
+static void test_paths_root_via_symlink(void **state)
+{
+	struct fx *f = *state;
+	char calls[4][2048], real[600], link[700], outside[600];
+	struct case_ cases[4];
+	size_t n = 0;
+
+	snprintf(real, sizeof(real), "%s/real-kubelet", f->tmp);
+	snprintf(outside, sizeof(outside), "%s/outside", f->tmp);
+	assert_int_equal(rmdir(f->root), 0);
+	assert_int_equal(mkdir(real, 0755), 0);
+	assert_int_equal(mkdir(outside, 0755), 0);
+	assert_int_equal(symlink(real, f->root), 0);
+	snprintf(link, sizeof(link), "%s/pods", real);
+	assert_int_equal(mkdir(link, 0755), 0);
+	snprintf(link, sizeof(link), "%s/pods/evil", real);
+	assert_int_equal(symlink(outside, link), 0);
+	assert_int_equal(fx_start(f, &full_ops), 0);
+
+	CASE("OK {}",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"%s/pods/uid/volumes/x/mount\"}",
+	     f->root);
+	CASE("ERR INVALID_ARGUMENT target_path: ",
+	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
+	     "\"%s/pods/evil/mount\"}",
+	     f->root);
+	CASE("ERR INVALID_ARGUMENT staging_target_path: ",
+	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": "
+	     "\"%s/pods/evil\", " CAP_MOUNT "}",
+	     f->root);
+	run_cases(f, cases, n);
+	assert_int_equal(tb_calls(), 1);
+}
+
 static void test_dispatch_decodes(void **state)
 {
 	struct fx *f = *state;
@@ -1521,6 +1559,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_node_info_and_capabilities, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_paths_root_via_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dispatch_decodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_aborted_while_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unimplemented, setup, teardown),
