@@ -22,16 +22,15 @@ static bool is_read_only(const char *path)
  * when it cannot be told.  The mount-root test and the target's identity come from one statx
  * of the target (not following a final symlink: a symlink is never a mount root).  The set-up
  * passes the descriptors it holds (one lookup of one name), bind_check() whole paths. */
-static int check_target(int target_dir, const char *target_name, const char *path,
-			int source_dir, const char *source_name, bool read_only,
-			bool *ret_mount_root)
+static int check_target(int target_dir, const char *target_name, const char *path, int source_dir,
+			const char *source_name, bool read_only, bool *ret_mount_root)
 {
 	struct statx stx;
 	struct stat src;
 
 	*ret_mount_root = false;
-	if (statx(target_dir, target_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO,
-		  &stx) < 0)
+	if (statx(target_dir, target_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_INO, &stx) <
+	    0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
 		return -EOPNOTSUPP;

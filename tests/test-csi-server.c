@@ -419,6 +419,32 @@ static void bg_start(struct fx *f, int i, const char *calls)
 	bg_start_timeout(f, i, calls, "20");
 }
 
+/* A server with one pool thread and no registration, started; tgt (size bytes) gets the pod
+ * target that bg_unpublish() calls use. */
+static void start_one_worker(struct fx *f, char *tgt, size_t size)
+{
+	struct csi_server_config cfg = fx_config(f);
+	struct error_info err = { 0 };
+
+	cfg.workers = 1;
+	cfg.registration = false;
+	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
+	assert_non_null(f->s);
+	assert_int_equal(csi_server_start(f->s, &err), 0);
+	snprintf(tgt, size, "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+}
+
+/* Starts background client i with one NodeUnpublishVolume of volume_id at tgt. */
+static void bg_unpublish(struct fx *f, int i, const char *volume_id, const char *tgt)
+{
+	char call[2048];
+
+	snprintf(call, sizeof(call),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n",
+		 volume_id, tgt);
+	bg_start(f, i, call);
+}
+
 /* The same, with each call's deadline timeout (seconds). */
 static void bg_start_timeout(struct fx *f, int i, const char *calls, const char *timeout)
 {
@@ -896,24 +922,13 @@ static struct csi_server *leaked_server;
 static void test_free_after_timed_out_shutdown(void **state)
 {
 	struct fx *f = *state;
-	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = { 0 };
-	char bgcall[2048], tgt[600];
+	char tgt[600];
 	_cleanup_free_ char *log = NULL, *bgout = NULL;
 	struct timespec t0, t1;
 	long long ms;
 
-	cfg.workers = 1;
-	cfg.registration = false;
-	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
-	assert_non_null(f->s);
-	assert_int_equal(csi_server_start(f->s, &err), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-9\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 0, bgcall);
+	start_one_worker(f, tgt, sizeof(tgt));
+	bg_unpublish(f, 0, "block-9", tgt);
 	assert_int_equal(wait_entered(1), 0);
 
 	log_capture_begin(f);
@@ -1150,7 +1165,7 @@ static bool stopping_pred(void *arg)
 static void test_graceful_shutdown(void **state)
 {
 	struct fx *f = *state;
-	char bgcall[2048], tgt[600];
+	char tgt[600];
 	struct shutdown_arg a = { 0 };
 	_cleanup_free_ char *bgout = NULL, *out = NULL;
 	struct timespec pause = { 0, 300 * 1000 * 1000 };
@@ -1159,11 +1174,7 @@ static void test_graceful_shutdown(void **state)
 
 	assert_int_equal(fx_start(f, &full_ops), 0);
 	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-9\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 0, bgcall);
+	bg_unpublish(f, 0, "block-9", tgt);
 	assert_int_equal(wait_entered(1), 0);
 
 	a.s = f->s;
@@ -1198,31 +1209,16 @@ static void *release_later(void *p)
 static void test_shutdown_after_grace(void **state)
 {
 	struct fx *f = *state;
-	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = { 0 };
-	char bgcall[2048], tgt[600];
+	char tgt[600];
 	_cleanup_free_ char *bgout = NULL, *bgout2 = NULL;
 	struct timespec pause = { 0, 300 * 1000 * 1000 };
 	pthread_t t;
 
-	cfg.workers = 1;
-	cfg.registration = false;
-	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
-	assert_non_null(f->s);
-	assert_int_equal(csi_server_start(f->s, &err), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-8\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 0, bgcall);
+	start_one_worker(f, tgt, sizeof(tgt));
+	bg_unpublish(f, 0, "block-8", tgt);
 	assert_int_equal(wait_entered(1), 0);
 	/* The only worker is busy: this one waits in the queue. */
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"queued\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 1, bgcall);
+	bg_unpublish(f, 1, "queued", tgt);
 	nanosleep(&pause, NULL);
 
 	assert_int_equal(pthread_create(&t, NULL, release_later, NULL), 0);
@@ -1247,30 +1243,15 @@ static bool calls_at_least(void *arg)
 static void test_cheap_calls_with_pool_busy(void **state)
 {
 	struct fx *f = *state;
-	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = { 0 };
-	char bgcall[2048], tgt[600], l[1024];
+	char tgt[600], l[1024];
 	_cleanup_free_ char *out = NULL, *bgout = NULL, *bgout2 = NULL;
 	int two = 2;
 
-	cfg.workers = 1;
-	cfg.registration = false;
-	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
-	assert_non_null(f->s);
-	assert_int_equal(csi_server_start(f->s, &err), 0);
+	start_one_worker(f, tgt, sizeof(tgt));
 	csi_server_set_ready(f->s, true);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"block-9\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 0, bgcall);
+	bg_unpublish(f, 0, "block-9", tgt);
 	assert_int_equal(wait_entered(1), 0);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"waits\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 1, bgcall);
+	bg_unpublish(f, 1, "waits", tgt);
 
 	out = client_run(f, f->sock,
 			 "Identity/Probe {}\nNode/NodeGetInfo {}\nNode/NodeGetCapabilities {}\n");
@@ -1327,29 +1308,14 @@ static bool deferred_at_least(void *arg)
 static void test_deferred_answer(void **state)
 {
 	struct fx *f = *state;
-	struct csi_server_config cfg = fx_config(f);
-	struct error_info err = { 0 };
-	char bgcall[2048], calls[4096], tgt[600], l[1024];
+	char calls[4096], tgt[600], l[1024];
 	_cleanup_free_ char *out = NULL, *bgout = NULL, *bgout2 = NULL;
 	int two = 2;
 
-	cfg.workers = 1;
-	cfg.registration = false;
-	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
-	assert_non_null(f->s);
-	assert_int_equal(csi_server_start(f->s, &err), 0);
+	start_one_worker(f, tgt, sizeof(tgt));
 	csi_server_set_ready(f->s, true);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-1\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 0, bgcall);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-2\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 1, bgcall);
+	bg_unpublish(f, 0, "defer-1", tgt);
+	bg_unpublish(f, 1, "defer-2", tgt);
 	assert_true(test_wait_until(deferred_at_least, &two, 10000));
 
 	snprintf(calls, sizeof(calls),
@@ -1441,17 +1407,13 @@ static void test_deferred_client_gone(void **state)
 static void test_deferred_past_grace(void **state)
 {
 	struct fx *f = *state;
-	char bgcall[2048], tgt[600];
+	char tgt[600];
 	_cleanup_free_ char *bgout = NULL;
 	int one = 1;
 
 	assert_int_equal(fx_start(f, &full_ops), 0);
 	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-	snprintf(bgcall, sizeof(bgcall),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-late\", \"target_path\": "
-		 "\"%s\"}\n",
-		 tgt);
-	bg_start(f, 0, bgcall);
+	bg_unpublish(f, 0, "defer-late", tgt);
 	assert_true(test_wait_until(deferred_at_least, &one, 10000));
 	assert_int_equal(csi_server_shutdown(f->s, 200), 0);
 	bgout = bg_wait(f, 0);

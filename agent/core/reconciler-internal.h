@@ -51,7 +51,7 @@ struct reconciler {
 	struct hashmap *inflight_dev; /* volume name -> volume_op (device-level) */
 	/* Every op of both, oldest first (volume_op.inflight_older/newer). */
 	struct volume_op *inflight_oldest, *inflight_newest;
-	struct hashmap *busy;	      /* volume name -> vol_busy */
+	struct hashmap *busy; /* volume name -> vol_busy */
 	/* What the next pass visits (see rec_touch_target): sets of owned strings. */
 	struct hashmap *touched_targets;
 	struct hashmap *touched_volumes; /* the device and every pod volume and mount */
