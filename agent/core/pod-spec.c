@@ -365,7 +365,9 @@ int pod_spec_parse_string(const char *json, const char *origin, struct pod_spec 
 }
 
 /* Reads the open file fd (at most POD_SPEC_MAX_BYTES) and parses it: one fstat, one read for a
- * file of the usual size, no stdio. */
+ * file of the usual size, no stdio.  A read that brought the size fstat gave is the file as it
+ * was then: no second read to see the end (a file written since is read again on its inotify
+ * event, as one written during the read is). */
 static int parse_fd(int fd, const char *origin, struct pod_spec **ret, struct error_info *err)
 {
 	_cleanup_(json_decrefp) json_t *root = NULL;
@@ -396,6 +398,8 @@ static int parse_fd(int fd, const char *origin, struct pod_spec **ret, struct er
 		if (n == 0)
 			break;
 		len += (size_t)n;
+		if (len == (size_t)st.st_size && st.st_size > 0)
+			break;
 		if (len < cap)
 			continue;
 		/* It grew since the fstat: once more, up to one byte over the limit. */
