@@ -1,9 +1,9 @@
 /* cmd-run.c - `volagent run`: the daemon.  Parses the configuration, takes the instance lock,
  * builds the reconciler, starts the reconciler and then, while its first pass runs, the CSI
- * server (when enabled), and waits for SIGTERM/SIGINT on a signalfd; then stops in reverse order: the CSI server first
- * (calls in flight finish within the grace period, new ones get UNAVAILABLE), then the
- * reconciler.  Stopping leaves every mount in place, as kubelet does: a restarted agent adopts
- * them. */
+ * server (when enabled); says READY=1 once both are up, and waits for SIGTERM/SIGINT on a
+ * signalfd; then stops in reverse order: the CSI server first (calls in flight finish within
+ * the grace period, new ones get UNAVAILABLE), then the reconciler.  Stopping leaves every
+ * mount in place, as kubelet does: a restarted agent adopts them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -165,7 +165,8 @@ struct volume_ops {
 /* Plugins whose volumes are mounted once per node (at a staging path) and bound from there
  * into each pod (kubelet's DeviceMountableVolumePlugin).  The core calls, never concurrently
  * for one volume:
- *   [attach] -> mount_device -> set_up_at (per pod) ... tear_down_at -> unmount_device -> [detach] */
+ *   [attach] -> mount_device -> set_up_at (per pod) ... tear_down_at -> unmount_device
+ *   -> [detach] */
 struct device_mount_ops {
 	/* Whether this spec's volume is staged at all (local: only block devices, nfs: only in
 	 * shared mode).  Never blocks.  Optional: NULL means every volume of the plugin is. */

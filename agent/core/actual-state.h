@@ -89,9 +89,9 @@ bool asw_is_tracked(const struct actual_state *a, const char *target);
 
 /* Brings the state in line with a freshly read table: pod mounts that the table no longer
  * shows are dropped (unless learned after the table was read), mounts under <root>/pods or at
- * a tracked target that the state does not know are added as unverified, and each device's mounted flag follows the
- * table.  changed (may be NULL) gets each target whose record changed.  Returns true when
- * anything changed. */
+ * a tracked target that the state does not know are added as unverified, and each device's
+ * mounted flag follows the table.  changed (may be NULL) gets each target whose record
+ * changed.  Returns true when anything changed. */
 bool asw_sync_with_table(struct actual_state *a, const struct mount_table *t,
 			 void (*changed)(const char *target, void *userdata), void *userdata);
 /* What a full read (not the first) must sync besides the targets it reported changed (each

@@ -1,15 +1,14 @@
 /* reconciler-requests.c - CSI Node calls as desired-state changes.
  *
- * A CSI call hands a request to the reconciler thread (reconciler_submit) and is answered
- * from its completion on that thread, with no thread waiting for it (reconciler_request
- * waits, for callers that need the answer in hand: INFO lookups, `volagent status`).  The
- * reconciler checks it against the desired state (a compatible repeat joins the one in
- * progress; a
- * conflicting one is refused), changes the desired state, and answers once the actual state
- * matches: the staging mount is there, the publish target is mounted, the target or the
- * staging mount is gone.  If an operation for it fails first, the request fails with that
- * error and its change is withdrawn, so kubelet's retry starts afresh.  CSI entries are kept in
- * the journal, so a restarted agent adopts what kubelet asked for.
+ * A CSI call hands a request to the reconciler thread (reconciler_submit) and is answered from its
+ * completion on that thread, with no thread waiting for it (reconciler_request waits, for callers
+ * that need the answer in hand: INFO lookups, `volagent status`).  The reconciler checks it against
+ * the desired state (a compatible repeat joins the one in progress; a conflicting one is refused),
+ * changes the desired state, and answers once the actual state matches: the staging mount is there,
+ * the publish target is mounted, the target or the staging mount is gone.  If an operation for it
+ * fails first, the request fails with that error and its change is withdrawn, so kubelet's retry
+ * starts afresh.  CSI entries are kept in the journal, so a restarted agent adopts what kubelet
+ * asked for.
  *
  * The access-mode checks of a publish are made here, against the desired state, so that two
  * publishes cannot both pass them: a volume keeps one access mode on the node, and a

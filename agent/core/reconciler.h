@@ -19,9 +19,10 @@
  * reconciler-internal.h).
  *
  * The loop sleeps in epoll on: the pods dir (inotify), the mount table (the kernel's mount
- * events, or libmount's monitor on older kernels),
- * block device events (libudev monitor, for the device inventory), finished operations
- * (eventfd), a timer (backoff, periodic resync, watchdog), and a wake-up eventfd.  It never polls the mount table: it applies each mount event, or re-reads it when libmount's monitor says it changed. */
+ * events, or libmount's monitor on older kernels), block device events (libudev monitor, for
+ * the device inventory), finished operations (eventfd), a timer (backoff, periodic resync,
+ * watchdog), and a wake-up eventfd.  It never polls the mount table: it applies each mount
+ * event, or re-reads it when libmount's monitor says it changed. */
 #pragma once
 
 #include <stdbool.h>

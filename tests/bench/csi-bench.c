@@ -22,9 +22,9 @@
  * cost with many volumes already there).
  *
  * --wait-ready polls Identity.Probe (about every 2 ms) until it answers ready, prints
- * "ready_at_ns <CLOCK_MONOTONIC ns>" and exits 0; exits 1 when MS pass first.  --self-test serves the CSI transport in this process with a test
- * backend that bind-mounts volume_context.path: it checks the client, and its figures are not
- * volagent's.
+ * "ready_at_ns <CLOCK_MONOTONIC ns>" and exits 0; exits 1 when MS pass first.  --self-test
+ * serves the CSI transport in this process with a test backend that bind-mounts
+ * volume_context.path: it checks the client, and its figures are not volagent's.
  *
  * --agent-pid PID (the driver's process, on this machine) adds what each phase cost it: CPU
  * per call (utime + stime of /proc/PID/stat, every thread) and context switches per call
