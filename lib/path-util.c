@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,30 +85,30 @@ static bool has_dot_component(const char *rel)
 	return false;
 }
 
+int path_open_no_symlinks(int dir_fd, const char *path, int flags, bool beneath)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(O_PATH | O_CLOEXEC | flags),
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   (beneath ? RESOLVE_BENEATH : 0),
+	};
+	int fd = (int)syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+
+	return fd < 0 ? -errno : fd;
+}
+
 /* The whole of rel in one openat2(2) below dir_fd, refusing every symlink: what the walk below
  * does in one syscall instead of two per component.  Returns the fd, or -errno (-ENOSYS on
  * kernels before 5.6) for the caller to walk instead, which also names what failed. */
 static int open_dir_beneath(int dir_fd, const char *rel)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, dir_fd, rel, &how, sizeof(how));
-
-	return fd < 0 ? -errno : fd;
+	return path_open_no_symlinks(dir_fd, rel, O_DIRECTORY | O_NOFOLLOW, true);
 }
 
 /* open_dir_beneath() of an absolute path, refusing every symlink. */
 static int open_dir_absolute(const char *path)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-
-	return fd < 0 ? -errno : fd;
+	return path_open_no_symlinks(AT_FDCWD, path, O_DIRECTORY | O_NOFOLLOW, false);
 }
 
 int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool create, mode_t mode,

@@ -18,6 +18,12 @@ int path_validate_absolute(const char *path, const char *field, struct error_inf
 /* Whether path equals root or lies below it (both normalized absolute paths). */
 bool path_is_under(const char *path, const char *root);
 
+/* One openat2(2) of path (relative to dir_fd, or absolute) as O_PATH | O_CLOEXEC | flags,
+ * refusing every symlink and magic link on the way (RESOLVE_NO_SYMLINKS), and with beneath
+ * also anything that resolves outside dir_fd (RESOLVE_BENEATH).  Returns the fd or -errno
+ * (-ELOOP: a symlink; -ENOSYS: a kernel before 5.6, for the caller to walk instead). */
+int path_open_no_symlinks(int dir_fd, const char *path, int flags, bool beneath);
+
 /* Opens root (which is trusted) and walks rel below it one component at a time with
  * O_NOFOLLOW, creating missing directories with mode when create is set.  A component that
  * is a symlink or not a directory is refused with -ELOOP or -ENOTDIR.  On success stores an

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,7 +24,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -37,10 +35,7 @@
 #include "log.h"
 #include "macro.h"
 #include "csi-validate.h"
-#include "unix-socket.h"
-#include "grpc-core.h"
-#include "log.h"
-#include "macro.h"
+#include "path-util.h"
 #include "registration.h"
 
 /* Secret values shorter than this cannot be told apart from ordinary words in a message. */
@@ -96,7 +91,8 @@ struct job {
 	 * (answered UNAVAILABLE) at the end of a shutdown's grace; the claimer holds a second
 	 * reference until its answer is sent.  Under s->lock. */
 	struct job *next_deferred;
-	atomic_bool claimed; /* set under s->lock; once set, the finish never touches s */
+	struct job **pprev_deferred; /* what points to j on s->deferred; NULL: not on it */
+	atomic_bool claimed;	     /* set under s->lock; once set, the finish never touches s */
 	atomic_uint refs;
 };
 
@@ -768,17 +764,13 @@ static bool job_prepare(const struct csi_server *s, struct job *j, const void *d
  * kubelet root, which is allowed; an error; a kernel before 5.6): the walk below decides. */
 static bool no_symlink_at_all(const char *path)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	int fd = path_open_no_symlinks(AT_FDCWD, path, 0, false);
 
 	if (fd >= 0) {
 		close(fd);
 		return true;
 	}
-	return errno == ENOENT || errno == ENOTDIR;
+	return fd == -ENOENT || fd == -ENOTDIR;
 }
 
 /* No component of path below the kubelet root is a symlink.  Components that do not exist
@@ -958,6 +950,9 @@ struct csi_deferred *csi_reply_defer(struct csi_reply *reply)
 		return NULL;
 	pthread_mutex_lock(&j->s->lock);
 	j->next_deferred = j->s->deferred;
+	if (j->next_deferred)
+		j->next_deferred->pprev_deferred = &j->next_deferred;
+	j->pprev_deferred = &j->s->deferred;
 	j->s->deferred = j;
 	pthread_mutex_unlock(&j->s->lock);
 	return (struct csi_deferred *)j;
@@ -968,15 +963,17 @@ struct csi_reply *csi_deferred_reply(struct csi_deferred *d)
 	return &((struct job *)d)->reply;
 }
 
-/* Takes j off s->deferred (under s->lock).  False when it is no longer there (claimed). */
-static bool deferred_take_locked(struct csi_server *s, struct job *j)
+/* Takes j off s->deferred (under s->lock), in constant time.  False when it is no longer
+ * there (claimed). */
+static bool deferred_take_locked(struct job *j)
 {
-	for (struct job **pp = &s->deferred; *pp; pp = &(*pp)->next_deferred)
-		if (*pp == j) {
-			*pp = j->next_deferred;
-			return true;
-		}
-	return false;
+	if (!j->pprev_deferred)
+		return false;
+	*j->pprev_deferred = j->next_deferred;
+	if (j->next_deferred)
+		j->next_deferred->pprev_deferred = j->pprev_deferred;
+	j->pprev_deferred = NULL;
+	return true;
 }
 
 void csi_deferred_finish(struct csi_deferred *d, int r)
@@ -988,7 +985,7 @@ void csi_deferred_finish(struct csi_deferred *d, int r)
 	/* A claimed job was answered at shutdown, and the server may be gone since. */
 	if (!atomic_load(&j->claimed)) {
 		pthread_mutex_lock(&s->lock);
-		mine = !atomic_load(&j->claimed) && deferred_take_locked(s, j);
+		mine = !atomic_load(&j->claimed) && deferred_take_locked(j);
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (mine) {
@@ -1009,6 +1006,7 @@ static void deferred_claim_all(struct csi_server *s)
 	list = s->deferred;
 	s->deferred = NULL;
 	for (j = list; j; j = j->next_deferred) {
+		j->pprev_deferred = NULL;
 		atomic_store(&j->claimed, true);
 		atomic_fetch_add(&j->refs, 1);
 	}
