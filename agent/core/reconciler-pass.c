@@ -581,15 +581,20 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 
 /* Before the first pass of a start-up that found pod mounts: room in this thread's arena for
  * what the verifies will allocate, made in a few steps rather than a page (and a system call)
- * at a time.  Once per thread: the arena is the thread's. */
+ * at a time (once per thread: the arena is the thread's), and in the maps of operations in
+ * flight, which hold one verify per pod mount at once (not rebuilt again and again while
+ * they fill). */
 static void reserve_for_startup(struct reconciler *r)
 {
 	static __thread bool reserved;
+	size_t n = hashmap_size(asw_pod_mounts(r->asw));
 
+	(void)hashmap_reserve(r->inflight_pod, n);
+	(void)hashmap_reserve(r->busy, n);
 	if (reserved)
 		return;
 	reserved = true;
-	malloc_reserve(hashmap_size(asw_pod_mounts(r->asw)) * STARTUP_BYTES_PER_POD_MOUNT);
+	malloc_reserve(n * STARTUP_BYTES_PER_POD_MOUNT);
 }
 
 void rec_pass(struct reconciler *r)
