@@ -143,6 +143,19 @@ static void stage_pod(const char *dir, const char *name, const char *uid, const 
 	assert_int_equal(test_write_file(path, json), 0);
 }
 
+/* How many lines of the agent's log contain both a and b. */
+static int log_lines_with(const struct agent_fixture *f, const char *a, const char *b)
+{
+	char *log = test_read_file(f->agent.log_path), *line, *save = NULL;
+	int n = 0;
+
+	assert_non_null(log);
+	for (line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		n += strstr(line, a) && strstr(line, b);
+	free(log);
+	return n;
+}
+
 static void move_in(struct agent_fixture *f, const char *stage, const char *name)
 {
 	char a[700], b[700];
@@ -206,7 +219,11 @@ static void test_burst_larger_than_a_batch(void **state)
 	assert_int_equal(kill(f->agent.pid, SIGCONT), 0);
 	assert_true(fixture_wait_mount_count(f, 1, WAIT_MS));
 	assert_true(test_is_mountpoint(fixture_pod_dir(f, "early", "second", dir)));
+	/* Stopped at once: the reconciler's buffered lines are all written on the way out. */
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	assert_int_equal(log_lines_with(f, "msg=\"volume mounted\"", " pod=burst-"), BURST);
+	assert_int_equal(log_lines_with(f, "msg=\"volume unmounted\"", " pod=burst-"), BURST);
+	assert_int_equal(log_lines_with(f, "msg=\"pod spec removed\"", " pod=burst-"), BURST);
 }
 
 static void test_edit_applies_the_difference(void **state)

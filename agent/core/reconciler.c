@@ -324,6 +324,9 @@ static void *reconciler_main(void *arg)
 {
 	struct reconciler *r = arg;
 
+	/* A turn's lines (a burst logs several per volume) go out with one write, before the
+	 * loop waits; warnings and errors at once. */
+	(void)log_buffer_start();
 	while (!should_stop(r)) {
 		struct epoll_event evs[8];
 		uint64_t now = now_ms();
@@ -356,6 +359,7 @@ static void *reconciler_main(void *arg)
 		rec_trim_after_burst(r);
 
 		arm_timer(r);
+		log_flush();
 		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), -1);
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
@@ -367,6 +371,8 @@ static void *reconciler_main(void *arg)
 	/* Let operations in flight finish so the journal records what they did. */
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
 		struct epoll_event ev;
+
+		log_flush();
 		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 &&
 		    ev.data.fd == executor_get_fd(r->ex))
 			rec_drain_completed(r);
@@ -378,6 +384,7 @@ static void *reconciler_main(void *arg)
 	rec_drain_completed(r);
 	requests_abort_all(r);
 	rec_save_journal(r, true);
+	log_buffer_stop();
 	return NULL;
 }
 
