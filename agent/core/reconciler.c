@@ -149,6 +149,10 @@ static void refresh_table_in_loop(struct reconciler *r)
 
 /* --- the loop --- */
 
+/* STATUS= goes out at most this often during a burst (each sd_notify is a dozen syscalls); the
+ * last value of a burst goes out when the interval is over, by the loop's timer. */
+#define STATUS_MIN_INTERVAL_MS 1000
+
 static void arm_timer(struct reconciler *r)
 {
 	uint64_t now = now_ms(), next = r->last_resync_ms + r->cfg.resync_ms;
@@ -168,6 +172,8 @@ static void arm_timer(struct reconciler *r)
 	}
 	if (r->watchdog_interval_ms && r->last_watchdog_ms + r->watchdog_interval_ms < next)
 		next = r->last_watchdog_ms + r->watchdog_interval_ms;
+	if (r->status_due && r->last_status_ms + STATUS_MIN_INTERVAL_MS < next)
+		next = r->last_status_ms + STATUS_MIN_INTERVAL_MS;
 	if (rec_trim_deadline(r) < next)
 		next = rec_trim_deadline(r);
 	if (requests_next_deadline(r) < next)
@@ -195,9 +201,13 @@ static void notify_systemd(struct reconciler *r)
 	}
 	snprintf(status, sizeof(status), "STATUS=desired=%zu mounted=%zu failing=%u",
 		 r->stats.desired_pod_volumes, r->stats.mounted_pod_volumes, r->stats.failing);
-	if (!streq(status, r->last_status)) {
+	r->status_due = !streq(status, r->last_status);
+	if (r->status_due &&
+	    (!r->last_status_ms || now - r->last_status_ms >= STATUS_MIN_INTERVAL_MS)) {
 		sd_notify(0, status);
 		memcpy(r->last_status, status, sizeof(status));
+		r->last_status_ms = now;
+		r->status_due = false;
 	}
 }
 
@@ -314,6 +324,9 @@ static void *reconciler_main(void *arg)
 {
 	struct reconciler *r = arg;
 
+	/* A turn's lines (a burst logs several per volume) go out with one write, before the
+	 * loop waits; warnings and errors at once. */
+	(void)log_buffer_start();
 	while (!should_stop(r)) {
 		struct epoll_event evs[8];
 		uint64_t now = now_ms();
@@ -346,6 +359,7 @@ static void *reconciler_main(void *arg)
 		rec_trim_after_burst(r);
 
 		arm_timer(r);
+		log_flush();
 		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), -1);
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
@@ -357,6 +371,8 @@ static void *reconciler_main(void *arg)
 	/* Let operations in flight finish so the journal records what they did. */
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
 		struct epoll_event ev;
+
+		log_flush();
 		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 &&
 		    ev.data.fd == executor_get_fd(r->ex))
 			rec_drain_completed(r);
@@ -368,6 +384,7 @@ static void *reconciler_main(void *arg)
 	rec_drain_completed(r);
 	requests_abort_all(r);
 	rec_save_journal(r, true);
+	log_buffer_stop();
 	return NULL;
 }
 
