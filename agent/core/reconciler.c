@@ -140,6 +140,19 @@ static void resume_mount_monitor(struct reconciler *r, uint64_t now)
 	r->last_event_batch_ms = now;
 }
 
+/* How long the loop may wait in epoll_wait: until the pause ends (the pause moves with every
+ * batch of a burst: a wait's timeout, not the timer, which would cost a timerfd_settime each
+ * time), else as long as nothing happens (-1). */
+static int monitor_pause_left(const struct reconciler *r)
+{
+	uint64_t now;
+
+	if (!r->monitor_paused)
+		return -1;
+	now = now_ms();
+	return r->monitor_resume_ms > now ? (int)(r->monitor_resume_ms - now) : 0;
+}
+
 /* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
  * event queue that overflowed) make the table due for a full read. */
 static void dispatch_mount_monitor(struct reconciler *r)
@@ -214,8 +227,6 @@ static void arm_timer(struct reconciler *r)
 		if (t < next)
 			next = t;
 	}
-	if (r->monitor_paused && r->monitor_resume_ms < next)
-		next = r->monitor_resume_ms;
 	if (r->watchdog_interval_ms && r->last_watchdog_ms + r->watchdog_interval_ms < next)
 		next = r->last_watchdog_ms + r->watchdog_interval_ms;
 	if (rec_trim_deadline(r) < next)
@@ -397,7 +408,7 @@ static void *reconciler_main(void *arg)
 		rec_trim_after_burst(r);
 
 		arm_timer(r);
-		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), -1);
+		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), monitor_pause_left(r));
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
 			break;
