@@ -137,9 +137,10 @@ static void test_ready_status_watchdog_stopping(void **state)
 	assert_true(count(l.all, "WATCHDOG=1") >= 5);
 	/* STATUS= at most once a second: the counts once mounted may come a second after the
 	 * first. */
-	assert_true(test_wait_until(status_came,
-				    &(struct status_wait){ &l, "STATUS=desired=1 mounted=1 failing=0" },
-				    5000));
+	assert_true(
+		test_wait_until(status_came,
+				&(struct status_wait){ &l, "STATUS=desired=1 mounted=1 failing=0" },
+				5000));
 	fixture_pod_dir(f, "n1", "v", d);
 	assert_true(test_is_mountpoint(d));
 	id = test_mount_id(d);

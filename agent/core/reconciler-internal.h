@@ -97,9 +97,9 @@ struct reconciler {
 	bool health_due;
 	uint64_t watchdog_interval_ms;
 	uint64_t last_watchdog_ms;
-	char last_status[128];	  /* the STATUS= last sent */
-	uint64_t last_status_ms;  /* when it was sent */
-	bool status_due;	  /* the counts changed since: sent at last_status_ms + interval */
+	char last_status[128];	 /* the STATUS= last sent */
+	uint64_t last_status_ms; /* when it was sent */
+	bool status_due;	 /* the counts changed since: sent at last_status_ms + interval */
 
 	pthread_mutex_t stats_lock;
 	struct reconciler_stats stats;

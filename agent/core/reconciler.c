@@ -385,6 +385,8 @@ static void *reconciler_main(void *arg)
 {
 	struct reconciler *r = arg;
 
+	(void)pthread_setname_np(pthread_self(), "reconciler"); /* top -H, perf, gdb */
+
 	/* A turn's lines (a burst logs several per volume) go out with one write, before the
 	 * loop waits; warnings and errors at once. */
 	(void)log_buffer_start();

@@ -108,6 +108,7 @@ static void scan_parse(struct spec_scan *sc)
 
 static void *scan_helper(void *arg)
 {
+	(void)pthread_setname_np(pthread_self(), "spec-scan");
 	scan_parse(arg);
 	return NULL;
 }

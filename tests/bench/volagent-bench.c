@@ -19,6 +19,7 @@
  *             every target is gone.  A final read of mountinfo checks the count.
  *
  *   volagent-bench converge --agent BIN --work DIR --n 100,1000,5000 --reps 5,3,1 [--jobs 8]
+ *                           (--jobs 0: no exec baseline, for profiling the agent alone)
  *   volagent-bench steady   --agent BIN --work DIR --n 10000 [--idle 30] [--passes 5]
  *                           [--restarts 3] [--csi-bench BIN] [--resync-interval S]
  *                           [--events 200]
@@ -677,7 +678,10 @@ static int cmd_converge(const char *ns, const char *reps_s, int jobs)
 
 		for (int i = 0; i < r; i++) {
 			floor_run(n, &fu[i], &fd[i]);
-			exec_run(n, jobs, &eu[i], &ed[i]);
+			if (jobs > 0)
+				exec_run(n, jobs, &eu[i], &ed[i]);
+			else
+				eu[i] = ed[i] = 0;
 			agent_converge(&a, n, &vu[i], &vd[i]);
 			printf("converge N=%d rep %d: mount floor %.1f ms, exec %.1f ms, volagent %.1f "
 			       "ms; unmount floor %.1f ms, exec %.1f ms, volagent %.1f ms\n",
@@ -1174,7 +1178,7 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!agent_bin || !work || !sources || jobs < 1 || jobs > 64 || idle < 1 || passes < 1 ||
+	if (!agent_bin || !work || !sources || jobs < 0 || jobs > 64 || idle < 1 || passes < 1 ||
 	    restarts < 1)
 		usage();
 	snprintf(src_root, sizeof(src_root), "%s", sources);
