@@ -80,6 +80,7 @@ static void *admin_main(void *arg)
 {
 	struct admin_server *s = arg;
 
+	(void)pthread_setname_np(pthread_self(), "admin");
 	for (;;) {
 		struct pollfd p[2] = { { s->listen_fd, POLLIN, 0 }, { s->stop_fd, POLLIN, 0 } };
 		int fd;

@@ -128,6 +128,7 @@ static void *metrics_main(void *userdata)
 {
 	struct metrics_server *s = userdata;
 
+	(void)pthread_setname_np(pthread_self(), "metrics");
 	event_base_dispatch(s->base);
 	return NULL;
 }

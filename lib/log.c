@@ -1,7 +1,10 @@
 /* log.c - logfmt lines on stderr: ts, level, msg, then the caller's key=value pairs.  When
  * stderr is the journal (systemd's JOURNAL_STREAM names it), each event goes to journald
  * instead as one entry with its pairs as fields (VOLUME=, POD=, ...), so that
- * `journalctl -u volagent VOLUME=data` finds a volume's lines. */
+ * `journalctl -u volagent VOLUME=data` finds a volume's lines.
+ *
+ * A thread may buffer its stderr lines (log_buffer_start): a loop that logs many lines per
+ * turn then writes them with one write(2) per turn (log_flush) instead of one per line. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -219,6 +222,68 @@ out:
 	return r;
 }
 
+/* The calling thread's buffered lines (NULL: not buffering).  At most PIPE_BUF bytes: one
+ * write of that size to a pipe is atomic, so a flush never interleaves with another thread's
+ * lines (a regular file's writes are atomic anyway). */
+#define LOG_BUFFER_SIZE 4096
+struct log_buffer {
+	size_t len;
+	char data[LOG_BUFFER_SIZE];
+};
+static __thread struct log_buffer *tbuf;
+
+static void write_all(const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(STDERR_FILENO, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+void log_flush(void)
+{
+	if (!tbuf || !tbuf->len)
+		return;
+	write_all(tbuf->data, tbuf->len);
+	tbuf->len = 0;
+}
+
+int log_buffer_start(void)
+{
+	if (tbuf)
+		return 0;
+	tbuf = malloc(sizeof(*tbuf));
+	if (!tbuf)
+		return -ENOMEM;
+	tbuf->len = 0;
+	return 0;
+}
+
+void log_buffer_stop(void)
+{
+	log_flush();
+	free(tbuf);
+	tbuf = NULL;
+}
+
+/* Adds a line to the thread's buffer; a warning or worse goes out at once, with what was
+ * buffered before it (in order). */
+static void buffer_line(enum log_level level, const char *line, size_t len)
+{
+	if (tbuf->len + len > sizeof(tbuf->data))
+		log_flush();
+	memcpy(tbuf->data + tbuf->len, line, len);
+	tbuf->len += len;
+	if (level >= LOG_LVL_WARNING)
+		log_flush();
+}
+
 static void write_stderr(enum log_level level, const char *subsys, const char *msg,
 			 const char *const *keys, const char *const *values, size_t n)
 {
@@ -246,6 +311,10 @@ static void write_stderr(enum log_level level, const char *subsys, const char *m
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';
+	if (tbuf) {
+		buffer_line(level, line, len);
+		return;
+	}
 	/* One write per line: lines from several threads never interleave. */
 	(void)!write(STDERR_FILENO, line, len);
 }

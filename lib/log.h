@@ -42,5 +42,16 @@ void log_event(enum log_level level, const char *subsys, const char *msg, ...);
 #define log_error(msg, ...) log_event(LOG_LVL_ERROR, NULL, msg, ##__VA_ARGS__, (char *)NULL)
 #define log_crit(msg, ...) log_event(LOG_LVL_CRIT, NULL, msg, ##__VA_ARGS__, (char *)NULL)
 
+/* Buffers the calling thread's stderr lines until log_flush(), so that a loop writes a turn's
+ * lines at once: a warning or worse is written at once (with the lines before it), and a full
+ * buffer too.  The journal (JOURNAL_STREAM) is not buffered.  The thread flushes before it
+ * waits and calls log_buffer_stop() before it ends, so that no line is lost on a normal stop.
+ * Returns: 0 on success, -ENOMEM (the thread's lines are then written one by one). */
+int log_buffer_start(void);
+/* Writes the calling thread's buffered lines, if any. */
+void log_flush(void);
+/* Flushes and stops buffering for the calling thread. */
+void log_buffer_stop(void);
+
 const char *log_fmt_int(char *buf, long long v);
 #define LOG_INT(n) log_fmt_int((char[24]){ 0 }, (long long)(n))

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "macro.h"
 #include "mount-util.h"
@@ -194,15 +195,29 @@ int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const ch
 	return 0;
 }
 
+/* A mount is often busy for a moment only: a stat or statfs of the target by another process
+ * (kubelet, cadvisor, a monitoring agent polling its mounts) holds a reference to it while it
+ * runs.  EBUSY is tried again after 1, 2, 4, ... ms, this many times, before it is reported. */
+#define UMOUNT_BUSY_RETRIES 6
+
 int mnt_util_umount(const char *target, int flags, struct error_info *err)
 {
-	if (umount2(target, flags | UMOUNT_NOFOLLOW) < 0) {
-		int e = errno;
+	for (int attempt = 0;; attempt++) {
+		int e;
+
+		if (umount2(target, flags | UMOUNT_NOFOLLOW) == 0)
+			return 0;
+		e = errno;
 		if (e == EINVAL)
 			return -EINVAL; /* not a mount point: nothing to do, the caller decides */
+		if (e == EBUSY && !(flags & MNT_DETACH) && attempt < UMOUNT_BUSY_RETRIES) {
+			struct timespec ts = { .tv_nsec = 1000000L << attempt };
+
+			nanosleep(&ts, NULL);
+			continue;
+		}
 		return err_set(err, -e, "unmount %s: %s", target, strerror(e));
 	}
-	return 0;
 }
 
 int mnt_util_mount_id(const char *path, int *ret_id)

@@ -34,7 +34,9 @@ int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const ch
 		      const char *options, struct error_info *err);
 
 /* Unmounts target with umount2(2) flags (0, MNT_FORCE, MNT_DETACH; UMOUNT_NOFOLLOW is always
- * added).  Returns 0 when unmounted, -EINVAL when target is not a mount point. */
+ * added).  Without MNT_DETACH, a busy mount is tried again a few times over some 60 ms (a
+ * stat by another process makes it busy for a moment) before -EBUSY.  May block that long.
+ * Returns 0 when unmounted, -EINVAL when target is not a mount point. */
 int mnt_util_umount(const char *target, int flags, struct error_info *err);
 
 /* The mount ID (as in mountinfo) of the mount path is on, via statx(STATX_MNT_ID).

@@ -111,9 +111,15 @@ static int open_dir_absolute(const char *path)
 	return path_open_no_symlinks(AT_FDCWD, path, O_DIRECTORY | O_NOFOLLOW, false);
 }
 
-int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool create, mode_t mode,
-			   int *ret_fd, struct error_info *err)
+/* The walk of path_open_dir_below_at(), one component at a time.  With create, the levels
+ * after the first open_first ones are made first and opened after (a dir made just now is new;
+ * EEXIST falls back to the open), instead of an open that fails first: for when rel is known
+ * not to exist in full (an openat2 of all of it said ENOENT) and the first level is where a
+ * root keeps its tree ("pods"), there already.  SIZE_MAX: every level is opened first. */
+static int walk_below(int root_fd, const char *root, const char *rel, bool create, mode_t mode,
+		      size_t open_first, int *ret_fd, struct error_info *err)
 {
+	size_t level = 0;
 	_cleanup_close_ int owned = -1; /* the walk's current dir, once it is not root_fd */
 	_cleanup_free_ char *copy = NULL;
 	char *saveptr = NULL;
@@ -122,28 +128,20 @@ int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool 
 	/* For messages: root and rel joined without a doubled '/'. */
 	const char *sep = endswith(root, "/") ? "" : "/";
 
-	/* The usual case, all of it there and no symlink in it, in one syscall. */
-	if (rel[strspn(rel, "/")] && !has_dot_component(rel)) {
-		int next = open_dir_beneath(root_fd, rel);
-
-		if (next >= 0) {
-			*ret_fd = next;
-			return 0;
-		}
-	}
 	copy = strdup(rel);
 	if (!copy)
 		return -ENOMEM;
 	for (char *c = strtok_r(copy, "/", &saveptr); c; c = strtok_r(NULL, "/", &saveptr)) {
+		bool make_first = made || (create && level++ >= open_first);
 		int next = -1;
 
 		if (streq(c, ".") || streq(c, ".."))
 			return err_set(err, -EINVAL, "%s%s%s: \"..\" is not allowed", root, sep,
 				       rel);
 		/* Below a dir made just now nothing is there yet: no open that fails first. */
-		if (!made)
+		if (!make_first)
 			next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (made || (next < 0 && errno == ENOENT && create)) {
+		if (make_first || (next < 0 && errno == ENOENT && create)) {
 			made = mkdirat(fd, c, mode) == 0;
 			if (!made && errno != EEXIST)
 				return err_set(err, -errno, "mkdir %s in %s%s%s: %s", c, root, sep,
@@ -177,29 +175,69 @@ int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool 
 	return 0;
 }
 
+int path_open_dir_below_at(int root_fd, const char *root, const char *rel, bool create, mode_t mode,
+			   int *ret_fd, struct error_info *err)
+{
+	size_t open_first = SIZE_MAX;
+
+	/* The usual case, all of it there and no symlink in it, in one syscall. */
+	if (rel[strspn(rel, "/")] && !has_dot_component(rel)) {
+		int next = open_dir_beneath(root_fd, rel);
+
+		if (next >= 0) {
+			*ret_fd = next;
+			return 0;
+		}
+		if (next == -ENOENT)
+			open_first = 1;
+	}
+	return walk_below(root_fd, root, rel, create, mode, open_first, ret_fd, err);
+}
+
 int path_open_dir_below(const char *root, const char *rel, bool create, mode_t mode, int *ret_fd,
 			struct error_info *err)
 {
 	_cleanup_close_ int fd = -1;
+	bool missing = false;
+	char abs[PATH_MAX];
+	const char *sep = endswith(root, "/") ? "" : "/";
 
-	/* Below "/" nothing can escape: the absolute path in one openat2 with no root to open
-	 * first (RESOLVE_BENEATH takes no absolute path; there is nothing above "/" to stay
-	 * beneath of). */
-	if (streq(root, "/") && rel[strspn(rel, "/")] && !has_dot_component(rel)) {
-		char abs[PATH_MAX];
+	/* root and rel as one absolute path in one openat2, with no root to open first: with no
+	 * symlink anywhere in it (RESOLVE_NO_SYMLINKS) and no "." or "..", what it opens is below
+	 * root, as RESOLVE_BENEATH from root's descriptor would make sure.  A symlink in root
+	 * itself (which is trusted) fails it (-ELOOP): root is then opened and rel walked from
+	 * it.  -ENOENT: rel is not all there (were root missing, so would its open be), and the
+	 * walk makes or names what is missing without trying all of rel again. */
+	if (rel[strspn(rel, "/")] && !has_dot_component(rel) &&
+	    snprintf(abs, sizeof(abs), "%s%s%s", root, sep, rel) < (int)sizeof(abs)) {
+		int next = open_dir_absolute(abs);
 
-		if (snprintf(abs, sizeof(abs), "/%s", rel) < (int)sizeof(abs)) {
-			int next = open_dir_absolute(abs);
+		if (next >= 0) {
+			*ret_fd = next;
+			return 0;
+		}
+		missing = next == -ENOENT;
+	}
+	/* Missing: the first level of rel the same way (it is usually there), and the walk of
+	 * the rest from it, making each level before opening it.  abs is cut after that level;
+	 * messages still name all of root and rel. */
+	if (missing) {
+		size_t skip = strspn(rel, "/"), first = strcspn(rel + skip, "/");
+		const char *rest = rel + skip + first;
 
-			if (next >= 0) {
-				*ret_fd = next;
-				return 0;
-			}
+		if (rest[strspn(rest, "/")]) {
+			abs[strlen(root) + strlen(sep) + skip + first] = '\0';
+			fd = open_dir_absolute(abs);
+			if (fd >= 0)
+				return walk_below(fd, abs, rest + strspn(rest, "/"), create, mode,
+						  0, ret_fd, err);
 		}
 	}
 	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return err_set(err, -errno, "open %s: %s", root, strerror(errno));
+	if (missing)
+		return walk_below(fd, root, rel, create, mode, 1, ret_fd, err);
 	return path_open_dir_below_at(fd, root, rel, create, mode, ret_fd, err);
 }
 

@@ -33,6 +33,17 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* For a test that stops the agent (SIGSTOP): it is continued first, so that the fixture's
+ * SIGTERM ends it even when an assertion failed while it was stopped. */
+static int teardown_continued(void **state)
+{
+	struct agent_fixture *f = *state;
+
+	if (f && f->agent.pid > 0)
+		kill(f->agent.pid, SIGCONT);
+	return teardown(state);
+}
+
 static char *read_in(const char *dir, const char *name)
 {
 	char path[700];
@@ -116,6 +127,103 @@ static void test_add_and_remove_directory_volumes(void **state)
 	assert_string_equal(s, "data-content");
 	free(s);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* Stages pod spec file name in dir with one local volume vol of path src. */
+static void stage_pod(const char *dir, const char *name, const char *uid, const char *vol,
+		      const char *src)
+{
+	char path[700], json[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(json, sizeof(json),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"%s\", "
+		 "\"local\": {\"path\": \"%s\"}}]}",
+		 uid, vol, src);
+	assert_int_equal(test_write_file(path, json), 0);
+}
+
+/* How many lines of the agent's log contain both a and b. */
+static int log_lines_with(const struct agent_fixture *f, const char *a, const char *b)
+{
+	char *log = test_read_file(f->agent.log_path), *line, *save = NULL;
+	int n = 0;
+
+	assert_non_null(log);
+	for (line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		n += strstr(line, a) && strstr(line, b);
+	free(log);
+	return n;
+}
+
+static void move_in(struct agent_fixture *f, const char *stage, const char *name)
+{
+	char a[700], b[700];
+
+	snprintf(a, sizeof(a), "%s/%s", stage, name);
+	snprintf(b, sizeof(b), "%s/%s", f->pods, name);
+	assert_int_equal(rename(a, b), 0);
+}
+
+/* The pods dir's events are read in batches (one read of some tens of files per loop turn):
+ * a burst queued at once, many batches long, is all applied, and the events of one name keep
+ * their order across batches (created then deleted ends deleted; the last rename wins). */
+#define BURST 300
+static void test_burst_larger_than_a_batch(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *data = fixture_make_source(f, "data", "data-content");
+	char stage[600], name[64], uid[64], dir[512];
+
+	snprintf(stage, sizeof(stage), "%s/stage", f->dir);
+	assert_int_equal(mkdir(stage, 0755), 0);
+	for (int i = 0; i < BURST; i++) {
+		snprintf(name, sizeof(name), "burst-%03d.json", i);
+		snprintf(uid, sizeof(uid), "burst-%03d", i);
+		stage_pod(stage, name, uid, "v", data);
+	}
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "loaded pod spec files", WAIT_MS));
+	/* Stopped, the agent reads nothing meanwhile: every event below is queued at once. */
+	assert_int_equal(kill(f->agent.pid, SIGSTOP), 0);
+	stage_pod(stage, "early.json", "early", "first", data);
+	move_in(f, stage, "early.json");
+	for (int i = 0; i < BURST; i++) {
+		snprintf(name, sizeof(name), "burst-%03d.json", i);
+		move_in(f, stage, name);
+	}
+	/* Created then deleted, at the end of the burst. */
+	stage_pod(stage, "gone.json", "gone", "v", data);
+	move_in(f, stage, "gone.json");
+	assert_int_equal(fixture_remove_pod(f, "gone.json"), 0);
+	/* Renamed over, batches after its first version. */
+	stage_pod(stage, "early.json", "early", "second", data);
+	move_in(f, stage, "early.json");
+	assert_int_equal(kill(f->agent.pid, SIGCONT), 0);
+
+	assert_true(fixture_wait_mount_count(f, BURST + 1, WAIT_MS));
+	for (int i = 0; i < BURST; i += 37) {
+		snprintf(uid, sizeof(uid), "burst-%03d", i);
+		assert_true(test_is_mountpoint(fixture_pod_dir(f, uid, "v", dir)));
+	}
+	assert_true(test_is_mountpoint(fixture_pod_dir(f, "early", "second", dir)));
+	assert_false(test_is_mountpoint(fixture_pod_dir(f, "early", "first", dir)));
+	assert_false(test_is_mountpoint(fixture_pod_dir(f, "gone", "v", dir)));
+
+	/* And a burst of removals. */
+	assert_int_equal(kill(f->agent.pid, SIGSTOP), 0);
+	for (int i = 0; i < BURST; i++) {
+		snprintf(name, sizeof(name), "burst-%03d.json", i);
+		assert_int_equal(fixture_remove_pod(f, name), 0);
+	}
+	assert_int_equal(kill(f->agent.pid, SIGCONT), 0);
+	assert_true(fixture_wait_mount_count(f, 1, WAIT_MS));
+	assert_true(test_is_mountpoint(fixture_pod_dir(f, "early", "second", dir)));
+	/* Stopped at once: the reconciler's buffered lines are all written on the way out. */
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	assert_int_equal(log_lines_with(f, "msg=\"volume mounted\"", " pod=burst-"), BURST);
+	assert_int_equal(log_lines_with(f, "msg=\"volume unmounted\"", " pod=burst-"), BURST);
+	assert_int_equal(log_lines_with(f, "msg=\"pod spec removed\"", " pod=burst-"), BURST);
 }
 
 static void test_edit_applies_the_difference(void **state)
@@ -541,6 +649,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_add_and_remove_directory_volumes, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_burst_larger_than_a_batch, setup,
+						teardown_continued),
 		cmocka_unit_test_setup_teardown(test_edit_applies_the_difference, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_device_formatted_once_and_shared, setup,
 						teardown),

@@ -2,7 +2,8 @@
  * both mount-table sources: the kernel's mount events (--mount-events auto, skipped on a
  * kernel without them) and the libmount fallback (--mount-events off).  A pod volume dir
  * unmounted by hand is mounted again; a bind stacked on a target is seen and removed, leaving
- * the volume; a mount outside the agent's trees costs no pass.  Real agent, local plugin,
+ * the volume; a mount outside the agent's trees costs no pass; a burst of mounts is read in a
+ * few batches and nothing in it is missed.  Real agent, local plugin,
  * real mounts, in the test's private mount namespace; the fixture stops the agent and removes
  * every mount even when a case fails. */
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
@@ -236,6 +238,77 @@ static void test_mount_outside_the_trees_costs_no_pass(void **state)
 					&(struct count_arg){ "passes", passes }, WAIT_MS));
 }
 
+/* A burst of mounts made by someone else: the agent reads it in batches (events: a batch
+ * within 10 ms of the last one stops the watch for 10 ms, so of two batches in a row at least
+ * one is 10 ms after the other; fallback: a read every refresh_min_interval_ms at most), not
+ * one per mount, and misses nothing in it: the volume's target unmounted by hand as the
+ * burst's last change is mounted again.  The bound is taken from how long the burst and the
+ * agent's answer to it took, so a slow machine does not make it fail. */
+#define BURST_MOUNTS 100
+
+static long long elapsed_ms(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000;
+}
+
+static void test_burst_of_mounts_read_in_batches(void **state)
+{
+	struct fx *x = *state;
+	struct agent_fixture *f;
+	const char *data;
+	char target[512], dir[700];
+	long long seen, overflows, now, took;
+	struct timespec start;
+	json_t *st;
+
+	if (!x)
+		skip(); /* no mount events on this kernel */
+	f = x->f;
+	data = fixture_make_source(f, "data", "data-content");
+	start_with_one_volume(x, data, target);
+	/* A barrier: the start-up's own mounts are read before the count is taken. */
+	snprintf(dir, sizeof(dir), "%s/burst", f->root);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	mount_and_unmount_seen(x, dir);
+	for (int i = 0; i < BURST_MOUNTS; i++) {
+		snprintf(dir, sizeof(dir), "%s/burst/%d", f->root, i);
+		assert_int_equal(mkdir(dir, 0755), 0);
+	}
+	st = fixture_status(f);
+	seen = status_count(st, seen_key(x));
+	overflows = status_count(st, "mount_event_overflows");
+	json_decref(st);
+
+	/* Paced as CSI calls in flight make them (a mount every ms or so): mounts made faster
+	 * than the agent wakes up are read in a few batches anyway. */
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (int i = 0; i < BURST_MOUNTS; i++) {
+		snprintf(dir, sizeof(dir), "%s/burst/%d", f->root, i);
+		assert_int_equal(mount("tmpfs", dir, "tmpfs", 0, "size=64k"), 0);
+		usleep(1000);
+	}
+	assert_int_equal(umount2(target, 0), 0);
+
+	assert_true(test_wait_until(one_mount_at, target, WAIT_MS));
+	assert_true(
+		test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" }, WAIT_MS));
+	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, WAIT_MS));
+	st = fixture_status(f);
+	took = elapsed_ms(&start);
+	now = status_count(st, seen_key(x));
+	/* Seen by events, not by a full read after a lost queue. */
+	assert_int_equal(status_count(st, "mount_event_overflows"), overflows);
+	json_decref(st);
+	print_message("%d mounts and an unmount in %lld ms: %lld %s\n", BURST_MOUNTS, took,
+		      now - seen, seen_key(x));
+	assert_true(now > seen);
+	/* Two per 10 ms, and a few for the edges (the remount's own event among them). */
+	assert_true(now - seen <= 4 + took / 5);
+}
+
 /* Each case on both sources, named for the one it runs on. */
 #define BOTH(fn)                                                     \
 	{ "events: " #fn, fn, setup_events, teardown, NULL },        \
@@ -249,6 +322,7 @@ int main(void)
 		BOTH(test_unmounted_by_hand_is_mounted_again),
 		BOTH(test_bind_stacked_on_target_is_removed),
 		BOTH(test_mount_outside_the_trees_costs_no_pass),
+		BOTH(test_burst_of_mounts_read_in_batches),
 	};
 
 	test_enter_private_mountns();

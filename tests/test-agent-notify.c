@@ -87,6 +87,33 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* Whether the last STATUS= received is want (for test_wait_until; collects for a moment). */
+struct status_wait {
+	struct listener *l;
+	const char *want;
+};
+
+static bool last_status_is(void *arg)
+{
+	struct status_wait *w = arg;
+	const char *last = NULL;
+	size_t n = strlen(w->want);
+
+	collect(w->l, 20);
+	for (const char *p = w->l->all; (p = strstr(p, "STATUS=")); p++)
+		last = p;
+	return last && !strncmp(last, w->want, n) && last[n] == '\n';
+}
+
+/* Whether a STATUS= with text has come (for test_wait_until; collects for a moment). */
+static bool status_came(void *arg)
+{
+	struct status_wait *w = arg;
+
+	collect(w->l, 20);
+	return strstr(w->l->all, w->want) != NULL;
+}
+
 static void test_ready_status_watchdog_stopping(void **state)
 {
 	struct agent_fixture *f = *state;
@@ -108,7 +135,12 @@ static void test_ready_status_watchdog_stopping(void **state)
 	collect(&l, 1200);
 	assert_int_equal(count(l.all, "READY=1"), 1);
 	assert_true(count(l.all, "WATCHDOG=1") >= 5);
-	assert_non_null(strstr(l.all, "STATUS=desired=1 mounted=1 failing=0"));
+	/* STATUS= at most once a second: the counts once mounted may come a second after the
+	 * first. */
+	assert_true(
+		test_wait_until(status_came,
+				&(struct status_wait){ &l, "STATUS=desired=1 mounted=1 failing=0" },
+				5000));
 	fixture_pod_dir(f, "n1", "v", d);
 	assert_true(test_is_mountpoint(d));
 	id = test_mount_id(d);
@@ -188,12 +220,57 @@ static void test_ready_waits_for_csi_socket(void **state)
 	close(l.fd);
 }
 
+/* STATUS= is rate-limited during a burst (at most one a second, the first at once), and the
+ * counts the burst ends with go out by themselves once the interval is over: no event after
+ * the burst is needed for systemd to see them. */
+#define BURST 100
+static void test_status_rate_limited_last_value_sent(void **state)
+{
+	struct agent_fixture *f = *state;
+	struct status_wait w;
+	struct listener l;
+	struct timespec a, b;
+	char src[600], uid[32], want[128];
+	long ms;
+
+	snprintf(src, sizeof(src), "%s/src", f->dir);
+	mkdir(src, 0755);
+	assert_int_equal(fixture_write_local_pod(f, "n0", "v", src), 0);
+	listen_notify(&l, f->dir);
+	setenv("NOTIFY_SOCKET", l.path, 1);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	unsetenv("NOTIFY_SOCKET");
+	w = (struct status_wait){ &l, "STATUS=desired=1 mounted=1 failing=0" };
+	assert_true(test_wait_until(last_status_is, &w, 10000));
+
+	l.all[0] = '\0';
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int i = 1; i <= BURST; i++) {
+		snprintf(uid, sizeof(uid), "n%d", i);
+		assert_int_equal(fixture_write_local_pod(f, uid, "v", src), 0);
+	}
+	assert_true(fixture_wait_mount_count(f, BURST + 1, 10000));
+	/* Nothing happens from here on but the loop's own timer. */
+	snprintf(want, sizeof(want), "STATUS=desired=%d mounted=%d failing=0", BURST + 1,
+		 BURST + 1);
+	w.want = want;
+	assert_true(test_wait_until(last_status_is, &w, 10000));
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	/* One at the start of the burst, then at most one a second. */
+	assert_true(count(l.all, "STATUS=") <= 1 + ms / 1000 + 1);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	close(l.fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ready_status_watchdog_stopping, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_ready_waits_for_csi_socket, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_rate_limited_last_value_sent, setup,
+						teardown),
 	};
 
 	test_enter_private_mountns();

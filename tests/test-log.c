@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -84,6 +85,137 @@ static void test_error_info(void **state)
 	err_clear(&e);
 	e.code = -EIO;
 	assert_string_equal(err_msg(&e), strerror(EIO));
+}
+
+/* stderr on a temp file for the buffering tests; what reached it so far is read back with
+ * stderr_so_far(). */
+static int stderr_fd = -1, saved_stderr = -1;
+
+static void stderr_to_file(void)
+{
+	char path[] = "/tmp/volagent-logtest-XXXXXX";
+
+	stderr_fd = mkstemp(path);
+	assert_true(stderr_fd >= 0);
+	unlink(path);
+	saved_stderr = dup(2);
+	dup2(stderr_fd, 2);
+}
+
+static const char *stderr_so_far(void)
+{
+	static char buf[65536];
+	ssize_t n = pread(stderr_fd, buf, sizeof(buf) - 1, 0);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static void stderr_restore(void)
+{
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	close(stderr_fd);
+}
+
+/* A buffering thread's lines reach stderr at log_flush(), in order; a warning takes what was
+ * buffered before it along at once; log_buffer_stop() writes the rest. */
+static void test_buffered_lines_flushed_in_order(void **state)
+{
+	const char *out, *a, *b, *c;
+
+	stderr_to_file();
+	assert_int_equal(log_buffer_start(), 0);
+	log_info("first", "n", LOG_INT(1));
+	log_info("second", "n", LOG_INT(2));
+	assert_string_equal(stderr_so_far(), "");
+	log_flush();
+	out = stderr_so_far();
+	a = strstr(out, "msg=first n=1\n");
+	b = strstr(out, "msg=second n=2\n");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(a < b);
+
+	log_info("before-warning");
+	assert_null(strstr(stderr_so_far(), "before-warning"));
+	log_warning("the-warning");
+	out = stderr_so_far();
+	a = strstr(out, "msg=before-warning\n");
+	b = strstr(out, "level=warning msg=the-warning\n");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(a < b);
+	log_error("the-error");
+	assert_non_null(strstr(stderr_so_far(), "level=error msg=the-error\n"));
+
+	log_info("last");
+	assert_null(strstr(stderr_so_far(), "msg=last"));
+	log_buffer_stop();
+	out = stderr_so_far();
+	c = strstr(out, "msg=last\n");
+	assert_non_null(c);
+	/* Not buffering any more: written at once. */
+	log_info("unbuffered");
+	assert_non_null(strstr(stderr_so_far(), "msg=unbuffered\n"));
+	stderr_restore();
+}
+
+/* A full buffer is written before the line that does not fit: whole lines, in order, none
+ * lost. */
+static void test_buffer_full_written_whole_lines(void **state)
+{
+	char want[64], pad[200];
+	const char *out, *prev = NULL;
+	size_t len;
+
+	memset(pad, 'x', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = '\0';
+	stderr_to_file();
+	assert_int_equal(log_buffer_start(), 0);
+	for (int i = 0; i < 100; i++)
+		log_info("line", "i", LOG_INT(i), "pad", pad);
+	/* 100 lines of ~270 bytes do not fit: some went out, each whole. */
+	out = stderr_so_far();
+	len = strlen(out);
+	assert_true(len > 0);
+	assert_true(len < 100 * 270);
+	assert_int_equal(out[len - 1], '\n');
+	log_buffer_stop();
+	out = stderr_so_far();
+	for (int i = 0; i < 100; i++) {
+		const char *p;
+
+		snprintf(want, sizeof(want), "msg=line i=%d pad=", i);
+		p = strstr(out, want);
+		assert_non_null(p);
+		assert_true(!prev || p > prev);
+		prev = p;
+	}
+	stderr_restore();
+}
+
+static void *log_other(void *arg)
+{
+	log_info("from-other-thread");
+	return NULL;
+}
+
+/* Buffering is per thread: another thread's lines are written at once meanwhile. */
+static void test_buffer_is_per_thread(void **state)
+{
+	pthread_t t;
+
+	stderr_to_file();
+	assert_int_equal(log_buffer_start(), 0);
+	log_info("from-this-thread");
+	assert_int_equal(pthread_create(&t, NULL, log_other, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_non_null(strstr(stderr_so_far(), "msg=from-other-thread\n"));
+	assert_null(strstr(stderr_so_far(), "from-this-thread"));
+	log_buffer_stop();
+	assert_non_null(strstr(stderr_so_far(), "msg=from-this-thread\n"));
+	stderr_restore();
 }
 
 #define JOURNAL_SOCKET "/run/systemd/journal/socket"
@@ -209,6 +341,9 @@ int main(void)
 		cmocka_unit_test(test_quoting),
 		cmocka_unit_test(test_levels),
 		cmocka_unit_test(test_error_info),
+		cmocka_unit_test(test_buffered_lines_flushed_in_order),
+		cmocka_unit_test(test_buffer_full_written_whole_lines),
+		cmocka_unit_test(test_buffer_is_per_thread),
 		cmocka_unit_test(test_journal_fields),
 		cmocka_unit_test(test_journal_stream_mismatch),
 	};

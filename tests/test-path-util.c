@@ -182,6 +182,58 @@ static void test_open_dir_below_slash(void **state)
 	free(root);
 }
 
+/* The absolute path is tried first (no root to open): a root reached through a symlink (it is
+ * trusted) still works, by the walk from its descriptor; levels that exist below a missing
+ * end are opened after a mkdir that finds them (EEXIST), and keep their mode; a symlink below
+ * the root is still refused. */
+static void test_open_dir_below_root_via_symlink(void **state)
+{
+	char *base = test_mkdtemp("pathutil"), root[600], link[600], path[700];
+	struct error_info e = { 0 };
+	struct stat st;
+	int fd = -1;
+
+	snprintf(root, sizeof(root), "%s/real", base);
+	snprintf(link, sizeof(link), "%s/link", base);
+	assert_int_equal(mkdir(root, 0755), 0);
+	assert_int_equal(symlink("real", link), 0);
+	/* Through the symlinked root, made from nothing, then all there. */
+	assert_int_equal(path_open_dir_below(link, "pods/u1/volumes/a", true, 0750, &fd, &e), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/pods/u1/volumes/a", root);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(path_open_dir_below(link, "pods/u1/volumes/a", false, 0, &fd, &e), 0);
+	close(fd);
+	/* Only the last level missing: the ones above are found, not made again. */
+	snprintf(path, sizeof(path), "%s/pods/u1/volumes", root);
+	assert_int_equal(chmod(path, 0700), 0);
+	assert_int_equal(path_open_dir_below(root, "pods/u1/volumes/b", true, 0750, &fd, &e), 0);
+	close(fd);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	snprintf(path, sizeof(path), "%s/pods/u1/volumes/b", root);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0750);
+	/* A trailing '/' on the root. */
+	snprintf(path, sizeof(path), "%s/", root);
+	assert_int_equal(path_open_dir_below(path, "pods/u2/volumes", true, 0750, &fd, &e), 0);
+	close(fd);
+	/* A symlink below the root, with a missing rest, through the symlinked root. */
+	snprintf(path, sizeof(path), "%s/pods/evil", root);
+	assert_int_equal(symlink(base, path), 0);
+	assert_int_equal(path_open_dir_below(link, "pods/evil/made", true, 0750, &fd, &e), -ELOOP);
+	assert_non_null(strstr(e.msg, "is a symlink"));
+	snprintf(path, sizeof(path), "%s/made", base);
+	assert_int_not_equal(access(path, F_OK), 0); /* nothing was made through the link */
+	/* A file where a level should be. */
+	snprintf(path, sizeof(path), "%s/pods/file", root);
+	assert_int_equal(test_write_file(path, "x"), 0);
+	assert_int_equal(path_open_dir_below(root, "pods/file/x", true, 0750, &fd, &e), -ENOTDIR);
+	test_rm_rf(base);
+	free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -190,6 +242,7 @@ int main(void)
 		cmocka_unit_test(test_is_under),
 		cmocka_unit_test(test_open_dir_below_at_keeps_root),
 		cmocka_unit_test(test_open_dir_below_slash),
+		cmocka_unit_test(test_open_dir_below_root_via_symlink),
 		cmocka_unit_test(test_escape_roundtrip),
 		cmocka_unit_test(test_open_dir_below_refuses_symlinks),
 	};

@@ -27,6 +27,8 @@ static void *worker_main(void *arg)
 {
 	struct executor *ex = arg;
 
+	(void)pthread_setname_np(pthread_self(), "worker");
+
 	pthread_mutex_lock(&ex->lock);
 	for (;;) {
 		struct executor_job *job;

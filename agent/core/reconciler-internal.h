@@ -73,6 +73,12 @@ struct reconciler {
 	unsigned long table_reads;	     /* full reads of the mount table */
 	unsigned long mount_event_batches;   /* reads of the mount event queue */
 	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
+	/* A burst of mount events (reconciler.c, EVENT_COALESCE_MS): the monitor's fd is not
+	 * watched until monitor_resume_ms, so that the kernel queues the burst's events and one
+	 * read takes many. */
+	bool monitor_paused;
+	uint64_t monitor_resume_ms;
+	uint64_t last_event_batch_ms;
 	bool table_unreadable; /* the last read of the mount table failed (logged once) */
 	bool full_pass_due;    /* the next pass visits every key */
 	bool always_full;      /* tests: every pass is a full one */
@@ -91,7 +97,9 @@ struct reconciler {
 	bool health_due;
 	uint64_t watchdog_interval_ms;
 	uint64_t last_watchdog_ms;
-	char last_status[128];
+	char last_status[128];	 /* the STATUS= last sent */
+	uint64_t last_status_ms; /* when it was sent */
+	bool status_due;	 /* the counts changed since: sent at last_status_ms + interval */
 
 	pthread_mutex_t stats_lock;
 	struct reconciler_stats stats;

@@ -99,11 +99,66 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 	return 0;
 }
 
+/* A batch of mount events that comes within this many ms of the last one is a burst (a
+ * converge, CSI calls in flight: each of our own mounts comes back as an event): the monitor's
+ * fd is then not watched for this long, the kernel queues what comes meanwhile, and one read
+ * applies it all, so that a burst of N mounts costs N/(rate * this) wake-ups, not N.  A change
+ * made by someone else during a burst is seen within this time (the fallback re-reads the
+ * table at most every refresh_min_interval_ms); a queue that overflows meanwhile is read in
+ * full, as ever.  An event that comes alone is read at once. */
+#define EVENT_COALESCE_MS 10
+
+static uint64_t event_coalesce_ms(const struct reconciler *r)
+{
+	uint64_t ms = r->cfg.refresh_min_interval_ms;
+
+	return ms < EVENT_COALESCE_MS ? ms : EVENT_COALESCE_MS;
+}
+
+static int watch_monitor(struct reconciler *r, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0,
+				  .data.fd = mount_monitor_get_fd(r->monitor) };
+
+	return epoll_ctl(r->epoll_fd, EPOLL_CTL_MOD, ev.data.fd, &ev) < 0 ? -errno : 0;
+}
+
+/* The end of a pause: the fd is watched again, and what the kernel queued meanwhile wakes the
+ * loop at once; a batch read then is still part of the burst. */
+static void resume_mount_monitor(struct reconciler *r, uint64_t now)
+{
+	if (!r->monitor_paused || now < r->monitor_resume_ms)
+		return;
+	if (watch_monitor(r, true) < 0) {
+		/* Cannot happen for an fd in the set; if it does, events are not followed: read
+		 * the table as the fallback would. */
+		r->table_dirty = true;
+		r->monitor_resume_ms = now + r->cfg.refresh_min_interval_ms;
+		return;
+	}
+	r->monitor_paused = false;
+	r->last_event_batch_ms = now;
+}
+
+/* How long the loop may wait in epoll_wait: until the pause ends (the pause moves with every
+ * batch of a burst: a wait's timeout, not the timer, which would cost a timerfd_settime each
+ * time), else as long as nothing happens (-1). */
+static int monitor_pause_left(const struct reconciler *r)
+{
+	uint64_t now;
+
+	if (!r->monitor_paused)
+		return -1;
+	now = now_ms();
+	return r->monitor_resume_ms > now ? (int)(r->monitor_resume_ms - now) : 0;
+}
+
 /* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
  * event queue that overflowed) make the table due for a full read. */
 static void dispatch_mount_monitor(struct reconciler *r)
 {
 	int k = mount_monitor_dispatch(r->monitor, r->table, table_changed, r);
+	uint64_t now;
 
 	if (!mount_monitor_has_events(r->monitor)) {
 		if (k > 0)
@@ -111,6 +166,12 @@ static void dispatch_mount_monitor(struct reconciler *r)
 		return;
 	}
 	r->mount_event_batches++;
+	now = now_ms();
+	if (now - r->last_event_batch_ms < event_coalesce_ms(r) && watch_monitor(r, false) == 0) {
+		r->monitor_paused = true;
+		r->monitor_resume_ms = now + event_coalesce_ms(r);
+	}
+	r->last_event_batch_ms = now;
 	if (k == MOUNT_MONITOR_UNREAD) {
 		/* Mounts that went before they could be read: which targets they were on, only a
 		 * full read can tell (of what the state believed), within refresh_min_interval_ms
@@ -149,6 +210,10 @@ static void refresh_table_in_loop(struct reconciler *r)
 
 /* --- the loop --- */
 
+/* STATUS= goes out at most this often during a burst (each sd_notify is a dozen syscalls); the
+ * last value of a burst goes out when the interval is over, by the loop's timer. */
+#define STATUS_MIN_INTERVAL_MS 1000
+
 static void arm_timer(struct reconciler *r)
 {
 	uint64_t now = now_ms(), next = r->last_resync_ms + r->cfg.resync_ms;
@@ -168,6 +233,8 @@ static void arm_timer(struct reconciler *r)
 	}
 	if (r->watchdog_interval_ms && r->last_watchdog_ms + r->watchdog_interval_ms < next)
 		next = r->last_watchdog_ms + r->watchdog_interval_ms;
+	if (r->status_due && r->last_status_ms + STATUS_MIN_INTERVAL_MS < next)
+		next = r->last_status_ms + STATUS_MIN_INTERVAL_MS;
 	if (rec_trim_deadline(r) < next)
 		next = rec_trim_deadline(r);
 	if (requests_next_deadline(r) < next)
@@ -195,9 +262,13 @@ static void notify_systemd(struct reconciler *r)
 	}
 	snprintf(status, sizeof(status), "STATUS=desired=%zu mounted=%zu failing=%u",
 		 r->stats.desired_pod_volumes, r->stats.mounted_pod_volumes, r->stats.failing);
-	if (!streq(status, r->last_status)) {
+	r->status_due = !streq(status, r->last_status);
+	if (r->status_due &&
+	    (!r->last_status_ms || now - r->last_status_ms >= STATUS_MIN_INTERVAL_MS)) {
 		sd_notify(0, status);
 		memcpy(r->last_status, status, sizeof(status));
+		r->last_status_ms = now;
+		r->status_due = false;
 	}
 }
 
@@ -314,6 +385,11 @@ static void *reconciler_main(void *arg)
 {
 	struct reconciler *r = arg;
 
+	(void)pthread_setname_np(pthread_self(), "reconciler"); /* top -H, perf, gdb */
+
+	/* A turn's lines (a burst logs several per volume) go out with one write, before the
+	 * loop waits; warnings and errors at once. */
+	(void)log_buffer_start();
 	while (!should_stop(r)) {
 		struct epoll_event evs[8];
 		uint64_t now = now_ms();
@@ -332,6 +408,7 @@ static void *reconciler_main(void *arg)
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
+		resume_mount_monitor(r, now);
 		if (take_resync_request(r))
 			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
@@ -346,7 +423,8 @@ static void *reconciler_main(void *arg)
 		rec_trim_after_burst(r);
 
 		arm_timer(r);
-		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), -1);
+		log_flush();
+		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), monitor_pause_left(r));
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
 			break;
@@ -357,6 +435,8 @@ static void *reconciler_main(void *arg)
 	/* Let operations in flight finish so the journal records what they did. */
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
 		struct epoll_event ev;
+
+		log_flush();
 		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 &&
 		    ev.data.fd == executor_get_fd(r->ex))
 			rec_drain_completed(r);
@@ -368,6 +448,7 @@ static void *reconciler_main(void *arg)
 	rec_drain_completed(r);
 	requests_abort_all(r);
 	rec_save_journal(r, true);
+	log_buffer_stop();
 	return NULL;
 }
 

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,7 @@ static void *scan_helper(void *arg)
 {
 	struct spec_scan *sc = arg;
 
+	(void)pthread_setname_np(pthread_self(), "spec-scan");
 	/* A new thread's arena, made room for in a few steps, not one mprotect per page. */
 	malloc_reserve(sc->n * SCAN_BYTES_PER_FILE);
 	scan_parse(sc);
@@ -489,47 +491,52 @@ int spec_source_scan(struct spec_source *s)
 	return r < 0 ? r : spec_source_scan_finish(s);
 }
 
+/* One read of at most this many bytes per call: some tens of files (events of names up to 32
+ * bytes take 48 bytes each; longer names make fewer), so that a burst of files is handed to
+ * the pass, and from it to the workers, in batches instead of after the last file is parsed.
+ * The rest stays queued in the kernel, in order, and the fd readable.  It holds at least one
+ * event of the longest name. */
+#ifndef SPEC_SOURCE_BATCH_BYTES
+#define SPEC_SOURCE_BATCH_BYTES 2048
+#endif
+
 int spec_source_dispatch(struct spec_source *s)
 {
-	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+	char buf[SPEC_SOURCE_BATCH_BYTES]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
 	int changed = 0;
+	ssize_t len;
 
-	for (;;) {
-		ssize_t len = read(s->fd, buf, sizeof(buf));
+	static_assert(sizeof(buf) >= sizeof(struct inotify_event) + NAME_MAX + 1,
+		      "a read must hold any one event");
+	do
+		len = read(s->fd, buf, sizeof(buf));
+	while (len < 0 && errno == EINTR);
+	if (len < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	for (char *p = buf; p < buf + len;) {
+		const struct inotify_event *ev = (const struct inotify_event *)p;
 
-		if (len < 0) {
-			if (errno == EAGAIN)
-				break;
-			if (errno == EINTR)
-				continue;
-			return -errno;
+		p += sizeof(*ev) + ev->len;
+		if (ev->mask & IN_Q_OVERFLOW) {
+			log_warning("pods dir event queue overflowed, rescanning", "dir", s->dir);
+			if (spec_source_scan(s) > 0)
+				changed = 1;
+			continue;
 		}
-		for (char *p = buf; p < buf + len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)p;
-
-			p += sizeof(*ev) + ev->len;
-			if (ev->mask & IN_Q_OVERFLOW) {
-				log_warning("pods dir event queue overflowed, rescanning", "dir",
-					    s->dir);
-				if (spec_source_scan(s) > 0)
-					changed = 1;
-				continue;
-			}
-			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
-				log_error("pods dir was removed or moved; keeping the current "
-					  "desired state",
-					  "dir", s->dir);
-				continue;
-			}
-			if (!ev->len || !spec_source_wants_name(ev->name))
-				continue;
-			if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) {
-				if (load_file(s, ev->name))
-					changed = 1;
-			} else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
-				if (remove_file(s, ev->name))
-					changed = 1;
-			}
+		if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+			log_error("pods dir was removed or moved; keeping the current desired state",
+				  "dir", s->dir);
+			continue;
+		}
+		if (!ev->len || !spec_source_wants_name(ev->name))
+			continue;
+		if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) {
+			if (load_file(s, ev->name))
+				changed = 1;
+		} else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+			if (remove_file(s, ev->name))
+				changed = 1;
 		}
 	}
 	return changed;

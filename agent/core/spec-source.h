@@ -31,7 +31,8 @@ int spec_source_scan(struct spec_source *s);
  * (-EBUSY: a scan is already under way); finish returns what spec_source_scan() does. */
 int spec_source_scan_begin(struct spec_source *s);
 int spec_source_scan_finish(struct spec_source *s);
-/* Handles pending inotify events.  Returns 1 when the desired state changed, 0, or -errno. */
+/* Handles the pending inotify events of one read (a batch of some tens of files; the fd stays
+ * readable while more are queued).  Returns 1 when the desired state changed, 0, or -errno. */
 int spec_source_dispatch(struct spec_source *s);
 /* How many files are currently rejected. */
 unsigned spec_source_rejected_count(const struct spec_source *s);

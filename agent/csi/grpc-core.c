@@ -133,6 +133,31 @@ GCORE_SYMS(X)
 static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
 static struct error_info dl_result;
 
+/* absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle), by the names abseil's inline
+ * namespace gives it in the builds gRPC is packaged with. */
+static const char *const absl_set_deadlock_mode[] = {
+	"_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
+	"_ZN4absl12lts_2022062329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
+};
+
+/* Debian's abseil is built without NDEBUG, so every absl::Mutex lock taken inside gRPC runs
+ * abseil's deadlock detection: the lock's node in a process-wide lock-order graph, looked up
+ * and updated under one global spin lock, and the thread's list of held locks.  It is a
+ * debugging aid (its default in such a build is to abort the process on a cycle it finds),
+ * and a release build has it off: turned off here too (kIgnore = 0).  Nothing happens when
+ * the library has no such symbol. */
+static void absl_deadlock_detection_off(void *h)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(absl_set_deadlock_mode); i++) {
+		void (*set_mode)(int) = (void (*)(int))dlsym(h, absl_set_deadlock_mode[i]);
+
+		if (set_mode) {
+			set_mode(0);
+			return;
+		}
+	}
+}
+
 static void gcore_dl_load(void)
 {
 	/* Never closed: gRPC keeps threads and state of its own until the process exits. */
@@ -150,6 +175,7 @@ static void gcore_dl_load(void)
 	}
 	GCORE_SYMS(X)
 #undef X
+	absl_deadlock_detection_off(h);
 }
 
 /* Loads gRPC core once.  Returns 0, or -EOPNOTSUPP with err naming the library or symbol. */

@@ -9,6 +9,8 @@
  * The three converge variants do the same kernel work on the same sources, back to back in
  * one run, so a noisy machine shifts them together:
  *   floor     a tight loop: mkdir + mount(2) MS_BIND per target; then umount2 + rmdir;
+ *             (also, for information, the same with the four dir levels of a pod volume's
+ *             target that the agent makes: 4 mkdir + mount, umount2 + 4 rmdir);
  *   exec      what kubelet's mount-utils and Go CSI node plugins do per volume: read
  *             /proc/self/mountinfo to check the target, then fork/exec `/bin/mount --bind`
  *             (and for removal: read mountinfo, `/bin/umount`, rmdir), on as many threads as
@@ -19,6 +21,7 @@
  *             every target is gone.  A final read of mountinfo checks the count.
  *
  *   volagent-bench converge --agent BIN --work DIR --n 100,1000,5000 --reps 5,3,1 [--jobs 8]
+ *                           (--jobs 0: no exec baseline, for profiling the agent alone)
  *   volagent-bench steady   --agent BIN --work DIR --n 10000 [--idle 30] [--passes 5]
  *                           [--restarts 3] [--csi-bench BIN] [--resync-interval S]
  *                           [--events 200]
@@ -206,6 +209,46 @@ static void floor_run(int n, double *ret_up, double *ret_down)
 		snprintf(t, sizeof(t), "%s/%d", dir, i);
 		if (umount2(t, UMOUNT_NOFOLLOW) < 0 || rmdir(t) < 0)
 			die("floor: umount %s: %s", t, strerror(errno));
+	}
+	*ret_down = ms_since(t0);
+}
+
+/* The floor of the same tree the agent makes: per target the four levels of a pod's volume dir
+ * (pods/<uid>/volumes/kubernetes.io~local/v), each made by mkdir, and the bind; then umount2
+ * and the four rmdirs.  Informational: the target is set against the flat floor above. */
+static void floor_tree_run(int n, double *ret_up, double *ret_down)
+{
+	static const char *const levels[] = { "", "/volumes", "/volumes/kubernetes.io~local",
+					      "/volumes/kubernetes.io~local/v" };
+	char dir[PATH_MAX], t[PATH_MAX], s[PATH_MAX];
+	uint64_t t0;
+
+	snprintf(dir, sizeof(dir), "%s/floor-tree", work);
+	mkdir_or_die(dir);
+	t0 = bench_now_ns();
+	for (int i = 0; i < n; i++) {
+		for (size_t l = 0; l < 4; l++) {
+			snprintf(t, sizeof(t), "%s/bench-%d%s", dir, i, levels[l]);
+			if (mkdir(t, 0750) < 0)
+				die("floor-tree: mkdir %s: %s", t, strerror(errno));
+		}
+		src_path(i, s, sizeof(s));
+		if (mount(s, t, NULL, MS_BIND, NULL) < 0)
+			die("floor-tree: mount %s: %s", t, strerror(errno));
+	}
+	*ret_up = ms_since(t0);
+	if (mountinfo_scan(dir, false) != n)
+		die("floor-tree: expected %d mounts under %s", n, dir);
+	t0 = bench_now_ns();
+	for (int i = 0; i < n; i++) {
+		snprintf(t, sizeof(t), "%s/bench-%d%s", dir, i, levels[3]);
+		if (umount2(t, UMOUNT_NOFOLLOW) < 0)
+			die("floor-tree: umount %s: %s", t, strerror(errno));
+		for (int l = 3; l >= 0; l--) {
+			snprintf(t, sizeof(t), "%s/bench-%d%s", dir, i, levels[l]);
+			if (rmdir(t) < 0)
+				die("floor-tree: rmdir %s: %s", t, strerror(errno));
+		}
 	}
 	*ret_down = ms_since(t0);
 }
@@ -672,23 +715,29 @@ static int cmd_converge(const char *ns, const char *reps_s, int jobs)
 
 	for (int k = 0; k < nsz; k++) {
 		int n = sizes[k], r = reps[k];
-		double fu[8], fd[8], eu[8], ed[8], vu[8], vd[8];
+		double fu[8], fd[8], tu[8], td[8], eu[8], ed[8], vu[8], vd[8];
 		char name[64];
 
 		for (int i = 0; i < r; i++) {
 			floor_run(n, &fu[i], &fd[i]);
-			exec_run(n, jobs, &eu[i], &ed[i]);
+			floor_tree_run(n, &tu[i], &td[i]);
+			if (jobs > 0)
+				exec_run(n, jobs, &eu[i], &ed[i]);
+			else
+				eu[i] = ed[i] = 0;
 			agent_converge(&a, n, &vu[i], &vd[i]);
-			printf("converge N=%d rep %d: mount floor %.1f ms, exec %.1f ms, volagent %.1f "
-			       "ms; unmount floor %.1f ms, exec %.1f ms, volagent %.1f ms\n",
-			       n, i + 1, fu[i], eu[i], vu[i], fd[i], ed[i], vd[i]);
+			printf("converge N=%d rep %d: mount floor %.1f ms (with the pod dirs %.1f), exec "
+			       "%.1f ms, volagent %.1f ms; unmount floor %.1f ms (%.1f), exec %.1f ms, "
+			       "volagent %.1f ms\n",
+			       n, i + 1, fu[i], tu[i], eu[i], vu[i], fd[i], td[i], ed[i], vd[i]);
 			fflush(stdout);
 		}
 		const struct {
 			const char *phase, *variant;
 			double *ms;
 		} figs[] = {
-			{ "converge", "floor", fu },	{ "converge", "exec", eu },
+			{ "converge", "floor", fu },	{ "converge", "floor_tree", tu },
+			{ "remove", "floor_tree", td },	{ "converge", "exec", eu },
 			{ "converge", "volagent", vu }, { "remove", "floor", fd },
 			{ "remove", "exec", ed },	{ "remove", "volagent", vd },
 		};
@@ -1174,7 +1223,7 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!agent_bin || !work || !sources || jobs < 1 || jobs > 64 || idle < 1 || passes < 1 ||
+	if (!agent_bin || !work || !sources || jobs < 0 || jobs > 64 || idle < 1 || passes < 1 ||
 	    restarts < 1)
 		usage();
 	snprintf(src_root, sizeof(src_root), "%s", sources);
