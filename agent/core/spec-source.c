@@ -22,6 +22,7 @@
 #include "hashmap.h"
 #include "log.h"
 #include "macro.h"
+#include "malloc-util.h"
 #include "spec-source.h"
 
 /* One file; its name lives in the same allocation. */
@@ -106,10 +107,19 @@ static void scan_parse(struct spec_scan *sc)
 	}
 }
 
+/* What parsing allocates per spec file (the parsed spec and its strings: about 480 bytes for
+ * a one-volume pod, measured at 10,000 files); a little less, as the reserved pages are
+ * faulted in and what is left over would stay resident. */
+#define SCAN_BYTES_PER_FILE 448
+
 static void *scan_helper(void *arg)
 {
+	struct spec_scan *sc = arg;
+
 	(void)pthread_setname_np(pthread_self(), "spec-scan");
-	scan_parse(arg);
+	/* A new thread's arena, made room for in a few steps, not one mprotect per page. */
+	malloc_reserve(sc->n * SCAN_BYTES_PER_FILE);
+	scan_parse(sc);
 	return NULL;
 }
 
