@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "admin-server.h"
+#include "file-util.h"
 #include "log.h"
 #include "macro.h"
 #include "unix-socket.h"
@@ -26,19 +27,6 @@ struct admin_server {
 	pthread_t thread;
 	bool started;
 };
-
-static void write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		buf += n;
-		len -= (size_t)n;
-	}
-}
 
 /* Root, or the socket's group: the file mode already says so, the credentials confirm it. */
 static bool peer_allowed(const struct admin_server *s, int fd)
@@ -61,18 +49,18 @@ static void serve(struct admin_server *s, int fd)
 	if (!peer_allowed(s, fd)) {
 		static const char refused[] = "{\"error\": \"permission denied: root or the admin "
 					      "socket's group only\"}\n";
-		write_all(fd, refused, strlen(refused));
+		(void)fd_write_all(fd, refused, strlen(refused));
 		volume_request_free(req);
 		return;
 	}
 	if (!req || reconciler_request(s->r, req, 5000, &res) < 0 || !res.status_json) {
 		static const char busy[] =
 			"{\"error\": \"the reconciler did not answer in 5 s\"}\n";
-		write_all(fd, busy, strlen(busy));
+		(void)fd_write_all(fd, busy, strlen(busy));
 		return;
 	}
-	write_all(fd, res.status_json, strlen(res.status_json));
-	write_all(fd, "\n", 1);
+	(void)fd_write_all(fd, res.status_json, strlen(res.status_json));
+	(void)fd_write_all(fd, "\n", 1);
 	free(res.status_json);
 }
 

@@ -9,16 +9,21 @@
 #include "file-util.h"
 #include "macro.h"
 
-static int write_all(int fd, const char *data, size_t len)
+int fd_write_all(int fd, const void *buf, size_t len)
 {
+	const char *p = buf;
+
 	while (len > 0) {
-		ssize_t n = write(fd, data, len);
+		ssize_t n = write(fd, p, len);
+
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		data += n;
+		if (n == 0)
+			return -EIO;
+		p += n;
 		len -= (size_t)n;
 	}
 	return 0;
@@ -41,7 +46,7 @@ int file_write_atomic(const char *dir, const char *name, const char *data, mode_
 	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return err_set(err, -errno, "%s/%s: %s", dir, tmp, strerror(errno));
-	r = write_all(fd, data, strlen(data));
+	r = fd_write_all(fd, data, strlen(data));
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)

@@ -1,5 +1,6 @@
-/* file-util.h - replacing a small state file atomically, for the journal and devices.json, and
- * reading a small file such as a sysfs attribute in one go. */
+/* file-util.h - replacing a small state file atomically, for the journal and devices.json,
+ * writing a whole buffer to a descriptor, and reading a small file such as a sysfs attribute in
+ * one go. */
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +12,10 @@
  * never through a symlink), fsync, rename, fsync of the directory. */
 int file_write_atomic(const char *dir, const char *name, const char *data, mode_t mode,
 		      struct error_info *err);
+
+/* Writes all of buf to fd, again after EINTR and short writes (async-signal-safe: only
+ * write(2)).  Returns 0 or a negative errno (-EIO when write returns 0). */
+int fd_write_all(int fd, const void *buf, size_t len);
 
 /* Reads at most size bytes of dir/name with one read(): enough for a sysfs attribute.
  * Returns the byte count (0 for an empty file) or a negative errno. */

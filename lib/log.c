@@ -18,6 +18,7 @@
 
 #include <systemd/sd-journal.h>
 
+#include "file-util.h"
 #include "log.h"
 #include "macro.h"
 
@@ -232,25 +233,11 @@ struct log_buffer {
 };
 static __thread struct log_buffer *tbuf;
 
-static void write_all(const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(STDERR_FILENO, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
 void log_flush(void)
 {
 	if (!tbuf || !tbuf->len)
 		return;
-	write_all(tbuf->data, tbuf->len);
+	(void)fd_write_all(STDERR_FILENO, tbuf->data, tbuf->len);
 	tbuf->len = 0;
 }
 

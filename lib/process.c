@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "file-util.h"
 #include "process.h"
 
 extern char **environ;
@@ -44,21 +45,6 @@ static void close_fd(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
-}
-
-static void write_all(int fd, const void *buf, size_t len)
-{
-	const char *s = buf;
-
-	while (len) {
-		ssize_t n = write(fd, s, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		s += n;
-		len -= (size_t)n;
-	}
 }
 
 /* The full path of name, searched in PATH when it has no '/'.  -ENOENT when not found. */
@@ -226,7 +212,7 @@ int process_start(struct process *p, const char *const argv[], const struct proc
 		child_setup(&cp);
 		execve(prog, (char *const *)argv, envp);
 		e = errno;
-		write_all(cp.status[1], &e, sizeof(e));
+		(void)fd_write_all(cp.status[1], &e, sizeof(e));
 		_exit(127);
 	}
 	return parent_setup(p, &cp);
@@ -258,9 +244,9 @@ int process_start_fn(struct process *p, process_fn fn, void *arg, void *result, 
 			e.code = r;
 		if (r >= 0)
 			e.code = 0;
-		write_all(cp.status[1], &e, sizeof(e));
+		(void)fd_write_all(cp.status[1], &e, sizeof(e));
 		if (result && result_size)
-			write_all(cp.status[1], result, result_size);
+			(void)fd_write_all(cp.status[1], result, result_size);
 		_exit(0);
 	}
 	return parent_setup(p, &cp);

@@ -118,43 +118,40 @@ static void stderr_restore(void)
 	close(stderr_fd);
 }
 
+/* Both lines are in out, first before second. */
+static void assert_lines_in_order(const char *out, const char *first, const char *second)
+{
+	const char *a = strstr(out, first), *b = strstr(out, second);
+
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(a < b);
+}
+
 /* A buffering thread's lines reach stderr at log_flush(), in order; a warning takes what was
  * buffered before it along at once; log_buffer_stop() writes the rest. */
 static void test_buffered_lines_flushed_in_order(void **state)
 {
-	const char *out, *a, *b, *c;
-
 	stderr_to_file();
 	assert_int_equal(log_buffer_start(), 0);
 	log_info("first", "n", LOG_INT(1));
 	log_info("second", "n", LOG_INT(2));
 	assert_string_equal(stderr_so_far(), "");
 	log_flush();
-	out = stderr_so_far();
-	a = strstr(out, "msg=first n=1\n");
-	b = strstr(out, "msg=second n=2\n");
-	assert_non_null(a);
-	assert_non_null(b);
-	assert_true(a < b);
+	assert_lines_in_order(stderr_so_far(), "msg=first n=1\n", "msg=second n=2\n");
 
 	log_info("before-warning");
 	assert_null(strstr(stderr_so_far(), "before-warning"));
 	log_warning("the-warning");
-	out = stderr_so_far();
-	a = strstr(out, "msg=before-warning\n");
-	b = strstr(out, "level=warning msg=the-warning\n");
-	assert_non_null(a);
-	assert_non_null(b);
-	assert_true(a < b);
+	assert_lines_in_order(stderr_so_far(), "msg=before-warning\n",
+			      "level=warning msg=the-warning\n");
 	log_error("the-error");
 	assert_non_null(strstr(stderr_so_far(), "level=error msg=the-error\n"));
 
 	log_info("last");
 	assert_null(strstr(stderr_so_far(), "msg=last"));
 	log_buffer_stop();
-	out = stderr_so_far();
-	c = strstr(out, "msg=last\n");
-	assert_non_null(c);
+	assert_non_null(strstr(stderr_so_far(), "msg=last\n"));
 	/* Not buffering any more: written at once. */
 	log_info("unbuffered");
 	assert_non_null(strstr(stderr_so_far(), "msg=unbuffered\n"));

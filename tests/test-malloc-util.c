@@ -54,7 +54,9 @@ struct probe {
 static void *probe_thread(void *arg)
 {
 	struct probe *pr = arg;
-	enum { N = 20000 };
+	enum {
+		N = 20000
+	};
 	char **v = calloc(N, sizeof(*v));
 
 	struct rusage r0, r1;

@@ -737,7 +737,7 @@ static int cmd_converge(const char *ns, const char *reps_s, int jobs)
 			double *ms;
 		} figs[] = {
 			{ "converge", "floor", fu },	{ "converge", "floor_tree", tu },
-			{ "remove", "floor_tree", td },	{ "converge", "exec", eu },
+			{ "remove", "floor_tree", td }, { "converge", "exec", eu },
 			{ "converge", "volagent", vu }, { "remove", "floor", fd },
 			{ "remove", "exec", ed },	{ "remove", "volagent", vd },
 		};
