@@ -6,6 +6,7 @@
  * A thread may buffer its stderr lines (log_buffer_start): a loop that logs many lines per
  * turn then writes them with one write(2) per turn (log_flush) instead of one per line. */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,10 +242,25 @@ void log_flush(void)
 	tbuf->len = 0;
 }
 
+/* A child forked by a buffering thread starts with a copy of the buffer: what it logs must not
+ * write the parent's lines a second time. */
+static void drop_buffer_in_child(void)
+{
+	tbuf = NULL; /* the copy goes with the child's exec or exit */
+}
+
+static void register_fork_handler(void)
+{
+	(void)pthread_atfork(NULL, NULL, drop_buffer_in_child);
+}
+
 int log_buffer_start(void)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
 	if (tbuf)
 		return 0;
+	pthread_once(&once, register_fork_handler);
 	tbuf = malloc(sizeof(*tbuf));
 	if (!tbuf)
 		return -ENOMEM;

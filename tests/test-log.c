@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <errno.h>
@@ -215,6 +216,40 @@ static void test_buffer_is_per_thread(void **state)
 	stderr_restore();
 }
 
+static size_t count_of(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* A child forked by a buffering thread (a helper that logs before its exec) writes its own
+ * lines only: the parent's buffered line is written once, by the parent. */
+static void test_forked_child_does_not_repeat_the_buffer(void **state)
+{
+	int status;
+	pid_t pid;
+
+	stderr_to_file();
+	assert_int_equal(log_buffer_start(), 0);
+	log_info("parent-buffered");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		log_warning("child-warning"); /* a warning is written at once */
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(count_of(stderr_so_far(), "msg=child-warning\n"), 1);
+	assert_int_equal(count_of(stderr_so_far(), "parent-buffered"), 0);
+	log_buffer_stop();
+	assert_int_equal(count_of(stderr_so_far(), "msg=parent-buffered\n"), 1);
+	stderr_restore();
+}
+
 #define JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 /* A stand-in journald: a datagram socket at journald's path, in a mount namespace of this
@@ -341,6 +376,7 @@ int main(void)
 		cmocka_unit_test(test_buffered_lines_flushed_in_order),
 		cmocka_unit_test(test_buffer_full_written_whole_lines),
 		cmocka_unit_test(test_buffer_is_per_thread),
+		cmocka_unit_test(test_forked_child_does_not_repeat_the_buffer),
 		cmocka_unit_test(test_journal_fields),
 		cmocka_unit_test(test_journal_stream_mismatch),
 	};
