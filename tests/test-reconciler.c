@@ -1014,6 +1014,88 @@ static void test_csi_request_converges_incrementally(void **state)
 	assert_true(after.keys_visited - before.keys_visited < 20);
 }
 
+/* More keys touched in one loop turn than a set holds (REC_TOUCHED_MAX): the sets are
+ * emptied and never grow past the limit, one full pass follows, visiting every volume and
+ * changing nothing that was right, and the passes after it are incremental again. */
+struct flood {
+	unsigned n;
+	size_t largest; /* the touched targets' size, at its largest */
+	size_t left;	/* what all three sets held after the flood */
+	bool full_due;
+};
+
+static void flood_on_thread(struct reconciler *r, void *arg)
+{
+	struct flood *fl = arg;
+	char t[64];
+
+	for (unsigned i = 0; i < fl->n; i++) {
+		snprintf(t, sizeof(t), "/flood/target-%u", i);
+		rec_touch_target(r, t);
+		if (hashmap_size(r->touched_targets) > fl->largest)
+			fl->largest = hashmap_size(r->touched_targets);
+	}
+	fl->full_due = r->full_pass_due;
+	fl->left = hashmap_size(r->touched_targets) + hashmap_size(r->touched_volumes) +
+		   hashmap_size(r->touched_devices);
+}
+
+struct full_passes_above {
+	struct fix *f;
+	unsigned long full_passes;
+};
+
+static bool full_passes_above(void *arg)
+{
+	struct full_passes_above *a = arg;
+
+	return probe(a->f, NULL, NULL).full_passes > a->full_passes;
+}
+
+static void test_touch_flood_becomes_one_full_pass(void **state)
+{
+	enum {
+		N = 20
+	};
+	struct fix *f = *state;
+	struct flood fl = { .n = REC_TOUCHED_MAX + 100 };
+	char src[600], t[600], vol[620];
+	unsigned set_ups, tear_downs;
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	assert_int_equal(rec_start(f), 0);
+	mount_pods(f, N);
+	set_ups = fake_count("set_up", NULL);
+	tear_downs = fake_count("tear_down", NULL);
+	before = probe(f, NULL, NULL);
+
+	rec_run_on_thread(f->r, flood_on_thread, &fl);
+	assert_true(fl.full_due);
+	assert_int_equal(fl.largest, REC_TOUCHED_MAX);
+	assert_int_equal(fl.left, 0);
+	assert_true(test_wait_until(full_passes_above,
+				    &(struct full_passes_above){ f, before.full_passes },
+				    scaled(5000)));
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes + 1);
+	assert_true(after.keys_visited - before.keys_visited >= N);
+	assert_int_equal(fake_count("set_up", NULL), set_ups);
+	assert_int_equal(fake_count("tear_down", NULL), tear_downs);
+
+	/* A change after it is incremental again: pod-3's spec file goes, its volume follows. */
+	before = after;
+	remove_pod(f, "pod-3.json");
+	snprintf(src, sizeof(src), "%s/src-3", f->dir);
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	target_of(f, "pod-3", "v", t, sizeof(t));
+	assert_true(wait_state(f, t, vol, is_gone, scaled(5000)));
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes);
+	assert_true(after.incremental_passes > before.incremental_passes);
+	assert_int_equal(fake_count("tear_down", NULL), tear_downs + 1);
+}
+
 /* k pods sharing one volume converge in O(k) key visits: a set-up finishing touches its
  * target and the volume's device, not every pod of the volume. */
 /* The actual state's index of pod mounts by volume (what the pass reads to tell whether a
@@ -1456,6 +1538,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_touch_flood_becomes_one_full_pass, setup,
+						teardown),
 		cmocka_unit_test(test_asw_volume_index),
 		cmocka_unit_test(test_dsw_pod_owner),
 		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,

@@ -194,6 +194,10 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 void rec_touch_target(struct reconciler *r, const char *target);
 void rec_touch_volume(struct reconciler *r, const char *volume_name);
 void rec_want_full_pass(struct reconciler *r);
+/* More touched keys in one set than this: they are dropped for one full pass, which visits
+ * them for less than the sets cost (10,000 pod spec files loaded at once would hold 10,000
+ * copies of their targets). */
+#define REC_TOUCHED_MAX 4096
 
 /* reconciler-reconstruct.c: the actual state after a restart, from the journal, the mount
  * table and the pod spec files.  Returns 0 or a negative errno with err set. */

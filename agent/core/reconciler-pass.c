@@ -69,10 +69,6 @@ static void swap_maps(struct hashmap **a, struct hashmap **b)
 
 /* --- touches --- */
 
-/* More touched keys than this: a full pass visits them for less than the sets cost (10,000
- * pod spec files loaded at once would hold 10,000 copies of their targets). */
-#define TOUCHED_MAX 4096
-
 /* Whether the next pass is a full one anyway: it drops what was touched, so nothing need be
  * recorded (and nothing is, until it has run: the touch only makes sure it runs). */
 static bool full_pass_next(struct reconciler *r)
@@ -88,7 +84,7 @@ static void touch(struct reconciler *r, struct hashmap *set, const char *key)
 		r->full_pass_due = true;
 		return;
 	}
-	if (hashmap_size(set) >= TOUCHED_MAX || !set_add(set, key)) {
+	if (hashmap_size(set) >= REC_TOUCHED_MAX || !set_add(set, key)) {
 		/* Too many, or out of memory: nothing is missed. */
 		r->full_pass_due = true;
 		set_clear(r->touched_targets);
