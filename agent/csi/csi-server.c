@@ -1207,7 +1207,8 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 			goto out_stop;
 	}
 	log_info("CSI server listening", "socket", s->socket_path, "driver", s->driver_name, "node",
-		 s->node_id, "registration", s->reg ? registration_socket_path(s->reg) : "off");
+		 s->node_id, "registration", s->reg ? registration_socket_path(s->reg) : "off",
+		 "abseil_deadlock_detection", gcore_deadlock_detection_off() ? "off" : "on");
 	return 0;
 
 out_stop:

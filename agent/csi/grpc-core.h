@@ -113,6 +113,11 @@ int gcore_start(struct gcore *g, struct error_info *err);
 int gcore_shutdown(struct gcore *g, int grace_ms, int hard_ms, void (*on_grace_expired)(void *),
 		   void *userdata);
 
+/* Whether the gRPC loaded (by gcore_new) runs with abseil's mutex deadlock detection off;
+ * false before it is loaded, or when its abseil has none of the names grpc-core.c knows for
+ * absl::SetMutexDeadlockDetectionMode. */
+bool gcore_deadlock_detection_off(void);
+
 /* Whether gcore_shutdown() has begun. */
 bool gcore_stopping(const struct gcore *g);
 
