@@ -876,13 +876,15 @@ static struct volume_request *csi_request(enum volume_request_kind kind, const c
 struct passes_above {
 	struct fix *f;
 	unsigned long passes;
+	bool full; /* count the full passes only */
 };
 
 static bool passes_above(void *arg)
 {
 	struct passes_above *a = arg;
+	struct probe p = probe(a->f, NULL, NULL);
 
-	return probe(a->f, NULL, NULL).passes > a->passes;
+	return (a->full ? p.full_passes : p.passes) > a->passes;
 }
 
 static bool probe_ready(void *arg)
@@ -954,7 +956,8 @@ static void test_health_tick_is_not_a_full_pass(void **state)
 	assert_int_equal(rec_start(f), 0);
 	mount_pods(f, 20);
 	before = probe(f, NULL, NULL);
-	assert_true(test_wait_until(passes_above, &(struct passes_above){ f, before.passes + 3 },
+	assert_true(test_wait_until(passes_above,
+				    &(struct passes_above){ f, before.passes + 3, false },
 				    scaled(5000)));
 	after = probe(f, NULL, NULL);
 	assert_int_equal(after.full_passes, before.full_passes);
@@ -1040,18 +1043,6 @@ static void flood_on_thread(struct reconciler *r, void *arg)
 		   hashmap_size(r->touched_devices);
 }
 
-struct full_passes_above {
-	struct fix *f;
-	unsigned long full_passes;
-};
-
-static bool full_passes_above(void *arg)
-{
-	struct full_passes_above *a = arg;
-
-	return probe(a->f, NULL, NULL).full_passes > a->full_passes;
-}
-
 static void test_touch_flood_becomes_one_full_pass(void **state)
 {
 	enum {
@@ -1074,8 +1065,8 @@ static void test_touch_flood_becomes_one_full_pass(void **state)
 	assert_true(fl.full_due);
 	assert_int_equal(fl.largest, REC_TOUCHED_MAX);
 	assert_int_equal(fl.left, 0);
-	assert_true(test_wait_until(full_passes_above,
-				    &(struct full_passes_above){ f, before.full_passes },
+	assert_true(test_wait_until(passes_above,
+				    &(struct passes_above){ f, before.full_passes, true },
 				    scaled(5000)));
 	after = probe(f, NULL, NULL);
 	assert_int_equal(after.full_passes, before.full_passes + 1);
