@@ -2,7 +2,8 @@
  * it): this test binary links no gRPC, so its own maps hold none until gcore_new(); a
  * `volagent run` without CSI never maps libgrpc, one with CSI does and answers Probe through
  * `volagent probe` (which loads it too); loading it turns abseil's mutex deadlock detection
- * off; and the binary's .note.dlopen lists the sonames the image derivation needs.  Root for the agent parts (private mount namespace). */
+ * off; and the binary's .note.dlopen lists the sonames the image derivation needs.  Root for
+ * the agent parts (private mount namespace). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,27 +21,54 @@
 #include "macro.h"
 #include "testlib.h"
 
+/* The server and its socket's dir, freed by teardown also when an assertion fails. */
+struct server {
+	char *dir;
+	struct gcore *g;
+};
+
+static int server_setup(void **state)
+{
+	struct server *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -1;
+	s->dir = test_mkdtemp("grpc-load");
+	*state = s;
+	return 0;
+}
+
+static int server_teardown(void **state)
+{
+	struct server *s = *state;
+
+	gcore_free(s->g);
+	test_rm_rf(s->dir);
+	free(s->dir);
+	free(s);
+	return 0;
+}
+
 /* In this process: nothing before the first gcore_new(), libgrpc after it. */
 static void test_loaded_by_gcore_new(void **state)
 {
-	char dir[] = "/tmp/grpc-load.XXXXXX", sock[64];
+	struct server *s = *state;
 	struct error_info err = { 0 };
-	struct gcore *g;
+	char sock[600];
 
-	assert_non_null(mkdtemp(dir));
-	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+	snprintf(sock, sizeof(sock), "%s/s.sock", s->dir);
 	assert_false(test_maps_have(getpid(), "libgrpc"));
 	assert_false(gcore_deadlock_detection_off());
-	g = gcore_new(&(struct gcore_config){ .socket_path = sock, .mode = 0600, .gid = (gid_t)-1 },
-		      &err);
-	assert_non_null(g);
+	s->g = gcore_new(&(struct gcore_config){ .socket_path = sock,
+						 .mode = 0600,
+						 .gid = (gid_t)-1 },
+			 &err);
+	assert_non_null(s->g);
 	assert_true(test_maps_have(getpid(), "libgrpc"));
 	/* Debian's abseil keeps deadlock detection on (no NDEBUG); the loader turns it off by a
 	 * name that is version-specific: a new pairing must be taught the new name. */
 	assert_true(gcore_deadlock_detection_off());
-	assert_int_equal(gcore_start(g, &err), 0);
-	gcore_free(g);
-	test_rm_rf(dir);
+	assert_int_equal(gcore_start(s->g, &err), 0);
 }
 
 /* The fixture is made and freed (its agent stopped) by setup and teardown, also when an
@@ -120,7 +148,8 @@ static void test_image_derivation_finds_dlopened(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_loaded_by_gcore_new),
+		cmocka_unit_test_setup_teardown(test_loaded_by_gcore_new, server_setup,
+						server_teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_maps_grpc_only_with_csi, fixture_setup,
 						fixture_teardown),
 		cmocka_unit_test(test_image_derivation_finds_dlopened),
