@@ -1,4 +1,13 @@
-/* executor.c - see executor.h. */
+/* executor.c - see executor.h.
+ *
+ * Waking a sleeping worker costs a context switch on each side, and on a virtual machine that
+ * is about what a bind mount costs.  So the pool keeps only as many workers awake as there are
+ * CPUs (awake_cap): a job queued while that many run is taken by one of them when it finishes,
+ * with no wake-up.  A worker whose job has run for SLOW_JOB_US (an NFS server that does not
+ * answer, a mkfs) no longer counts: the next submit, or executor_kick() once that time is up,
+ * wakes another, so a slow job holds up a queued one for about SLOW_JOB_US at most.  A burst
+ * of quick jobs (a converge, CSI calls in flight) thus costs a wake-up or two, not one per job;
+ * jobs that block get as many workers as there are, one more every SLOW_JOB_US. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -6,26 +15,82 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "executor.h"
 #include "macro.h"
+
+#define SLOW_JOB_US 2000
+
+struct worker {
+	struct executor *ex;
+	pthread_t thread;
+	uint64_t started_us; /* when its job started (CLOCK_MONOTONIC); 0 while it waits */
+};
 
 struct executor {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct executor_job *queue_head, *queue_tail;
 	struct executor_job *done_head, *done_tail;
-	size_t pending;
+	size_t queued;	/* jobs on the queue */
+	size_t pending; /* queued or running */
+	unsigned idle;	/* workers waiting on cond */
+	unsigned woken; /* of those, signalled and not yet up */
+	unsigned awake_cap;
+	uint64_t slow_us;
 	bool stopping;
 	int event_fd;
-	pthread_t *threads;
+	struct worker *workers;
 	unsigned n_threads;
 };
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Under ex->lock: workers running a job that is not slow yet. */
+static unsigned running_fresh(const struct executor *ex, uint64_t now)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < ex->n_threads; i++)
+		if (ex->workers[i].started_us && now - ex->workers[i].started_us < ex->slow_us)
+			n++;
+	return n;
+}
+
+/* Under ex->lock: how many waiting workers to wake for the jobs on the queue, and counts them
+ * as woken.  The caller signals the condition that many times, after the unlock (the worker
+ * woken does not then block on ex->lock at once). */
+static unsigned take_wakes(struct executor *ex)
+{
+	unsigned awake, n = 0;
+
+	if (!ex->queued || ex->woken >= ex->idle)
+		return 0;
+	awake = ex->woken + running_fresh(ex, now_us());
+	while (n < ex->queued && ex->woken + n < ex->idle && awake + n < ex->awake_cap)
+		n++;
+	ex->woken += n;
+	return n;
+}
+
+static void signal_n(struct executor *ex, unsigned n)
+{
+	while (n--)
+		pthread_cond_signal(&ex->cond);
+}
+
 static void *worker_main(void *arg)
 {
-	struct executor *ex = arg;
+	struct worker *w = arg;
+	struct executor *ex = w->ex;
 
 	(void)pthread_setname_np(pthread_self(), "worker");
 
@@ -34,20 +99,28 @@ static void *worker_main(void *arg)
 		struct executor_job *job;
 		uint64_t one = 1;
 
-		while (!ex->queue_head && !ex->stopping)
+		while (!ex->queue_head && !ex->stopping) {
+			ex->idle++;
 			pthread_cond_wait(&ex->cond, &ex->lock);
+			ex->idle--;
+			if (ex->woken)
+				ex->woken--;
+		}
 		if (ex->stopping)
 			break;
 		job = ex->queue_head;
 		ex->queue_head = job->next;
 		if (!ex->queue_head)
 			ex->queue_tail = NULL;
+		ex->queued--;
+		w->started_us = now_us();
 		pthread_mutex_unlock(&ex->lock);
 
 		job->next = NULL;
 		job->run(job);
 
 		pthread_mutex_lock(&ex->lock);
+		w->started_us = 0;
 		if (ex->done_tail) {
 			/* Not taken yet: the write that put the first one there wakes the
 			 * reconciler for this one too (executor_take_completed takes them all). */
@@ -71,11 +144,15 @@ int executor_new(unsigned workers, struct executor **ret, struct error_info *err
 
 	if (!ex)
 		return -ENOMEM;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
 	pthread_mutex_init(&ex->lock, NULL);
 	pthread_cond_init(&ex->cond, NULL);
+	ex->awake_cap = cpus > 1 ? (unsigned)cpus : 1;
+	ex->slow_us = SLOW_JOB_US;
 	ex->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	ex->threads = calloc(workers, sizeof(pthread_t));
-	if (ex->event_fd < 0 || !ex->threads) {
+	ex->workers = calloc(workers, sizeof(*ex->workers));
+	if (ex->event_fd < 0 || !ex->workers) {
 		executor_free(ex, NULL);
 		return err_set(err, -ENOMEM, "executor: cannot allocate");
 	}
@@ -83,7 +160,8 @@ int executor_new(unsigned workers, struct executor **ret, struct error_info *err
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (unsigned i = 0; i < workers; i++) {
-		r = -pthread_create(&ex->threads[i], NULL, worker_main, ex);
+		ex->workers[i].ex = ex;
+		r = -pthread_create(&ex->workers[i].thread, NULL, worker_main, &ex->workers[i]);
 		if (r < 0)
 			break;
 		ex->n_threads++;
@@ -106,7 +184,7 @@ struct executor *executor_free(struct executor *ex, void (*drop)(struct executor
 	pthread_cond_broadcast(&ex->cond);
 	pthread_mutex_unlock(&ex->lock);
 	for (unsigned i = 0; i < ex->n_threads; i++)
-		pthread_join(ex->threads[i], NULL);
+		pthread_join(ex->workers[i].thread, NULL);
 	for (struct executor_job *j = ex->queue_head, *n; j; j = n) {
 		n = j->next;
 		if (drop)
@@ -121,7 +199,7 @@ struct executor *executor_free(struct executor *ex, void (*drop)(struct executor
 		close(ex->event_fd);
 	pthread_mutex_destroy(&ex->lock);
 	pthread_cond_destroy(&ex->cond);
-	free(ex->threads);
+	free(ex->workers);
 	free(ex);
 	return NULL;
 }
@@ -129,21 +207,13 @@ struct executor *executor_free(struct executor *ex, void (*drop)(struct executor
 void executor_submit(struct executor *ex, struct executor_job *job)
 {
 	job->next = NULL;
-	pthread_mutex_lock(&ex->lock);
-	if (ex->queue_tail)
-		ex->queue_tail->next = job;
-	else
-		ex->queue_head = job;
-	ex->queue_tail = job;
-	ex->pending++;
-	pthread_mutex_unlock(&ex->lock);
-	/* After the unlock: the worker woken does not block on ex->lock at once. */
-	pthread_cond_signal(&ex->cond);
+	executor_submit_list(ex, job);
 }
 
 void executor_submit_list(struct executor *ex, struct executor_job *first)
 {
 	struct executor_job *last = first;
+	unsigned wakes;
 	size_t n = 1;
 
 	if (!first)
@@ -158,12 +228,43 @@ void executor_submit_list(struct executor *ex, struct executor_job *first)
 	else
 		ex->queue_head = first;
 	ex->queue_tail = last;
+	ex->queued += n;
 	ex->pending += n;
+	wakes = take_wakes(ex);
 	pthread_mutex_unlock(&ex->lock);
-	/* One wake-up per job up to one per worker: a pass's many jobs are not one lock round
-	 * and one wake-up each. */
-	for (size_t i = 0; i < n && i < ex->n_threads; i++)
-		pthread_cond_signal(&ex->cond);
+	signal_n(ex, wakes);
+}
+
+void executor_set_limits(struct executor *ex, unsigned awake_cap, uint64_t slow_us)
+{
+	pthread_mutex_lock(&ex->lock);
+	ex->awake_cap = awake_cap ? awake_cap : 1;
+	ex->slow_us = slow_us;
+	pthread_mutex_unlock(&ex->lock);
+}
+
+uint64_t executor_kick(struct executor *ex)
+{
+	uint64_t now, next = UINT64_MAX;
+	unsigned wakes;
+
+	pthread_mutex_lock(&ex->lock);
+	wakes = take_wakes(ex);
+	if (ex->queued && ex->idle > ex->woken) {
+		/* Jobs wait while workers are idle: the first running job to turn slow. */
+		now = now_us();
+		for (unsigned i = 0; i < ex->n_threads; i++) {
+			uint64_t at = ex->workers[i].started_us + ex->slow_us;
+
+			if (ex->workers[i].started_us && at > now && at < next)
+				next = at;
+		}
+		if (next != UINT64_MAX)
+			next = (next - now + 999) / 1000; /* in ms from now, rounded up */
+	}
+	pthread_mutex_unlock(&ex->lock);
+	signal_n(ex, wakes);
+	return next;
 }
 
 int executor_get_fd(const struct executor *ex)
@@ -182,6 +283,16 @@ struct executor_job *executor_take_completed(struct executor *ex)
 	ex->done_head = ex->done_tail = NULL;
 	pthread_mutex_unlock(&ex->lock);
 	return list;
+}
+
+unsigned executor_idle(struct executor *ex)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&ex->lock);
+	n = ex->idle;
+	pthread_mutex_unlock(&ex->lock);
+	return n;
 }
 
 size_t executor_pending(struct executor *ex)

@@ -2,10 +2,14 @@
  *
  * The reconciler embeds a struct executor_job in each operation, submits it, and later takes
  * the completed jobs back on its own thread when the executor's eventfd is readable.  Workers
- * touch nothing but the job.  Which jobs may run together is the reconciler's business. */
+ * touch nothing but the job.  Which jobs may run together is the reconciler's business.
+ *
+ * Only as many workers are kept awake as there are CPUs; a job that runs long (blocks) makes
+ * room for another within a few ms, provided the owner calls executor_kick() when told to. */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -26,9 +30,17 @@ void executor_submit(struct executor *ex, struct executor_job *job);
 /* Queues the jobs linked through next from first (NULL: none), in that order, under one lock.
  * Never blocks. */
 void executor_submit_list(struct executor *ex, struct executor_job *first);
+/* Wakes a waiting worker for a queued job whose running peers turned slow (see executor.c).
+ * Returns the ms until the next call is due (UINT64_MAX: none is, until the next submit). */
+uint64_t executor_kick(struct executor *ex);
+/* Tests: at most awake_cap workers kept running at once (default: the CPUs online), and how
+ * long a job runs before it is slow (default 2 ms). */
+void executor_set_limits(struct executor *ex, unsigned awake_cap, uint64_t slow_us);
 /* An eventfd that is readable while completed jobs wait to be taken. */
 int executor_get_fd(const struct executor *ex);
 /* Takes all completed jobs (in completion order, linked through next), or NULL. */
 struct executor_job *executor_take_completed(struct executor *ex);
+/* Workers waiting for a job (tests). */
+unsigned executor_idle(struct executor *ex);
 /* Jobs queued or running. */
 size_t executor_pending(struct executor *ex);

@@ -79,6 +79,10 @@ struct reconciler {
 	bool monitor_paused;
 	uint64_t monitor_resume_ms;
 	uint64_t last_event_batch_ms;
+	/* A burst of operations no caller waits for (reconciler.c, COMPLETION_COALESCE_MS): the
+	 * executor's fd is not watched until completions_resume_ms. */
+	bool completions_paused;
+	uint64_t completions_resume_ms;
 	bool table_unreadable; /* the last read of the mount table failed (logged once) */
 	bool full_pass_due;    /* the next pass visits every key */
 	bool always_full;      /* tests: every pass is a full one */

@@ -115,12 +115,17 @@ static uint64_t event_coalesce_ms(const struct reconciler *r)
 	return ms < EVENT_COALESCE_MS ? ms : EVENT_COALESCE_MS;
 }
 
+/* Whether the loop watches fd (one of its set) for input. */
+static int watch_input(struct reconciler *r, int fd, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.fd = fd };
+
+	return epoll_ctl(r->epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+}
+
 static int watch_monitor(struct reconciler *r, bool on)
 {
-	struct epoll_event ev = { .events = on ? EPOLLIN : 0,
-				  .data.fd = mount_monitor_get_fd(r->monitor) };
-
-	return epoll_ctl(r->epoll_fd, EPOLL_CTL_MOD, ev.data.fd, &ev) < 0 ? -errno : 0;
+	return watch_input(r, mount_monitor_get_fd(r->monitor), on);
 }
 
 /* The end of a pause: the fd is watched again, and what the kernel queued meanwhile wakes the
@@ -140,17 +145,55 @@ static void resume_mount_monitor(struct reconciler *r, uint64_t now)
 	r->last_event_batch_ms = now;
 }
 
-/* How long the loop may wait in epoll_wait: until the pause ends (the pause moves with every
- * batch of a burst: a wait's timeout, not the timer, which would cost a timerfd_settime each
- * time), else as long as nothing happens (-1). */
-static int monitor_pause_left(const struct reconciler *r)
-{
-	uint64_t now;
+/* Operations complete one by one, and each completion that finds the reconciler asleep wakes
+ * it: a converge of N volumes would cost N wake-ups, and on a virtual machine a wake-up costs
+ * about what an operation does.  So while a burst goes on (operations still in flight after a
+ * batch of completions was taken) and no caller waits for an answer (a CSI call, `volagent
+ * status`), the executor's fd is not watched for this long: the completions queue up and one
+ * wake-up takes them all.  A completion someone waits for is taken at once: a request that
+ * comes during a pause ends it. */
+#define COMPLETION_COALESCE_MS 1
 
-	if (!r->monitor_paused)
+static void pause_completions(struct reconciler *r)
+{
+	if (r->completions_paused || r->waiting || executor_pending(r->ex) == 0)
+		return;
+	if (watch_input(r, executor_get_fd(r->ex), false) < 0)
+		return; /* cannot happen for an fd in the set: then not paused */
+	r->completions_paused = true;
+	/* now_ms() + 1 may be a few us away: the pause lasts at least one whole ms. */
+	r->completions_resume_ms = now_ms() + COMPLETION_COALESCE_MS + 1;
+}
+
+static void resume_completions(struct reconciler *r, uint64_t now)
+{
+	if (!r->completions_paused || (now < r->completions_resume_ms && !r->waiting))
+		return;
+	if (watch_input(r, executor_get_fd(r->ex), true) < 0) {
+		/* Cannot happen; if it does, the completions are taken on each turn of the loop. */
+		rec_drain_completed(r);
+		r->completions_resume_ms = now + 1;
+		return;
+	}
+	r->completions_paused = false;
+}
+
+/* How long the loop may wait in epoll_wait: until a pause ends (a pause moves with every batch
+ * of a burst: a wait's timeout, not the timer, which would cost a timerfd_settime each time)
+ * or the executor is due for a kick (kick_ms from now), else as long as nothing happens (-1). */
+static int wait_timeout(const struct reconciler *r, uint64_t kick_ms)
+{
+	uint64_t now = now_ms(), until = UINT64_MAX;
+
+	if (r->monitor_paused)
+		until = r->monitor_resume_ms;
+	if (r->completions_paused && r->completions_resume_ms < until)
+		until = r->completions_resume_ms;
+	if (kick_ms != UINT64_MAX && now + kick_ms < until)
+		until = now + kick_ms;
+	if (until == UINT64_MAX)
 		return -1;
-	now = now_ms();
-	return r->monitor_resume_ms > now ? (int)(r->monitor_resume_ms - now) : 0;
+	return until > now ? (int)(until - now) : 0;
 }
 
 /* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
@@ -363,6 +406,7 @@ static void handle_event(struct reconciler *r, int fd)
 		dispatch_mount_monitor(r);
 	} else if (fd == executor_get_fd(r->ex)) {
 		rec_drain_completed(r);
+		pause_completions(r);
 	} else if (fd == r->timer_fd) {
 		(void)!read(r->timer_fd, &n, sizeof(n)); /* the loop looks at what is due */
 	} else if (fd == r->wake_fd) {
@@ -392,7 +436,7 @@ static void *reconciler_main(void *arg)
 	(void)log_buffer_start();
 	while (!should_stop(r)) {
 		struct epoll_event evs[8];
-		uint64_t now = now_ms();
+		uint64_t now = now_ms(), kick_ms;
 		int n;
 
 		if (now - r->last_resync_ms >= r->cfg.resync_ms) {
@@ -409,6 +453,7 @@ static void *reconciler_main(void *arg)
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
 		resume_mount_monitor(r, now);
+		resume_completions(r, now);
 		if (take_resync_request(r))
 			forced_resync(r);
 		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
@@ -424,7 +469,9 @@ static void *reconciler_main(void *arg)
 
 		arm_timer(r);
 		log_flush();
-		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), monitor_pause_left(r));
+		/* Jobs queued behind a slow one get a worker of their own. */
+		kick_ms = executor_kick(r->ex);
+		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), wait_timeout(r, kick_ms));
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
 			break;
@@ -433,10 +480,13 @@ static void *reconciler_main(void *arg)
 			handle_event(r, evs[i].data.fd);
 	}
 	/* Let operations in flight finish so the journal records what they did. */
+	r->completions_resume_ms = 0; /* every completion is taken as it comes */
+	resume_completions(r, 0);
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
 		struct epoll_event ev;
 
 		log_flush();
+		(void)executor_kick(r->ex);
 		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 &&
 		    ev.data.fd == executor_get_fd(r->ex))
 			rec_drain_completed(r);
