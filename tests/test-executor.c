@@ -43,7 +43,8 @@ static void counting_run(struct executor_job *job)
 		(void)!read(j->block_fd, &c, 1);
 	if (j->sleep_us)
 		usleep(j->sleep_us);
-	while (j->wait_for > 0 && atomic_load(j->max_running) < j->wait_for && !atomic_load(&give_up))
+	while (j->wait_for > 0 && atomic_load(j->max_running) < j->wait_for &&
+	       !atomic_load(&give_up))
 		usleep(100);
 	j->gave_up = j->wait_for > 0 && atomic_load(j->max_running) < j->wait_for;
 	if (j->done)
@@ -103,8 +104,10 @@ static void test_quick_jobs_keep_to_the_limit(void **state)
 
 	ex = new_pool(1, LONG_US);
 	for (size_t i = 0; i < 200; i++) {
-		jobs[i] = (struct counting_job){ .job.run = counting_run, .running = &running,
-						 .max_running = &max_running, .block_fd = -1,
+		jobs[i] = (struct counting_job){ .job.run = counting_run,
+						 .running = &running,
+						 .max_running = &max_running,
+						 .block_fd = -1,
 						 .sleep_us = 200 };
 		if (i % 10 == 0)
 			executor_submit(ex, &jobs[i].job);
@@ -131,14 +134,17 @@ static void test_jobs_run_together_up_to_the_limit(void **state)
 	atomic_store(&give_up, false);
 	ex = new_pool(3, LONG_US);
 	for (size_t i = 0; i < 3; i++) {
-		jobs[i] = (struct counting_job){ .job.run = counting_run, .running = &running,
-						 .max_running = &max_running, .wait_for = 3,
+		jobs[i] = (struct counting_job){ .job.run = counting_run,
+						 .running = &running,
+						 .max_running = &max_running,
+						 .wait_for = 3,
 						 .block_fd = -1 };
 		executor_submit(ex, &jobs[i].job);
 	}
 	if (!take_all(ex, 3)) {
 		atomic_store(&give_up, true);
-		fail_msg("three jobs did not run together with a limit of three: max %d", atomic_load(&max_running));
+		fail_msg("three jobs did not run together with a limit of three: max %d",
+			 atomic_load(&max_running));
 	}
 	assert_int_equal(atomic_load(&max_running), 3);
 	for (size_t i = 0; i < 3; i++)
@@ -172,11 +178,15 @@ static void test_blocked_job_does_not_hold_up_the_queue(void **state)
 
 	assert_int_equal(pipe(fds), 0);
 	ex = new_pool(1, 1000);
-	blocked = (struct counting_job){ .job.run = counting_run, .running = &running,
-					 .max_running = &max_running, .block_fd = fds[0],
+	blocked = (struct counting_job){ .job.run = counting_run,
+					 .running = &running,
+					 .max_running = &max_running,
+					 .block_fd = fds[0],
 					 .done = &blocked_done };
-	quick = (struct counting_job){ .job.run = counting_run, .running = &running,
-				       .max_running = &max_running, .block_fd = -1,
+	quick = (struct counting_job){ .job.run = counting_run,
+				       .running = &running,
+				       .max_running = &max_running,
+				       .block_fd = -1,
 				       .done = &quick_done };
 	executor_submit(ex, &blocked.job);
 	executor_submit(ex, &quick.job);
