@@ -34,10 +34,11 @@ struct executor {
 	pthread_cond_t cond;
 	struct executor_job *queue_head, *queue_tail;
 	struct executor_job *done_head, *done_tail;
-	size_t queued;	/* jobs on the queue */
-	size_t pending; /* queued or running */
-	unsigned idle;	/* workers waiting on cond */
-	unsigned woken; /* of those, signalled and not yet up */
+	size_t queued;	   /* jobs on the queue */
+	size_t pending;	   /* queued or running */
+	unsigned idle;	   /* workers waiting on cond */
+	unsigned woken;	   /* of those, signalled and not yet up */
+	uint64_t woken_us; /* when the last of those was signalled */
 	unsigned awake_cap;
 	uint64_t slow_us;
 	bool stopping;
@@ -70,14 +71,25 @@ static unsigned running_fresh(const struct executor *ex, uint64_t now)
  * woken does not then block on ex->lock at once). */
 static unsigned take_wakes(struct executor *ex)
 {
+	uint64_t now;
 	unsigned awake, n = 0;
 
-	if (!ex->queued || ex->woken >= ex->idle)
+	if (!ex->queued)
 		return 0;
-	awake = ex->woken + running_fresh(ex, now_us());
+	now = now_us();
+	/* A worker signalled that long ago and still not up counts as slow too: the count can
+	 * then never keep a queued job waiting for good, whatever happened to that signal. */
+	if (ex->woken && now - ex->woken_us >= ex->slow_us)
+		ex->woken = 0;
+	if (ex->woken >= ex->idle)
+		return 0;
+	awake = ex->woken + running_fresh(ex, now);
 	while (n < ex->queued && ex->woken + n < ex->idle && awake + n < ex->awake_cap)
 		n++;
-	ex->woken += n;
+	if (n) {
+		ex->woken += n;
+		ex->woken_us = now;
+	}
 	return n;
 }
 
@@ -250,9 +262,12 @@ uint64_t executor_kick(struct executor *ex)
 
 	pthread_mutex_lock(&ex->lock);
 	wakes = take_wakes(ex);
-	if (ex->queued && ex->idle > ex->woken) {
-		/* Jobs wait while workers are idle: the first running job to turn slow. */
+	if (ex->queued && ex->idle > 0) {
+		/* Jobs wait while workers are idle: the first running job, or signal, to turn
+		 * slow. */
 		now = now_us();
+		if (ex->woken && ex->woken_us + ex->slow_us > now)
+			next = ex->woken_us + ex->slow_us;
 		for (unsigned i = 0; i < ex->n_threads; i++) {
 			uint64_t at = ex->workers[i].started_us + ex->slow_us;
 
