@@ -1,7 +1,10 @@
 /* test-executor.c - the worker pool: every job submitted comes back once; no more workers run
  * at once than the awake limit while jobs are quick; up to that many do run together; and a
  * job that blocks (a real blocking read on a pipe, as a mount of a dead NFS server would)
- * does not hold up a job queued behind it, once executor_kick() is called. */
+ * does not hold up a job queued behind it, once executor_kick() is called.
+ *
+ * Jobs and counters live in the test's fixture, not on its stack: when an assertion fails, the
+ * teardown lets every job end (give_up, a byte on the pipe) and joins the workers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "executor.h"
@@ -52,6 +56,50 @@ static void counting_run(struct executor_job *job)
 	atomic_fetch_sub(j->running, 1);
 }
 
+struct fixture {
+	struct executor *ex;
+	int fds[2]; /* a blocked job reads fds[0] */
+	atomic_int running, max_running;
+	atomic_bool done[2];
+	struct counting_job jobs[200];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f || pipe(f->fds) < 0) {
+		free(f);
+		return -1;
+	}
+	atomic_store(&give_up, false);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	atomic_store(&give_up, true);
+	(void)!write(f->fds[1], "x", 1); /* a job still blocked returns */
+	executor_free(f->ex, NULL);
+	close(f->fds[0]);
+	close(f->fds[1]);
+	free(f);
+	return 0;
+}
+
+/* A counting job of f's, with no wait, block or sleep unless the caller sets one. */
+static struct counting_job *job_at(struct fixture *f, size_t i)
+{
+	f->jobs[i] = (struct counting_job){ .job.run = counting_run,
+					    .running = &f->running,
+					    .max_running = &f->max_running,
+					    .block_fd = -1 };
+	return &f->jobs[i];
+}
+
 struct taking {
 	struct executor *ex;
 	size_t want, got;
@@ -74,16 +122,14 @@ static bool all_idle(void *arg)
 	return executor_idle(arg) == WORKERS;
 }
 
-/* A new pool whose workers all wait: a worker that has not started yet would take a queued
- * job without being woken, which is not what these tests look at. */
-static struct executor *new_pool(unsigned awake_cap, uint64_t slow_us)
+/* f's pool, its workers all waiting: a worker that has not started yet would take a queued job
+ * without being woken, which is not what these tests look at. */
+static struct executor *new_pool(struct fixture *f, unsigned awake_cap, uint64_t slow_us)
 {
-	struct executor *ex;
-
-	assert_int_equal(executor_new(WORKERS, &ex, NULL), 0);
-	executor_set_limits(ex, awake_cap, slow_us);
-	assert_true(test_wait_until(all_idle, ex, 10000));
-	return ex;
+	assert_int_equal(executor_new(WORKERS, &f->ex, NULL), 0);
+	executor_set_limits(f->ex, awake_cap, slow_us);
+	assert_true(test_wait_until(all_idle, f->ex, 10000));
+	return f->ex;
 }
 
 static bool take_all(struct executor *ex, size_t n)
@@ -98,58 +144,41 @@ static bool take_all(struct executor *ex, size_t n)
  * back. */
 static void test_quick_jobs_keep_to_the_limit(void **state)
 {
-	static struct counting_job jobs[200];
-	atomic_int running = 0, max_running = 0;
-	struct executor *ex;
+	struct fixture *f = *state;
+	struct executor *ex = new_pool(f, 1, LONG_US);
 
-	ex = new_pool(1, LONG_US);
 	for (size_t i = 0; i < 200; i++) {
-		jobs[i] = (struct counting_job){ .job.run = counting_run,
-						 .running = &running,
-						 .max_running = &max_running,
-						 .block_fd = -1,
-						 .sleep_us = 200 };
+		job_at(f, i)->sleep_us = 200;
 		if (i % 10 == 0)
-			executor_submit(ex, &jobs[i].job);
+			executor_submit(ex, &f->jobs[i].job);
 		else if (i % 10 == 9) {
 			for (size_t k = i - 8; k < i; k++)
-				jobs[k].job.next = &jobs[k + 1].job;
-			jobs[i].job.next = NULL;
-			executor_submit_list(ex, &jobs[i - 8].job);
+				f->jobs[k].job.next = &f->jobs[k + 1].job;
+			f->jobs[i].job.next = NULL;
+			executor_submit_list(ex, &f->jobs[i - 8].job);
 		}
 	}
 	assert_true(take_all(ex, 200));
-	assert_int_equal(atomic_load(&max_running), 1);
-	executor_free(ex, NULL);
+	assert_int_equal(atomic_load(&f->max_running), 1);
 }
 
 /* Three jobs that each wait until three run at once: with a limit of three they all get a
  * worker; with a limit of one they could not (the first would give up). */
 static void test_jobs_run_together_up_to_the_limit(void **state)
 {
-	struct counting_job jobs[3];
-	atomic_int running = 0, max_running = 0;
-	struct executor *ex;
+	struct fixture *f = *state;
+	struct executor *ex = new_pool(f, 3, LONG_US);
 
-	atomic_store(&give_up, false);
-	ex = new_pool(3, LONG_US);
 	for (size_t i = 0; i < 3; i++) {
-		jobs[i] = (struct counting_job){ .job.run = counting_run,
-						 .running = &running,
-						 .max_running = &max_running,
-						 .wait_for = 3,
-						 .block_fd = -1 };
-		executor_submit(ex, &jobs[i].job);
+		job_at(f, i)->wait_for = 3;
+		executor_submit(ex, &f->jobs[i].job);
 	}
-	if (!take_all(ex, 3)) {
-		atomic_store(&give_up, true);
+	if (!take_all(ex, 3))
 		fail_msg("three jobs did not run together with a limit of three: max %d",
-			 atomic_load(&max_running));
-	}
-	assert_int_equal(atomic_load(&max_running), 3);
+			 atomic_load(&f->max_running));
+	assert_int_equal(atomic_load(&f->max_running), 3);
 	for (size_t i = 0; i < 3; i++)
-		assert_false(jobs[i].gave_up);
-	executor_free(ex, NULL);
+		assert_false(f->jobs[i].gave_up);
 }
 
 struct kicked {
@@ -170,42 +199,30 @@ static bool ran_kicked(void *arg)
  * kicks.  Without the kick, nothing would wake a second worker. */
 static void test_blocked_job_does_not_hold_up_the_queue(void **state)
 {
-	struct counting_job blocked, quick;
-	atomic_int running = 0, max_running = 0;
-	atomic_bool blocked_done = false, quick_done = false;
-	struct executor *ex;
-	int fds[2];
+	struct fixture *f = *state;
+	struct executor *ex = new_pool(f, 1, 1000);
+	struct counting_job *blocked = job_at(f, 0), *quick = job_at(f, 1);
 
-	assert_int_equal(pipe(fds), 0);
-	ex = new_pool(1, 1000);
-	blocked = (struct counting_job){ .job.run = counting_run,
-					 .running = &running,
-					 .max_running = &max_running,
-					 .block_fd = fds[0],
-					 .done = &blocked_done };
-	quick = (struct counting_job){ .job.run = counting_run,
-				       .running = &running,
-				       .max_running = &max_running,
-				       .block_fd = -1,
-				       .done = &quick_done };
-	executor_submit(ex, &blocked.job);
-	executor_submit(ex, &quick.job);
-	assert_true(test_wait_until(ran_kicked, &(struct kicked){ ex, &quick_done }, 10000));
-	assert_false(atomic_load(&blocked_done)); /* the quick one did not wait for it */
-	assert_int_equal(write(fds[1], "x", 1), 1);
+	blocked->block_fd = f->fds[0];
+	blocked->done = &f->done[0];
+	quick->done = &f->done[1];
+	executor_submit(ex, &blocked->job);
+	executor_submit(ex, &quick->job);
+	assert_true(test_wait_until(ran_kicked, &(struct kicked){ ex, &f->done[1] }, 10000));
+	assert_false(atomic_load(&f->done[0])); /* the quick one did not wait for it */
+	assert_int_equal(write(f->fds[1], "x", 1), 1);
 	assert_true(take_all(ex, 2));
-	assert_true(atomic_load(&blocked_done));
-	executor_free(ex, NULL);
-	close(fds[0]);
-	close(fds[1]);
+	assert_true(atomic_load(&f->done[0]));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_quick_jobs_keep_to_the_limit),
-		cmocka_unit_test(test_jobs_run_together_up_to_the_limit),
-		cmocka_unit_test(test_blocked_job_does_not_hold_up_the_queue),
+		cmocka_unit_test_setup_teardown(test_quick_jobs_keep_to_the_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_jobs_run_together_up_to_the_limit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_blocked_job_does_not_hold_up_the_queue, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

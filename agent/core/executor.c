@@ -151,13 +151,12 @@ static void *worker_main(void *arg)
 int executor_new(unsigned workers, struct executor **ret, struct error_info *err)
 {
 	struct executor *ex = calloc(1, sizeof(*ex));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	sigset_t all, old;
 	int r = 0;
 
 	if (!ex)
 		return -ENOMEM;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
 	pthread_mutex_init(&ex->lock, NULL);
 	pthread_cond_init(&ex->cond, NULL);
 	ex->awake_cap = cpus > 1 ? (unsigned)cpus : 1;
