@@ -278,6 +278,7 @@ bool hashmap_iterate(const struct hashmap *h, struct hashmap_iter *it, void **re
 
 		if (!s->key)
 			continue;
+		it->hash = h->hashes[it->bucket];
 		it->bucket++; /* past this one before returning it, so it may be removed */
 		if (ret_value)
 			*ret_value = s->value;

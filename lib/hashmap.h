@@ -15,6 +15,7 @@ struct hashmap_iter {
 	size_t bucket;
 	void *next;
 	bool started;
+	uint32_t hash; /* the hash of the key hashmap_iterate returned last (for *_hashed) */
 };
 
 #define HASHMAP_ITER_INIT ((struct hashmap_iter){ 0 })

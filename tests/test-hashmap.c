@@ -1,5 +1,6 @@
-/* test-hashmap.c - put, get, remove while iterating, growth past many buckets, lookups with a
- * hash computed once, an entry given a new key string, room made ahead. */
+/* test-hashmap.c - put, get, remove while iterating (the iterator giving each key's hash), growth
+ * past many buckets, lookups with a hash computed once, an entry given a new key string, room
+ * made ahead. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,6 +58,7 @@ static void test_many_and_remove_while_iterating(void **state)
 	/* Remove every even key during iteration; each entry is seen exactly once. */
 	while (hashmap_iterate(h, &it, &v, &key)) {
 		assert_ptr_equal(v, key);
+		assert_int_equal(it.hash, hashmap_hash(key)); /* for the *_hashed lookups */
 		seen++;
 		if (atoi(key + 1) % 2 == 0)
 			assert_ptr_equal(hashmap_remove(h, key), v);

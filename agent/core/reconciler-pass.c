@@ -34,18 +34,24 @@ struct pass_ctx {
 
 /* --- sets of owned strings --- */
 
-static bool set_add(struct hashmap *h, const char *s)
+/* Adds a copy of s, whose hash is hash (hashmap_hash(s): long targets are hashed once). */
+static bool set_add_hashed(struct hashmap *h, const char *s, uint32_t hash)
 {
 	char *dup;
 
-	if (hashmap_get(h, s))
+	if (hashmap_get_hashed(h, s, hash))
 		return true;
 	dup = strdup(s);
-	if (!dup || hashmap_put(h, dup, dup) < 0) {
+	if (!dup || hashmap_put_hashed(h, dup, hash, dup) < 0) {
 		free(dup);
 		return false;
 	}
 	return true;
+}
+
+static bool set_add(struct hashmap *h, const char *s)
+{
+	return set_add_hashed(h, s, hashmap_hash(s));
 }
 
 static void set_clear(struct hashmap *h)
@@ -53,10 +59,9 @@ static void set_clear(struct hashmap *h)
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	void *v;
 
-	while (hashmap_iterate(h, &it, &v, NULL)) {
-		hashmap_remove(h, v);
+	while (hashmap_iterate(h, &it, &v, NULL))
 		free(v);
-	}
+	hashmap_clear(h);
 }
 
 static void swap_maps(struct hashmap **a, struct hashmap **b)
@@ -518,18 +523,18 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 
 		for (struct dsw_pod_volume *pv = vol ? vol->pod_volumes : NULL; pv;
 		     pv = pv->next_of_volume)
-			ok = set_add(r->visit_targets, pv->target) && ok;
+			ok = set_add_hashed(r->visit_targets, pv->target, pv->target_hash) && ok;
 		for (const struct asw_pod_mount *pm = asw_pod_mounts_of(r->asw, key); pm;
 		     pm = pm->next_of_volume)
-			ok = set_add(r->visit_targets, pm->target) && ok;
+			ok = set_add_hashed(r->visit_targets, pm->target, pm->target_hash) && ok;
 		if (!ok)
 			r->full_pass_due = true;
 	}
 	/* A target: the device of what is wanted or held there. */
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
-		const struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, key);
-		const struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, key);
+		const struct dsw_pod_volume *pv = dsw_get_pod_volume_hashed(r->dsw, key, it.hash);
+		const struct asw_pod_mount *pm = asw_get_pod_mount_hashed(r->asw, key, it.hash);
 
 		if ((pv && !set_add(r->visit_devices, pv->volume->name)) ||
 		    (pm && pm->volume_name && !set_add(r->visit_devices, pm->volume_name)))
@@ -538,14 +543,14 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 	/* The steps in the order of a full pass. */
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
-		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, key);
+		struct asw_pod_mount *pm = asw_get_pod_mount_hashed(r->asw, key, it.hash);
 		if (pm)
 			visit_pod_mount(r, pm, c);
 	}
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
-		struct dsw_pod_volume *pv = dsw_get_pod_volume(r->dsw, key);
-		if (pv && !asw_get_pod_mount(r->asw, key))
+		struct dsw_pod_volume *pv = dsw_get_pod_volume_hashed(r->dsw, key, it.hash);
+		if (pv && !asw_get_pod_mount_hashed(r->asw, key, it.hash))
 			visit_pod_volume(r, pv, c);
 	}
 	it = HASHMAP_ITER_INIT;
