@@ -3,6 +3,7 @@
  * reconstruction after a restart have their own files (reconciler-pass.c, reconciler-ops.c,
  * reconciler-reconstruct.c). */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -483,17 +484,16 @@ static void *reconciler_main(void *arg)
 	r->completions_resume_ms = 0; /* every completion is taken as it comes */
 	resume_completions(r, 0);
 	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
-		struct epoll_event ev;
+		/* The executor's fd alone: the loop's other inputs are no longer read, and one
+		 * left readable (a mount event of an operation in flight) would make every wait
+		 * return at once.  The wait ends when a kick falls due, or after 100 ms. */
+		struct pollfd done = { .fd = executor_get_fd(r->ex), .events = POLLIN };
+		uint64_t kick_ms;
 
 		log_flush();
-		(void)executor_kick(r->ex);
-		if (epoll_wait(r->epoll_fd, &ev, 1, 100) > 0 &&
-		    ev.data.fd == executor_get_fd(r->ex))
-			rec_drain_completed(r);
-		else
-			rec_drain_completed(r);
-		if (executor_pending(r->ex) == 0 && hashmap_size(r->inflight_pod) == 0)
-			break;
+		kick_ms = executor_kick(r->ex);
+		(void)poll(&done, 1, kick_ms < 100 ? (int)kick_ms : 100);
+		rec_drain_completed(r);
 	}
 	rec_drain_completed(r);
 	requests_abort_all(r);
