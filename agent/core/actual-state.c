@@ -476,11 +476,6 @@ void asw_untrack_target(struct actual_state *a, const char *target)
 		tracked_free(t);
 }
 
-bool asw_is_tracked(const struct actual_state *a, const char *target)
-{
-	return hashmap_get(a->tracked, target) != NULL;
-}
-
 static void report(void (*changed)(const char *target, void *userdata), void *userdata,
 		   const char *target)
 {

@@ -85,7 +85,6 @@ const struct hashmap *asw_devices(const struct actual_state *a);
 int asw_track_target(struct actual_state *a, const char *target, const char *pod_uid,
 		     const char *outer_name, const char *plugin_name);
 void asw_untrack_target(struct actual_state *a, const char *target);
-bool asw_is_tracked(const struct actual_state *a, const char *target);
 
 /* Brings the state in line with a freshly read table: pod mounts that the table no longer
  * shows are dropped (unless learned after the table was read), mounts under <root>/pods or at

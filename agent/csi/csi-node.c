@@ -14,7 +14,6 @@
 #include "block-map.h"
 #include "csi-node.h"
 #include "csi.pb-c.h"
-#include "exec-util.h"
 #include "fs-probe.h"
 #include "macro.h"
 #include "mount-util.h"

@@ -1228,11 +1228,6 @@ bool csi_server_stopping(const struct csi_server *s)
 	return atomic_load(&((struct csi_server *)s)->stopping);
 }
 
-const char *csi_server_socket_path(const struct csi_server *s)
-{
-	return s->socket_path;
-}
-
 /* The grace has passed: queued jobs are answered UNAVAILABLE without their op. */
 static void on_grace_expired(void *userdata)
 {

@@ -39,11 +39,6 @@ int rbd_method_from_name(const char *name, enum rbd_method *ret)
 	return -EINVAL;
 }
 
-const char *rbd_method_name(enum rbd_method m)
-{
-	return method_names[m];
-}
-
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
