@@ -8,11 +8,16 @@
  * Threads: the cheap RPCs (Identity, NodeGetCapabilities, NodeGetInfo) are answered by the
  * grpc-core queue thread.  The volume RPCs are blocking methods of grpc-core: its pool of
  * `workers` threads waits on their completion queue, and the thread woken for a request runs
- * handle_call() to the end: decodes, validates what needs no file system access, claims the
- * volume's in-flight slot, checks the paths on disk, calls the backend op, releases the slot
- * and answers.  No hand-off between threads of ours; requests beyond `workers` wait inside
- * gRPC.  s->lock guards the in-flight set and the draining flag; it is never held across an
- * op or a gRPC call. */
+ * handle_call(): decodes, validates what needs no file system access, claims the volume's
+ * in-flight slot, checks the paths on disk and calls the backend op.  An op that answers at
+ * once (stats, expand, a refusal) is answered there and its slot released.  An op may instead
+ * defer its answer (csi_reply_defer): the agent's stage, unstage, publish and unpublish hand
+ * their request to the reconciler and are answered from the reconciler's thread
+ * (csi_deferred_finish), which releases the slot then; the pool thread is free at once.  A
+ * call still deferred when a shutdown's grace ends is answered UNAVAILABLE
+ * (deferred_claim_all).  Requests beyond `workers` wait inside gRPC.  s->lock guards the
+ * in-flight set, the deferred list and the draining flag; it is never held across an op or a
+ * gRPC call. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
