@@ -19,6 +19,7 @@
 #include "mount-table.h"
 #include "reconciler.h"
 #include "spec-source.h"
+#include "time-util.h"
 #include "volume-ops.h"
 
 struct pending_request;

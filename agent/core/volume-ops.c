@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backoff.h"
 #include "blkdev.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
+#include "time-util.h"
 #include "volume-ops.h"
 
 #define DIR_MODE 0750
