@@ -256,6 +256,8 @@ struct volume_plugin {
  * (tests register a fake plugin this way); NULL restores the built-in table.  Not thread-safe:
  * call it before the agent starts. */
 void plugin_registry_set(const struct volume_plugin *const *table, size_t n);
+/* The registry's plugins one by one (for walking their option tables): NULL past the end. */
+const struct volume_plugin *plugin_registry_get(size_t i);
 const struct volume_plugin *plugin_find_by_name(const char *name);
 /* The one plugin whose can_support accepts spec.  None, or more than one, is -EINVAL with a
  * message naming the type. */

@@ -12,6 +12,7 @@
 #include "macro.h"
 #include "plugin-option.h"
 #include "plugin.h"
+#include "time-util.h"
 
 enum option_type {
 	OPT_PATH,
@@ -98,7 +99,7 @@ static const struct option_def options[] = {
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)
 {
-	return plugin_option_parse_duration(s, ret_ms);
+	return parse_duration_ms(s, ret_ms);
 }
 
 /* The agent's options and every plugin's, in --help order: built once per parse. */
