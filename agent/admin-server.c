@@ -95,7 +95,6 @@ int admin_server_start(const char *path, const char *group, struct reconciler *r
 	if (!s)
 		return -ENOMEM;
 	s->listen_fd = -1;
-	s->thread = (struct server_thread)SERVER_THREAD_INIT;
 	s->r = r;
 	s->path = strdup(path);
 	s->grouped = group && *group;

@@ -198,7 +198,6 @@ int metrics_server_start(const char *address, const char *group, struct metrics_
 
 	if (!s)
 		return -ENOMEM;
-	s->thread = (struct server_thread)SERVER_THREAD_INIT;
 	if (startswith(address, "unix:") || address[0] == '/') {
 		const char *path = startswith(address, "unix:") ? address + strlen("unix:")
 								: address;

@@ -10,7 +10,10 @@
 int server_thread_open(struct server_thread *t, int flags)
 {
 	t->stop_fd = eventfd(0, EFD_CLOEXEC | flags);
-	return t->stop_fd < 0 ? -errno : 0;
+	if (t->stop_fd < 0)
+		return -errno;
+	t->open = true;
+	return 0;
 }
 
 int server_thread_start(struct server_thread *t, void *(*fn)(void *), void *arg)
@@ -42,7 +45,7 @@ void server_thread_stop(struct server_thread *t)
 void server_thread_close(struct server_thread *t)
 {
 	server_thread_stop(t);
-	if (t->stop_fd >= 0)
+	if (t->open)
 		close(t->stop_fd);
-	t->stop_fd = -1;
+	t->open = false;
 }

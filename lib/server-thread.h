@@ -6,14 +6,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+/* All zero (calloc) is a valid state: not open, not started. */
 struct server_thread {
 	int stop_fd; /* readable once a stop is asked; the loop watches it */
+	bool open;   /* stop_fd is ours */
 	pthread_t thread;
 	bool started;
 };
-
-/* Set before server_thread_open() so that server_thread_close() is safe on any path. */
-#define SERVER_THREAD_INIT { .stop_fd = -1 }
 
 /* Makes the stop eventfd (CLOEXEC, plus flags: 0 or EFD_NONBLOCK).  Returns 0 or -errno. */
 int server_thread_open(struct server_thread *t, int flags);
