@@ -473,6 +473,23 @@ static void capability_view(const Csi__V1__VolumeCapability *cap, struct csi_vol
 
 #define MAP_ARGS(r, field) (r)->n_##field, (void **)(r)->field
 
+/* The publish_context, volume_context and secrets of a stage or publish request m as the
+ * backend's views in q; kv (three, NULL at first) holds them until contexts_free().  True
+ * when all three were made. */
+#define CONTEXTS_VIEW(m, q, kv)                                                         \
+	(map_view(MAP_ARGS(m, publish_context), &(kv)[0], &(q).publish_context) == 0 && \
+	 map_view(MAP_ARGS(m, volume_context), &(kv)[1], &(q).volume_context) == 0 &&   \
+	 map_view(MAP_ARGS(m, secrets), &(kv)[2], &(q).secrets) == 0)
+
+/* Frees what CONTEXTS_VIEW made; the secrets' view is wiped.  The request may be gone by
+ * now (a deferred op): n_secrets is the view's own count. */
+static void contexts_free(struct csi_kv *kv[3], size_t n_secrets)
+{
+	free(kv[0]);
+	free(kv[1]);
+	map_view_free(kv[2], n_secrets);
+}
+
 /* The op of rpc in ops, as a plain function pointer (NULL: not served). */
 static bool rpc_has_op(const struct csi_rpc *rpc, const struct csi_node_ops *ops)
 {
@@ -494,13 +511,9 @@ static int call_stage(const struct csi_server *s, const struct job *j, struct cs
 	int r = -ENOMEM;
 
 	capability_view(m->volume_capability, &q.capability);
-	if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) == 0 &&
-	    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) == 0 &&
-	    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) == 0)
+	if (CONTEXTS_VIEW(m, q, kv))
 		r = s->ops->stage(s->userdata, &q, reply);
-	free(kv[0]);
-	free(kv[1]);
-	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
+	contexts_free(kv, q.secrets.n);
 	return r;
 }
 
@@ -530,13 +543,9 @@ static int call_publish(const struct csi_server *s, const struct job *j, struct 
 	int r = -ENOMEM;
 
 	capability_view(m->volume_capability, &q.capability);
-	if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) == 0 &&
-	    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) == 0 &&
-	    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) == 0)
+	if (CONTEXTS_VIEW(m, q, kv))
 		r = s->ops->publish(s->userdata, &q, reply);
-	free(kv[0]);
-	free(kv[1]);
-	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
+	contexts_free(kv, q.secrets.n);
 	return r;
 }
 
