@@ -280,6 +280,7 @@ static const struct expand_ops local_expand_ops = {
 
 const struct volume_plugin local_plugin = {
 	.name = "local",
+	.flags = PLUGIN_NODE_LOCAL,
 	.ops = &local_ops,
 	.device = &local_device_ops,
 	.attach = &local_attach_ops,

@@ -236,10 +236,22 @@ struct expand_ops {
 
 struct plugin_option;
 
+/* What a plugin declares about its volumes (struct volume_plugin's flags).  The core asks
+ * them through the plugin_is_*() wrappers; it never asks which plugin it is. */
+enum plugin_flags {
+	/* The volume exists on this node only: a path of this host, named by the spec's "path"
+	 * key (a directory, or a block device when uses_device says so), that no other node can
+	 * reach.  CSI then lets MULTI_NODE_* access modes mean several targets on this node (no
+	 * other node can write the filesystem), answers NOT_FOUND at stage for a directory that
+	 * does not exist, and reports no capacity for a directory (it has none of its own). */
+	PLUGIN_NODE_LOCAL = 1u << 0,
+};
+
 struct volume_plugin {
 	/* "local", "nfs", "rbd": the key in pod spec files, the CSI volume_context "type", and
 	 * the directory kubernetes.io~<name> under a pod's volumes. */
 	const char *name;
+	unsigned flags; /* enum plugin_flags; 0: none */
 
 	const struct volume_ops *ops;	       /* required */
 	const struct device_mount_ops *device; /* NULL: pods mount the volume directly */
@@ -308,6 +320,8 @@ bool plugin_has_construct_spec(const struct volume_plugin *p);
 bool plugin_has_check_health(const struct volume_plugin *p);
 bool plugin_has_expand(const struct volume_plugin *p);
 bool plugin_has_block(const struct volume_plugin *p);
+/* Declared capabilities (enum plugin_flags); false for NULL. */
+bool plugin_is_node_local(const struct volume_plugin *p);
 
 struct volume_mounter *plugin_new_mounter(const struct volume_plugin *p, struct volume_spec *spec,
 					  const char *pod_uid, bool read_only,
