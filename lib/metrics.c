@@ -1,6 +1,7 @@
 /* metrics.c - see metrics.h.  A few label combinations at most (plugins x operations, CSI
  * methods x codes), so series live in small arrays searched linearly under one lock. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,17 @@ static void sample(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "%s %llu\n", name, value);
 }
 
+/* A counter of every plugin operation: the field at offset of each struct op_series.  Under
+ * lock. */
+static void op_counter(FILE *f, const char *name, const char *help, size_t offset)
+{
+	header(f, name, "counter", help);
+	for (size_t i = 0; i < n_ops; i++)
+		fprintf(f, "%s{plugin=\"%s\",operation=\"%s\"} %llu\n", name, ops[i].plugin,
+			ops[i].operation,
+			*(const unsigned long long *)((const char *)&ops[i] + offset));
+}
+
 char *metrics_render(void)
 {
 	char *buf = NULL, labels[96];
@@ -186,23 +198,13 @@ char *metrics_render(void)
 	if (!f)
 		return NULL;
 	pthread_mutex_lock(&lock);
-	header(f, "volagent_operations_started_total", "counter",
-	       "Plugin operations started, by plugin and operation.");
-	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f,
-			"volagent_operations_started_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
-			ops[i].plugin, ops[i].operation, ops[i].started);
-	header(f, "volagent_operations_succeeded_total", "counter",
-	       "Plugin operations that succeeded.");
-	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f,
-			"volagent_operations_succeeded_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
-			ops[i].plugin, ops[i].operation, ops[i].succeeded);
-	header(f, "volagent_operations_failed_total", "counter", "Plugin operations that failed.");
-	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f,
-			"volagent_operations_failed_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
-			ops[i].plugin, ops[i].operation, ops[i].failed);
+	op_counter(f, "volagent_operations_started_total",
+		   "Plugin operations started, by plugin and operation.",
+		   offsetof(struct op_series, started));
+	op_counter(f, "volagent_operations_succeeded_total", "Plugin operations that succeeded.",
+		   offsetof(struct op_series, succeeded));
+	op_counter(f, "volagent_operations_failed_total", "Plugin operations that failed.",
+		   offsetof(struct op_series, failed));
 	header(f, "volagent_operation_duration_seconds", "histogram",
 	       "How long plugin operations took.");
 	for (size_t i = 0; i < n_ops; i++) {

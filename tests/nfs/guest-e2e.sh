@@ -32,12 +32,8 @@ host_do() {
 	[ "$(cat "$CTL/ack.$seq_no")" = 0 ]
 }
 
-W=$(mktemp -d /tmp/nfs-e2e.XXXXXX)
-ROOT=$W/root
-PODS=$W/pods
-LOG=$W/agent.log
-mkdir -p "$PODS" "$W/local"
-echo '{}' >"$W/config.json"
+guest_workdir nfs-e2e
+mkdir -p "$W/local"
 echo local-content >"$W/local/hello"
 KUBELET=$W/kubelet
 SOCK=$KUBELET/plugins/csi.volagent.io/csi.sock
@@ -62,10 +58,7 @@ cleanup() {
 	stop_agent
 	# Whatever the agent left (a failed test): lazily, so a dead server cannot hang us.
 	umount_below "$W"
-	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
-		echo "--- agent log (last 60 lines):"
-		tail -n 60 "$LOG" | cut -c1-400
-	fi
+	show_log_if_failed 60
 }
 trap cleanup EXIT
 
