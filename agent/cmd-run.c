@@ -295,6 +295,7 @@ int cmd_run(int argc, char **argv)
 			.root_dir = cfg.root_dir,
 			.state_dir = cfg.state_dir,
 			.pods_dir = cfg.pods_dir,
+			.insecure_pods_dir = cfg.insecure_pods_dir,
 			.workers = cfg.workers,
 			.backoff_initial_ms = 500,
 			.backoff_max_ms = cfg.backoff_max_ms,

@@ -98,7 +98,7 @@ static void print_human(json_t *root)
 {
 	json_t *counts = json_object_get(root, "counts"),
 	       *journal = json_object_get(root, "journal");
-	json_t *vol, *pod, *dev;
+	json_t *vol, *pod, *dev, *specs;
 	size_t i, k;
 
 	printf("volagent %s, pid %lld, up %llds, %s\n", str(root, "version"),
@@ -166,6 +166,13 @@ static void print_human(json_t *root)
 	}
 	json_array_foreach(json_object_get(root, "mounts_being_removed"), i, vol)
 		printf("being removed: %s\n", str(vol, "target"));
+	specs = json_object_get(root, "spec_files");
+	if (json_is_string(json_object_get(specs, "dir_unsafe")))
+		printf("\npods dir %s is NOT safe, its files are refused: %s\n", str(specs, "dir"),
+		       str(specs, "dir_unsafe"));
+	json_array_foreach(json_object_get(specs, "refused"), i, vol)
+		printf("refused spec file %s/%s: %s\n", str(specs, "dir"), str(vol, "file"),
+		       str(vol, "reason"));
 }
 
 int cmd_status(int argc, char **argv)

@@ -48,6 +48,10 @@ static const struct option_def options[] = {
 	  "the journal and the instance lock" },
 	{ "pods-dir", OPT_PATH, OFF(pods_dir), "/etc/volagent/pods.d",
 	  "pod spec files (*.json), one pod each" },
+	{ "insecure-pods-dir", OPT_BOOL, OFF(insecure_pods_dir), "false",
+	  "for tests only: read spec files whoever owns them and the pods dir (by default a file "
+	  "is read only when it and every directory above it are root's and writable by root "
+	  "alone)" },
 	{ "log-level", OPT_LOG_LEVEL, OFF(log_level), "info", "debug, info, warning or error" },
 	{ "workers", OPT_UINT, OFF(workers), "8",
 	  "worker threads for mounts and other blocking work" },

@@ -99,6 +99,26 @@ static json_t *device_json(struct reconciler *r, const struct asw_device *d)
 	return o;
 }
 
+/* The pods dir, whether it is trusted, and each refused spec file with its reason. */
+static json_t *spec_files_json(const struct spec_source *s)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	json_t *o = json_object(), *refused = json_array();
+	const char *name, *reason, *dir_error = spec_source_dir_error(s);
+
+	while (spec_source_next_rejected(s, &it, &name, &reason)) {
+		json_t *f = json_object();
+
+		json_object_set_new(f, "file", json_string(name));
+		json_object_set_new(f, "reason", json_string(reason));
+		json_array_append_new(refused, f);
+	}
+	json_object_set_new(o, "dir", json_string(spec_source_dir(s)));
+	json_object_set_new(o, "dir_unsafe", dir_error ? json_string(dir_error) : json_null());
+	json_object_set_new(o, "refused", refused);
+	return o;
+}
+
 char *reconciler_status_json(struct reconciler *r)
 {
 	json_auto_t *root = json_object();
@@ -213,6 +233,8 @@ char *reconciler_status_json(struct reconciler *r)
 	json_object_set_new(root, "volumes", list);
 	json_object_set_new(root, "devices", devices);
 	json_object_set_new(root, "mounts_being_removed", unwanted);
+	if (r->specs)
+		json_object_set_new(root, "spec_files", spec_files_json(r->specs));
 	json_decref(volumes);
 	return json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
 }

@@ -609,7 +609,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	if (k == 0)
 		k = executor_new(cfg->workers, &r->ex, err);
 	if (k == 0 && cfg->pods_dir)
-		k = spec_source_new(cfg->pods_dir, r->dsw, &r->specs, err);
+		k = spec_source_new(cfg->pods_dir, cfg->insecure_pods_dir, r->dsw, &r->specs, err);
 	if (k < 0) {
 		reconciler_free(r);
 		return k;

@@ -44,7 +44,8 @@ struct reconciler_event_source {
 struct reconciler_config {
 	const char *root_dir;
 	const char *state_dir;
-	const char *pods_dir; /* NULL: no spec files */
+	const char *pods_dir;	/* NULL: no spec files */
+	bool insecure_pods_dir; /* tests only: spec files are not checked (spec-source.h) */
 	unsigned workers;
 	uint64_t backoff_initial_ms;
 	uint64_t backoff_max_ms;
