@@ -43,8 +43,7 @@ static void local_spec(char *buf, size_t size, const char *uid, const char *src)
 }
 
 /* Writes path with owner uid and mode, then renames it to dst (the agent sees it whole). */
-static void write_as(const char *path, const char *dst, const char *content, uid_t uid,
-		     mode_t mode)
+static void write_as(const char *path, const char *dst, const char *content, uid_t uid, mode_t mode)
 {
 	assert_int_equal(test_write_file(path, content), 0);
 	assert_int_equal(chown(path, uid, uid), 0);
@@ -54,8 +53,8 @@ static void write_as(const char *path, const char *dst, const char *content, uid
 }
 
 /* Writes pods/<uid>.json owned by owner, with mode. */
-static void write_pod_as(struct agent_fixture *f, const char *uid, const char *src,
-			 uid_t owner, mode_t mode)
+static void write_pod_as(struct agent_fixture *f, const char *uid, const char *src, uid_t owner,
+			 mode_t mode)
 {
 	char spec[1024], tmp[700], dst[700];
 
@@ -71,9 +70,9 @@ static const char *status_refusal(json_t *st, const char *name)
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(json_object_get(json_object_get(st, "spec_files"), "refused"), i, e)
-		if (strcmp(json_string_value(json_object_get(e, "file")), name) == 0)
-			return json_string_value(json_object_get(e, "reason"));
+	json_array_foreach(json_object_get(json_object_get(st, "spec_files"), "refused"), i,
+			   e) if (strcmp(json_string_value(json_object_get(e, "file")), name) ==
+				  0) return json_string_value(json_object_get(e, "reason"));
 	return NULL;
 }
 
@@ -111,8 +110,8 @@ static void test_files_only_root_could_write(void **state)
 					  WAIT_MS));
 	assert_true(fixture_wait_log_line(f, "group-writable.json",
 					  "writable by group or others (mode 0664)", WAIT_MS));
-	assert_true(fixture_wait_log_line(f, "via-link.json", "owned by uid 1000, not root",
-					  WAIT_MS));
+	assert_true(
+		fixture_wait_log_line(f, "via-link.json", "owned by uid 1000, not root", WAIT_MS));
 
 	/* A symlink the user owns, to a root-owned file, read through the events this time. */
 	snprintf(tmp, sizeof(tmp), "%s/good.json", f->pods);
@@ -169,12 +168,12 @@ static void test_world_writable_pods_dir(void **state)
 	write_pod_as(f, "good", src, 0, 0644);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	assert_true(fixture_wait_log_line(f, "pods dir is not safe", "(mode 0777)", WAIT_MS));
-	assert_true(fixture_wait_log_line(f, "good.json", "writable by group or others",
-					  WAIT_MS));
+	assert_true(fixture_wait_log_line(f, "good.json", "writable by group or others", WAIT_MS));
 	assert_true(fixture_wait_count(f, "desired_pod_volumes", 0, WAIT_MS));
 	st = fixture_status(f);
 	assert_non_null(st);
-	assert_true(json_is_string(json_object_get(json_object_get(st, "spec_files"), "dir_unsafe")));
+	assert_true(
+		json_is_string(json_object_get(json_object_get(st, "spec_files"), "dir_unsafe")));
 	assert_refused(st, "good.json", "pods dir: ");
 	json_decref(st);
 	assert_int_equal(test_count_mounts_under(f->root), 0);
@@ -196,8 +195,7 @@ static void test_insecure_flag(void **state)
 
 	assert_int_equal(chmod(f->pods, 0777), 0);
 	write_pod_as(f, "other-user", src, USER_UID, 0666);
-	assert_int_equal(fixture_start(f, (const char *const[]){ "--insecure-pods-dir", NULL }),
-			 0);
+	assert_int_equal(fixture_start(f, (const char *const[]){ "--insecure-pods-dir", NULL }), 0);
 	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "other-user", "v", d), WAIT_MS));
 	assert_true(fixture_wait_log(f, "for tests only", WAIT_MS));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
