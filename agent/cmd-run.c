@@ -305,6 +305,7 @@ int cmd_run(int argc, char **argv)
 			.sources = dm ? &dm_source : NULL,
 			.n_sources = dm ? 1 : 0,
 			.health_interval_ms = cfg.health_interval_ms,
+			.stale_stage_after_ms = cfg.stale_stage_after_ms,
 			.kubelet_root = cfg.kubelet_root_dir,
 		},
 		&rec, &err);

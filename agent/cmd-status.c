@@ -215,6 +215,13 @@ static void print_human(json_t *root)
 	}
 	json_array_foreach(json_object_get(root, "mounts_being_removed"), i, vol)
 		printf("being removed: %s\n", str(vol, "target"));
+	json_array_foreach(json_object_get(root, "on_node"), i,
+			   vol) if (json_is_true(json_object_get(vol, "stale")))
+		printf("lost stage: %s staged at %s with no pod for %llds (kubelet may have "
+		       "lost track of it; left as it is)\n",
+		       str(vol, "volume"), str(vol, "staged_at"),
+		       (long long)json_integer_value(
+			       json_object_get(vol, "unpublished_since_seconds")));
 	specs = json_object_get(root, "spec_files");
 	if (json_is_string(json_object_get(specs, "dir_unsafe")))
 		printf("\npods dir %s is NOT safe, its files are refused: %s\n", str(specs, "dir"),

@@ -24,6 +24,7 @@ json_t *status_fetch(const char *cmd, const char *socket, const char *state_dir,
 /* status-holders.c: prints who holds each mount of VOLUME (a volume name or id in the
  * snapshot root) or the mount at PATH; as_json: as a JSON array.  Returns the exit code. */
 int status_print_holders(json_t *root, const char *what, bool as_json);
-/* The mount paths and device of volume v of a snapshot, and who holds them, as a JSON object
- * {"path": ..., "holders": "..."} per path appended to ret (an array). */
-void status_volume_holders(json_t *root, json_t *v, json_t *ret);
+/* Who holds the mounts of entry e of the snapshot's "on_node" list (its pod targets and its
+ * staging mount, with its device): an object {"path", "device", "holders" or "error"} per
+ * path mounted, appended to ret (an array). */
+void status_node_volume_holders(json_t *e, json_t *ret);

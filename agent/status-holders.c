@@ -50,9 +50,7 @@ static void add_path(json_t *ret, const char *path, const char *device)
 
 	if (!path)
 		return;
-	json_array_foreach(ret, i, e)
-		if (streq(jstr(e, "path"), path))
-			return;
+	json_array_foreach(ret, i, e) if (streq(jstr(e, "path"), path)) return;
 	r = holders_find(path, device, STATUS_HOLDERS_TIMEOUT_MS, &h, &err);
 	if (r == -ENOENT)
 		return;
@@ -63,7 +61,8 @@ static void add_path(json_t *ret, const char *path, const char *device)
 	if (r < 0)
 		json_object_set_new(o, "error", json_string(err_msg(&err)));
 	else
-		json_object_set_new(o, "holders", json_string(holders_format(&h, text, sizeof(text))));
+		json_object_set_new(o, "holders",
+				    json_string(holders_format(&h, text, sizeof(text))));
 	json_array_append_new(ret, o);
 }
 
@@ -75,17 +74,26 @@ static bool device_is(json_t *d, const char *what)
 	return name && (streq(name, what) || (startswith(name, "csi:") && streq(name + 4, what)));
 }
 
-void status_volume_holders(json_t *root, json_t *v, json_t *ret)
+static void status_volume_holders(json_t *root, json_t *v, json_t *ret)
 {
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(json_object_get(v, "pods"), i, e)
-		add_path(ret, jstr(e, "target"), NULL);
-	json_array_foreach(json_object_get(root, "devices"), i, e)
-		if (jstr(v, "name") && device_is(e, jstr(v, "name")))
-			add_path(ret, jstr(e, "mount_path"), jstr(e, "device"));
+	json_array_foreach(json_object_get(v, "pods"), i, e) add_path(ret, jstr(e, "target"), NULL);
+	json_array_foreach(json_object_get(root, "devices"), i,
+			   e) if (jstr(v, "name") && device_is(e, jstr(v, "name")))
+		add_path(ret, jstr(e, "mount_path"), jstr(e, "device"));
 	add_path(ret, jstr(v, "device_mount_path"), NULL);
+}
+
+void status_node_volume_holders(json_t *e, json_t *ret)
+{
+	json_t *p;
+	size_t i;
+
+	json_array_foreach(json_object_get(e, "published"), i, p)
+		add_path(ret, jstr(p, "target"), NULL);
+	add_path(ret, jstr(e, "staged_at"), jstr(e, "device"));
 }
 
 int status_print_holders(json_t *root, const char *what, bool as_json)
@@ -107,11 +115,11 @@ int status_print_holders(json_t *root, const char *what, bool as_json)
 		if (v)
 			status_volume_holders(root, v, list);
 		/* A volume no longer desired may still be attached or mounted. */
-		json_array_foreach(json_object_get(root, "devices"), i, d)
-			if (device_is(d, what)) {
-				found = true;
-				add_path(list, jstr(d, "mount_path"), jstr(d, "device"));
-			}
+		json_array_foreach(json_object_get(root, "devices"), i, d) if (device_is(d, what))
+		{
+			found = true;
+			add_path(list, jstr(d, "mount_path"), jstr(d, "device"));
+		}
 		if (!found) {
 			fprintf(stderr, "volagent status: the agent has no volume \"%s\"\n", what);
 			return 1;

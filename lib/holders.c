@@ -179,8 +179,8 @@ static void pod_of(pid_t pid, char *ret, size_t size)
 
 		if (p > buf && isalnum((unsigned char)p[-1]))
 			continue;
-		while (n + 1 < size && (isxdigit((unsigned char)p[3 + n]) || p[3 + n] == '-' ||
-					p[3 + n] == '_')) {
+		while (n + 1 < size &&
+		       (isxdigit((unsigned char)p[3 + n]) || p[3 + n] == '-' || p[3 + n] == '_')) {
 			ret[n] = p[3 + n] == '_' ? '-' : p[3 + n];
 			n++;
 		}
@@ -331,8 +331,8 @@ static int scan_child(void *arg, void *result, struct error_info *err)
 	return 0;
 }
 
-int holders_find(const char *target, const char *device, uint64_t timeout_ms,
-		 struct holders *ret, struct error_info *err)
+int holders_find(const char *target, const char *device, uint64_t timeout_ms, struct holders *ret,
+		 struct error_info *err)
 {
 	struct scan_arg a = { .budget_ms = timeout_ms * 3 / 4 };
 	int r;
@@ -355,10 +355,10 @@ char *holders_format(const struct holders *h, char *buf, size_t size)
 	size_t len = 0;
 
 	buf[0] = '\0';
-#define PUT(...)                                                                          \
-	do {                                                                              \
-		if (len < size)                                                           \
-			len += (size_t)snprintf(buf + len, size - len, __VA_ARGS__);      \
+#define PUT(...)                                                                     \
+	do {                                                                         \
+		if (len < size)                                                      \
+			len += (size_t)snprintf(buf + len, size - len, __VA_ARGS__); \
 	} while (0)
 	for (unsigned i = 0; i < h->n_procs; i++) {
 		const struct holder_proc *p = &h->procs[i];

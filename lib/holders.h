@@ -49,8 +49,8 @@ struct holders {
  * when a process has it open or another mount has it as its source.  Gives up after timeout_ms.  Returns 0 (ret filled; nothing found is n_procs
  * == n_mounts == 0), -ENOENT when nothing is mounted at target and no device was given,
  * -ETIMEDOUT, or another -errno with err set. */
-int holders_find(const char *target, const char *device, uint64_t timeout_ms,
-		 struct holders *ret, struct error_info *err);
+int holders_find(const char *target, const char *device, uint64_t timeout_ms, struct holders *ret,
+		 struct error_info *err);
 /* What h says, on one line, paths below the target as "./...": "pid 1234 (sleep, pod
  * 0c9d...): cwd .; fd 3 ./f, mount tmpfs on ./sub (mounted below it)", or "" when it found
  * nothing.  Returns buf. */

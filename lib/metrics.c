@@ -40,7 +40,7 @@ static struct csi_series csi[MAX_CSI_SERIES];
 static size_t n_csi;
 static unsigned long long inventory_changes, renames, passes;
 static struct histogram pass_duration;
-static size_t g_desired, g_mounted, g_devices;
+static size_t g_desired, g_mounted, g_devices, g_on_node, g_stale;
 static unsigned g_backoff;
 static double g_oldest;
 
@@ -146,6 +146,14 @@ void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backo
 	pthread_mutex_unlock(&lock);
 }
 
+void metrics_set_node_gauges(size_t on_node, size_t stale_stages)
+{
+	pthread_mutex_lock(&lock);
+	g_on_node = on_node;
+	g_stale = stale_stages;
+	pthread_mutex_unlock(&lock);
+}
+
 static void render_histogram(FILE *f, const char *name, const char *labels,
 			     const struct histogram *h)
 {
@@ -231,6 +239,13 @@ char *metrics_render(void)
 	sample(f, "volagent_volumes_in_backoff", "gauge",
 	       "Operations waiting to be retried after failing.", g_backoff);
 	sample(f, "volagent_devices_attached", "gauge", "Devices staged on this node.", g_devices);
+	sample(f, "volagent_volumes_on_node", "gauge",
+	       "Volumes still published, staged or attached on this node (0: it may be drained).",
+	       g_on_node);
+	sample(f, "volagent_stale_stages", "gauge",
+	       "Volumes staged or attached with no pod publishing them for longer than "
+	       "--stale-stage-after.",
+	       g_stale);
 	header(f, "volagent_oldest_pending_operation_age_seconds", "gauge",
 	       "Age of the oldest operation in flight (0 when none).");
 	fprintf(f, "volagent_oldest_pending_operation_age_seconds %.3f\n", g_oldest);
@@ -247,7 +262,7 @@ void metrics_reset(void)
 	memset(csi, 0, sizeof(csi));
 	inventory_changes = renames = passes = 0;
 	memset(&pass_duration, 0, sizeof(pass_duration));
-	g_desired = g_mounted = g_devices = 0;
+	g_desired = g_mounted = g_devices = g_on_node = g_stale = 0;
 	g_backoff = 0;
 	g_oldest = 0;
 	pthread_mutex_unlock(&lock);

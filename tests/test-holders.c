@@ -158,17 +158,16 @@ static void test_busy_names_holders(void **state)
 	assert_true(test_is_mountpoint(t));
 
 	/* status --holders, by path and by volume id, finds them too. */
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir",
-							       e->f->state, "--holders", t, NULL },
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
+							      "--holders", t, NULL },
 				       &out),
 			 0);
 	assert_has(out, pidtext);
 	assert_has(out, "mmap ");
 	assert_has(out, "(mounted below it)");
 	free(out);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir",
-							       e->f->state, "--holders", "vol-h",
-							       NULL },
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
+							      "--holders", "vol-h", NULL },
 				       &out),
 			 0);
 	assert_has(out, pidtext);
@@ -191,9 +190,8 @@ static void test_busy_names_holders(void **state)
 	assert_line(out, 0, "ERR FAILED_PRECONDITION");
 	assert_line(out, 0, pidtext);
 	free(out);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir",
-							       e->f->state, "--holders", "vol-h",
-							       NULL },
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
+							      "--holders", "vol-h", NULL },
 				       &out),
 			 0);
 	assert_has(out, pidtext);

@@ -66,6 +66,9 @@ static const struct option_def options[] = {
 	  "keep <state-dir>/devices.json current from udev events and log device renames" },
 	{ "health-interval", OPT_DURATION, OFF(health_interval_ms), "10s",
 	  "check mounted network and attached volumes this often, and heal broken ones" },
+	{ "stale-stage-after", OPT_DURATION, OFF(stale_stage_after_ms), "5m",
+	  "a volume staged or attached with no pod publishing it this long is reported as lost "
+	  "(status, metric, one log line; never unstaged by the agent); 0: never" },
 	/* Here --help lists the plugins' own options (plugin-option.h), in registry order. */
 	{ NULL, OPT_PLUGINS, 0, NULL, NULL },
 	{ "csi", OPT_BOOL, OFF(csi), "false",

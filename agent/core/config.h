@@ -28,6 +28,7 @@ struct agent_config {
 	char *mount_events; /* "auto" or "off" */
 	bool device_inventory;
 	uint64_t health_interval_ms;
+	uint64_t stale_stage_after_ms;
 	/* CSI */
 	bool csi;	   /* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
 	bool csi_explicit; /* csi was given by a flag or the config file */

@@ -233,6 +233,15 @@ char *reconciler_status_json(struct reconciler *r)
 	json_object_set_new(root, "volumes", list);
 	json_object_set_new(root, "devices", devices);
 	json_object_set_new(root, "mounts_being_removed", unwanted);
+	{
+		size_t stale = 0;
+		json_t *on_node = node_volumes_json(r->node_vols, r->asw, now_ms(), &stale);
+
+		json_object_set_new(counts, "on_node",
+				    json_integer((json_int_t)json_array_size(on_node)));
+		json_object_set_new(counts, "stale_stages", json_integer((json_int_t)stale));
+		json_object_set_new(root, "on_node", on_node);
+	}
 	if (r->specs)
 		json_object_set_new(root, "spec_files", spec_files_json(r->specs));
 	json_decref(volumes);
