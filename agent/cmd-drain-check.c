@@ -129,8 +129,9 @@ int cmd_drain_check(int argc, char **argv)
 			return 2;
 		list = root ? json_object_get(root, "on_node") : NULL;
 		if (root && !json_is_array(list)) {
-			fprintf(stderr, "volagent drain-check: the agent does not say what is on the "
-					"node (an older version?)\n");
+			fprintf(stderr,
+				"volagent drain-check: the agent does not say what is on the "
+				"node (an older version?)\n");
 			json_decref(root);
 			return 1;
 		}
@@ -167,8 +168,7 @@ int cmd_drain_check(int argc, char **argv)
 		json_t *e;
 
 		printf("%zu volume(s) still on this node:\n", json_array_size(list));
-		json_array_foreach(list, i, e)
-			print_volume(e);
+		json_array_foreach(list, i, e) print_volume(e);
 	}
 	rc = json_array_size(list) == 0 ? 0 : 1;
 	json_decref(root);

@@ -222,6 +222,11 @@ static void print_human(json_t *root)
 		       str(vol, "volume"), str(vol, "staged_at"),
 		       (long long)json_integer_value(
 			       json_object_get(vol, "unpublished_since_seconds")));
+	json_array_foreach(json_object_get(root, "storage_servers"), i,
+			   vol) if (streq(str(vol, "state"), "down"))
+		printf("storage server down: %s since %s (%s); %lld operations refused\n",
+		       str(vol, "server"), str(vol, "down_since"), str(vol, "reason"),
+		       (long long)json_integer_value(json_object_get(vol, "refused")));
 	specs = json_object_get(root, "spec_files");
 	if (json_is_string(json_object_get(specs, "dir_unsafe")))
 		printf("\npods dir %s is NOT safe, its files are refused: %s\n", str(specs, "dir"),

@@ -7,6 +7,7 @@
 
 #include "macro.h"
 #include "metrics.h"
+#include "server-health.h"
 
 static const double buckets[] = { 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120 };
 #define N_BUCKETS ARRAY_SIZE(buckets)
@@ -185,6 +186,41 @@ static void sample(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "%s %llu\n", name, value);
 }
 
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void label_value(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* Each storage server's state (server-health.h); its key is escaped as a label value. */
+static void render_servers(FILE *f)
+{
+	static struct server_health_info info[SERVER_HEALTH_MAX];
+	size_t n = server_health_list(info, SERVER_HEALTH_MAX);
+
+	header(f, "volagent_storage_server_down", "gauge",
+	       "1 while the storage server does not answer (new mounts to it fail at once).");
+	for (size_t i = 0; i < n; i++) {
+		fputs("volagent_storage_server_down{server=\"", f);
+		label_value(f, info[i].key);
+		fprintf(f, "\"} %d\n", info[i].down ? 1 : 0);
+	}
+	header(f, "volagent_storage_server_refused_total", "counter",
+	       "Operations refused at once because their storage server was down.");
+	for (size_t i = 0; i < n; i++) {
+		fputs("volagent_storage_server_refused_total{server=\"", f);
+		label_value(f, info[i].key);
+		fprintf(f, "\"} %lu\n", info[i].refused);
+	}
+}
+
 char *metrics_render(void)
 {
 	char *buf = NULL, labels[96];
@@ -246,6 +282,7 @@ char *metrics_render(void)
 	       "Volumes staged or attached with no pod publishing them for longer than "
 	       "--stale-stage-after.",
 	       g_stale);
+	render_servers(f);
 	header(f, "volagent_oldest_pending_operation_age_seconds", "gauge",
 	       "Age of the oldest operation in flight (0 when none).");
 	fprintf(f, "volagent_oldest_pending_operation_age_seconds %.3f\n", g_oldest);

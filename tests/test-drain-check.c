@@ -106,7 +106,7 @@ static void test_drain_check_and_lost_stage(void **state)
 
 	assert_non_null(dev);
 	assert_int_equal(test_write_file(e->f->config, "{\"stale-stage-after\": \"2s\", "
-						      "\"resync-interval\": \"500ms\"}\n"),
+						       "\"resync-interval\": \"500ms\"}\n"),
 			 0);
 	csi_env_target(e, "pod-a", "pv-d", t);
 	csi_env_staging(e, "vol-d", stg);

@@ -111,6 +111,20 @@ static void assert_has(const char *text, const char *want)
 		fail_msg("\"%s\" does not name \"%s\"", text, want);
 }
 
+/* `volagent status --holders what` names both texts. */
+static void assert_holders(struct csi_env *e, const char *what, const char *a, const char *b)
+{
+	char *out = NULL;
+
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
+							      "--holders", what, NULL },
+				       &out),
+			 0);
+	assert_has(out, a);
+	assert_has(out, b);
+	free(out);
+}
+
 static void test_busy_names_holders(void **state)
 {
 	struct csi_env *e = *state;
@@ -158,20 +172,9 @@ static void test_busy_names_holders(void **state)
 	assert_true(test_is_mountpoint(t));
 
 	/* status --holders, by path and by volume id, finds them too. */
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
-							      "--holders", t, NULL },
-				       &out),
-			 0);
-	assert_has(out, pidtext);
-	assert_has(out, "mmap ");
-	assert_has(out, "(mounted below it)");
-	free(out);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
-							      "--holders", "vol-h", NULL },
-				       &out),
-			 0);
-	assert_has(out, pidtext);
-	free(out);
+	assert_holders(e, t, pidtext, "mmap ");
+	assert_holders(e, t, pidtext, "(mounted below it)");
+	assert_holders(e, "vol-h", pidtext, "fd ");
 
 	/* Gone, the unpublish goes through. */
 	end_holder(&holders[0]);
@@ -190,13 +193,7 @@ static void test_busy_names_holders(void **state)
 	assert_line(out, 0, "ERR FAILED_PRECONDITION");
 	assert_line(out, 0, pidtext);
 	free(out);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--state-dir", e->f->state,
-							      "--holders", "vol-h", NULL },
-				       &out),
-			 0);
-	assert_has(out, pidtext);
-	assert_has(out, "cwd .");
-	free(out);
+	assert_holders(e, "vol-h", pidtext, "cwd .");
 	end_holder(&holders[1]);
 	call_until_ok(e, calls);
 	assert_false(test_is_mountpoint(stg));

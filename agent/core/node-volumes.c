@@ -159,13 +159,13 @@ json_t *node_volumes_json(const struct node_volumes *nv, const struct actual_sta
 		json_object_set_new(e, "attached", json_boolean(d->attached));
 		if (u && !asw_pod_mounts_of(a, d->volume_name)) {
 			json_object_set_new(e, "unpublished_since_seconds",
-					    json_integer((json_int_t)((now_ms - u->since_ms) / 1000)));
+					    json_integer(
+						    (json_int_t)((now_ms - u->since_ms) / 1000)));
 			json_object_set_new(e, "stale", json_boolean(is_stale(nv, u, now_ms)));
 			stale += is_stale(nv, u, now_ms);
 		}
 	}
-	json_object_foreach(by_name, key, e)
-		json_array_append(list, e);
+	json_object_foreach(by_name, key, e) json_array_append(list, e);
 	json_decref(by_name);
 	if (ret_stale)
 		*ret_stale = stale;
