@@ -16,9 +16,9 @@ struct server_entry {
 	char key[SERVER_HEALTH_KEY_MAX];
 	bool down;
 	bool probing;
-	uint64_t down_since_ms;	  /* CLOCK_MONOTONIC */
-	int64_t down_since_wall;  /* the same, wall clock */
-	uint64_t up_since_ms;	  /* operations started before this prove nothing */
+	uint64_t down_since_ms;	 /* CLOCK_MONOTONIC */
+	int64_t down_since_wall; /* the same, wall clock */
+	uint64_t up_since_ms;	 /* operations started before this prove nothing */
 	uint64_t next_probe_ms;
 	uint64_t probe_interval_ms;
 	char reason[256];
@@ -87,7 +87,8 @@ static void check_hung(struct server_entry *s, uint64_t now)
 	for (struct server_health_op *o = s->ops; o && !s->down && hung_after_ms; o = o->next) {
 		char why[96];
 
-		if (o->probe || o->started_ms < s->up_since_ms || now - o->started_ms < hung_after_ms)
+		if (o->probe || o->started_ms < s->up_since_ms ||
+		    now - o->started_ms < hung_after_ms)
 			continue;
 		snprintf(why, sizeof(why), "an operation on it has not returned for %llus",
 			 (unsigned long long)((now - o->started_ms) / 1000));
@@ -222,8 +223,8 @@ size_t server_health_list(struct server_health_info *ret, size_t max)
 		ret[n].in_flight = s->in_flight;
 		ret[n].refused = s->refused;
 		ret[n].down_count = s->down_count;
-		ret[n].next_probe_in_ms =
-			s->down && s->next_probe_ms > now ? s->next_probe_ms - now : 0;
+		ret[n].next_probe_in_ms = s->down && s->next_probe_ms > now ? s->next_probe_ms - now
+									    : 0;
 	}
 	pthread_mutex_unlock(&lock);
 	return n;

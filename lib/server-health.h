@@ -56,10 +56,10 @@ struct server_health_info {
 	bool down;
 	int64_t down_since; /* wall clock (s since the epoch) when it stopped answering */
 	char reason[256];
-	unsigned in_flight;	     /* operations running on it now */
-	unsigned long refused;	     /* operations refused while it was down */
-	unsigned long down_count;    /* times it went down */
-	uint64_t next_probe_in_ms;   /* while down */
+	unsigned in_flight;	   /* operations running on it now */
+	unsigned long refused;	   /* operations refused while it was down */
+	unsigned long down_count;  /* times it went down */
+	uint64_t next_probe_in_ms; /* while down */
 };
 
 /* Copies the state of up to max servers into ret.  Returns how many. */
