@@ -201,6 +201,11 @@ int asw_pod_mount_set_volume(struct actual_state *a, struct asw_pod_mount *pm,
 	return 0;
 }
 
+size_t asw_volume_count(const struct actual_state *a)
+{
+	return hashmap_size(a->by_volume);
+}
+
 const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a, const char *volume_name)
 {
 	return hashmap_get(a->by_volume, volume_name);
