@@ -81,7 +81,15 @@ static void test_directory_volume_lifecycle(void **state)
 	assert_line(out, 0, "OK {\"ready\": true}");
 	assert_line(out, 1, "\"name\": \"csi.volagent.io\"");
 	assert_line(out, 1, "\"vendor_version\": \"" VOLAGENT_VERSION "\"");
-	assert_line(out, 2, "\"kubernetes.io/hostname\"");
+	/* The driver's own key (kubelet owns kubernetes.io/hostname), the node id its value. */
+	{
+		char host[256] = "", seg[400];
+
+		assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+		snprintf(seg, sizeof(seg), "\"topology.csi.volagent.io/node\": \"%s\"", host);
+		assert_line(out, 2, seg);
+		assert_null(strstr(out, "kubernetes.io/hostname"));
+	}
 	assert_line(out, 3, "OK {}");
 	assert_line(out, 4, "OK {}");
 	assert_line(out, 5, "OK {}");
