@@ -583,7 +583,8 @@ static void test_node_info_and_capabilities(void **state)
 	assert_contains(l, "SINGLE_NODE_MULTI_WRITER");
 	assert_string_equal(line_n(out, 1, l, sizeof(l)),
 			    "OK {\"accessible_topology\": {\"segments\": {\"topology." DRIVER
-			    "/node\": \"" NODE "\"}}, \"max_volumes_per_node\": \"16\", \"node_id\": "
+			    "/node\": \"" NODE
+			    "\"}}, \"max_volumes_per_node\": \"16\", \"node_id\": "
 			    "\"" NODE "\"}");
 }
 

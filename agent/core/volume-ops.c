@@ -102,12 +102,13 @@ static int open_target_once(const struct volume_op *op, bool create, struct open
 					&ret->parent_fd, err);
 		if ((r == -ENOENT || r == -ENOTDIR) && create && op->parent_given) {
 			*err = (struct error_info){ 0 };
-			return err_set(err, -ENOENT,
-				       "target_path %s: its parent directory %s/%s is missing (%s); "
-				       "the CO makes it before NodePublishVolume and removes it once "
-				       "the pod is gone, so nothing was created",
-				       op->target, op->target_root, ret->rel_parent,
-				       r == -ENOENT ? "does not exist" : "a component is no directory");
+			return err_set(
+				err, -ENOENT,
+				"target_path %s: its parent directory %s/%s is missing (%s); "
+				"the CO makes it before NodePublishVolume and removes it once "
+				"the pod is gone, so nothing was created",
+				op->target, op->target_root, ret->rel_parent,
+				r == -ENOENT ? "does not exist" : "a component is no directory");
 		}
 	} else {
 		ret->name = ret->rel_parent;

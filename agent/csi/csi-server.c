@@ -218,8 +218,8 @@ static bool topology_prefix_valid(const char *n)
 		if (len == 0 || len > 63 || label[0] == '-' || label[len - 1] == '-')
 			return false;
 		for (size_t i = 0; i < len; i++)
-			if (!islower((unsigned char)label[i]) && !isdigit((unsigned char)label[i]) &&
-			    label[i] != '-')
+			if (!islower((unsigned char)label[i]) &&
+			    !isdigit((unsigned char)label[i]) && label[i] != '-')
 				return false;
 		if (!label[len])
 			return true;
@@ -1117,7 +1117,8 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 	if (!topology_prefix_valid(cfg->driver_name)) {
 		err_set(err, -EINVAL,
 			"driver name \"%s\": the topology key NodeGetInfo reports, \"" CSI_TOPOLOGY_KEY_PREFIX
-			"%s" CSI_TOPOLOGY_KEY_SUFFIX "\", would be no valid Kubernetes label key and "
+			"%s" CSI_TOPOLOGY_KEY_SUFFIX
+			"\", would be no valid Kubernetes label key and "
 			"kubelet's registration would fail: use lowercase letters, digits, '-' and "
 			"single '.'",
 			cfg->driver_name, cfg->driver_name);
@@ -1240,8 +1241,9 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 			goto out_stop;
 	}
 	log_info("CSI server listening", "socket", s->socket_path, "driver", s->driver_name, "node",
-		 s->node_id, "topology_key", s->topology_key, "registration", s->reg ? registration_socket_path(s->reg) : "off",
-		 "abseil_deadlock_detection", gcore_deadlock_detection_off() ? "off" : "on");
+		 s->node_id, "topology_key", s->topology_key, "registration",
+		 s->reg ? registration_socket_path(s->reg) : "off", "abseil_deadlock_detection",
+		 gcore_deadlock_detection_off() ? "off" : "on");
 	return 0;
 
 out_stop:
