@@ -77,14 +77,18 @@ static struct mount_target opened_target_mount(const struct volume_op *op,
 	};
 }
 
-/* Walks to the target's parent without following symlinks (creating it when asked) and,
- * when create is set, makes the target directory itself (not a raw block volume's file:
- * map_device makes that).  *ret_created says whether the
- * target directory was made now (so a failed op can remove it again). */
+/* Walks to the target's parent without following symlinks (creating it when asked, unless
+ * op->parent_given) and, when create is set, makes the target directory itself (not a raw
+ * block volume's file: map_device makes that).  *ret_created says whether the target
+ * directory was made now (so a failed op can remove it again).  With op->parent_given a
+ * missing parent is -ENOENT and nothing is made: the walk opens each component with
+ * O_NOFOLLOW and creates none, and the target is made with mkdirat() in the parent's open
+ * descriptor, so a parent removed meanwhile cannot be made again by this op. */
 static int open_target_once(const struct volume_op *op, bool create, struct opened_target *ret,
 			    bool *ret_created, struct error_info *err)
 {
 	size_t n = strlen(op->target_root);
+	bool make_parents = create && !op->parent_given;
 	char *slash;
 	int r;
 
@@ -98,8 +102,18 @@ static int open_target_once(const struct volume_op *op, bool create, struct open
 	if (slash) {
 		*slash = '\0';
 		ret->name = slash + 1;
-		r = path_open_dir_below(op->target_root, ret->rel_parent, create, DIR_MODE,
+		r = path_open_dir_below(op->target_root, ret->rel_parent, make_parents, DIR_MODE,
 					&ret->parent_fd, err);
+		if ((r == -ENOENT || r == -ENOTDIR) && create && op->parent_given) {
+			*err = (struct error_info){ 0 };
+			return err_set(
+				err, -ENOENT,
+				"target_path %s: its parent directory %s/%s is missing (%s); "
+				"the CO makes it before NodePublishVolume and removes it once "
+				"the pod is gone, so nothing was created",
+				op->target, op->target_root, ret->rel_parent,
+				r == -ENOENT ? "does not exist" : "a component is no directory");
+		}
 	} else {
 		ret->name = ret->rel_parent;
 		r = path_open_dir_below(op->target_root, "", false, 0, &ret->parent_fd, err);
@@ -131,7 +145,7 @@ static int open_target(const struct volume_op *op, bool create, struct opened_ta
 
 	for (int attempt = 0;; attempt++) {
 		r = open_target_once(op, create, ret, ret_created, err);
-		if (r != -ENOENT || !create || attempt == 2)
+		if (r != -ENOENT || !create || op->parent_given || attempt == 2)
 			return r;
 		opened_target_done(ret);
 		*ret = (struct opened_target){ .parent_fd = -1 };
@@ -185,6 +199,22 @@ static int record_mount_id(struct volume_op *op, const struct opened_target *t)
 	return 0;
 }
 
+/* A mount made just now whose mount id cannot be read is undone, so that the failure, which
+ * the CSI caller may take as final, leaves nothing at the target (kubelet's rule: after a
+ * final error it forgets the attempt).  Best effort; the op's error stays the first one. */
+static void undo_new_mount(struct volume_op *op, bool device)
+{
+	struct error_info ignored = { 0 };
+
+	if (op_is_block(op))
+		(void)plugin_unmap_device(op->plugin, op->target, &ignored);
+	else if (device)
+		(void)plugin_unmount_device(op->plugin, op->target, &ignored);
+	else
+		(void)plugin_tear_down_at(op->plugin, op->volume_name, op->pod_uid, op->target,
+					  &ignored);
+}
+
 static int run_set_up(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
@@ -212,8 +242,11 @@ static int run_set_up(struct volume_op *op)
 		op->found_in_place = true; /* e.g. a journal that lost the call: adopted */
 		r = 0;
 	}
-	if (r == 0)
+	if (r == 0) {
 		r = record_mount_id(op, &t);
+		if (r < 0 && !op->found_in_place)
+			undo_new_mount(op, false);
+	}
 out:
 	if (r < 0 && (created || op_is_block(op)))
 		remove_target_dir(op, op_is_block(op)); /* a failed map removed its own file */
@@ -310,7 +343,7 @@ static int run_mount_device(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
 	struct mount_target mt;
-	bool attached_now = false, created = false;
+	bool attached_now = false, created = false, existed;
 	int r;
 
 	/* A plugin without attach gets no device: it knows its source from the spec. */
@@ -330,10 +363,14 @@ static int run_mount_device(struct volume_op *op)
 	else
 		r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
 					&mt, &op->err);
+	existed = r > 0; /* the held device was bound already */
 	if (r > 0)
-		r = 0; /* the held device was bound already */
-	if (r == 0)
+		r = 0;
+	if (r == 0) {
 		r = record_mount_id(op, &t);
+		if (r < 0 && !existed)
+			undo_new_mount(op, true);
+	}
 	if (r == 0 && op_is_block(op))
 		note_block_content(op);
 	if (r == 0)

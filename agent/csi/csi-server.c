@@ -19,6 +19,7 @@
  * in-flight set, the deferred list and the draining flag; it is never held across an op or a
  * gRPC call. */
 #include <ctype.h>
+#include <malloc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -110,6 +111,7 @@ struct csi_server {
 	char *socket_path;
 	char *driver_name;
 	char *node_id;
+	char *topology_key; /* "topology.<driver name>/node" */
 	char *kubelet_root; /* without trailing '/'; "" for "/" */
 	gid_t gid;
 	long long max_volumes_per_node;
@@ -208,6 +210,27 @@ static bool driver_name_valid(const char *n)
 		if (!isalnum((unsigned char)n[i]) && !strchr("-._", n[i]))
 			return false;
 	return true;
+}
+
+/* Whether "topology.<n>/node" is a Kubernetes label key: its prefix must be a DNS subdomain
+ * (lowercase alphanumeric labels with '-' inside, joined by single dots), which CSI's driver
+ * names need not be ('_', capitals).  Kubelet writes the key onto the Node; the API server
+ * refuses an invalid one, and with it the plugin's registration. */
+static bool topology_prefix_valid(const char *n)
+{
+	for (const char *label = n;;) {
+		size_t len = strcspn(label, ".");
+
+		if (len == 0 || len > 63 || label[0] == '-' || label[len - 1] == '-')
+			return false;
+		for (size_t i = 0; i < len; i++)
+			if (!islower((unsigned char)label[i]) &&
+			    !isdigit((unsigned char)label[i]) && label[i] != '-')
+				return false;
+		if (!label[len])
+			return true;
+		label += len + 1;
+	}
 }
 
 static int mkdir_parents(const char *path, mode_t mode)
@@ -408,7 +431,7 @@ static void reply_node_get_info(const struct csi_server *s, const struct csi_rep
 
 	resp.node_id = s->node_id;
 	resp.max_volumes_per_node = s->max_volumes_per_node;
-	seg.key = (char *)CSI_TOPOLOGY_KEY;
+	seg.key = s->topology_key;
 	seg.value = s->node_id;
 	topo.n_segments = 1;
 	topo.segments = segs;
@@ -1106,6 +1129,16 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 			cfg && cfg->driver_name ? "\"" : "");
 		return NULL;
 	}
+	if (!topology_prefix_valid(cfg->driver_name)) {
+		err_set(err, -EINVAL,
+			"driver name \"%s\": the topology key NodeGetInfo reports, \"" CSI_TOPOLOGY_KEY_PREFIX
+			"%s" CSI_TOPOLOGY_KEY_SUFFIX
+			"\", would be no valid Kubernetes label key and "
+			"kubelet's registration would fail: use lowercase letters, digits, '-' and "
+			"single '.'",
+			cfg->driver_name, cfg->driver_name);
+		return NULL;
+	}
 	root = cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root
 						       : CSI_DEFAULT_KUBELET_ROOT;
 	if (!csi_path_normalized(root)) {
@@ -1132,6 +1165,8 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 	atomic_init(&s->ready, false);
 	atomic_init(&s->stopping, false);
 	s->driver_name = strdup(cfg->driver_name);
+	s->topology_key = strdup_printf(CSI_TOPOLOGY_KEY_PREFIX "%s" CSI_TOPOLOGY_KEY_SUFFIX,
+					cfg->driver_name);
 	s->kubelet_root = strdup(streq(root, "/") ? "" : root);
 	if (cfg->node_id && *cfg->node_id) {
 		s->node_id = strdup(cfg->node_id);
@@ -1143,7 +1178,7 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 		host[sizeof(host) - 1] = '\0';
 		s->node_id = strdup(host);
 	}
-	if (!s->driver_name || !s->kubelet_root || !s->node_id) {
+	if (!s->driver_name || !s->topology_key || !s->kubelet_root || !s->node_id) {
 		err_set(err, -ENOMEM, "out of memory");
 		return csi_server_free(s);
 	}
@@ -1186,6 +1221,15 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 	gc.gid = s->gid;
 	gc.calls_per_method = s->n_workers + 4;
 	gc.pool_threads = s->n_workers;
+	gc.max_receive_bytes = CSI_MAX_REQUEST_BYTES;
+	/* gRPC reads what a client sends before its receive limit refuses the message, in
+	 * buffers of up to the limit.  glibc raises its mmap threshold to the size of each large
+	 * block freed, so such buffers come from the threads' arenas and stay there as free
+	 * memory: 1,000 refused 1 MiB requests left 6-11 MiB more RSS (28 MiB before the limit;
+	 * 6-11 MiB with the threshold fixed at its default 128 KiB).  A threshold fixed at 64 KiB
+	 * hands every such buffer back to the kernel when it is freed: +1.2 MiB.
+	 * malloc_reserve()'s blocks stay below it. */
+	(void)mallopt(M_MMAP_THRESHOLD, 64 * 1024);
 	s->g = gcore_new(&gc, err);
 	if (!s->g)
 		return err->code;
@@ -1221,8 +1265,9 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 			goto out_stop;
 	}
 	log_info("CSI server listening", "socket", s->socket_path, "driver", s->driver_name, "node",
-		 s->node_id, "registration", s->reg ? registration_socket_path(s->reg) : "off",
-		 "abseil_deadlock_detection", gcore_deadlock_detection_off() ? "off" : "on");
+		 s->node_id, "topology_key", s->topology_key, "registration",
+		 s->reg ? registration_socket_path(s->reg) : "off", "abseil_deadlock_detection",
+		 gcore_deadlock_detection_off() ? "off" : "on");
 	return 0;
 
 out_stop:
@@ -1300,6 +1345,7 @@ struct csi_server *csi_server_free(struct csi_server *s)
 	free(s->socket_path);
 	free(s->driver_name);
 	free(s->node_id);
+	free(s->topology_key);
 	free(s->kubelet_root);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
