@@ -9,7 +9,12 @@
  *
  * Symlinks: a directory path may contain none (a link could point the bind anywhere).  A
  * device path may be a udev link (/dev/disk/by-id/...), but no link outside /dev, and must
- * resolve to a block device under /dev. */
+ * resolve to a block device under /dev.
+ *
+ * A directory volume may have a size (`size`, a quantity such as 512Mi): the directory gets a
+ * project quota (lib/quota.h) before it is bound into a pod, and a filesystem that does not
+ * enforce project quotas is refused then, with nothing mounted.  A spec without size lifts a
+ * limit volagent set on the directory earlier. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +32,8 @@
 #include "mount-util.h"
 #include "path-util.h"
 #include "plugin.h"
+#include "quantity.h"
+#include "quota.h"
 
 static bool local_can_support(const struct volume_spec *spec)
 {
@@ -40,9 +47,19 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 
 	for (size_t i = 0; i < spec->n_attrs; i++) {
 		const char *k = spec->attrs[i].key;
-		if (!streq(k, "path") && !streq(k, "fsType"))
-			return err_set(err, -EINVAL, "%s: unknown field (local takes path, fsType)",
-				       k);
+		if (!streq(k, "path") && !streq(k, "fsType") && !streq(k, "size"))
+			return err_set(err, -EINVAL,
+				       "%s: unknown field (local takes path, fsType, size)", k);
+	}
+	if (volume_spec_get(spec, "size")) {
+		uint64_t bytes;
+
+		if (quantity_parse_bytes(volume_spec_get(spec, "size"), "size", &bytes, err) < 0)
+			return err->code;
+		if (spec->block || fstype)
+			return err_set(err, -EINVAL,
+				       "size: only a directory volume takes a size (a device's "
+				       "size is the device's)");
 	}
 	if (!path)
 		return err_set(err, -EINVAL, "path: required");
@@ -102,6 +119,23 @@ static int resolve_device(const char *path, char *ret, struct error_info *err)
 	return 0;
 }
 
+/* Gives the directory src (path) the spec's size, or lifts a size set earlier when the spec
+ * has none.  Before the bind, so a refusal leaves nothing mounted. */
+static int apply_size(const struct volume_spec *spec, int src, const char *path,
+		      struct error_info *err)
+{
+	const char *size = volume_spec_get(spec, "size");
+	uint64_t bytes;
+	int r;
+
+	if (!size)
+		return quota_prj_clear_size(src, path, err);
+	r = quantity_parse_bytes(size, "size", &bytes, err);
+	if (r < 0)
+		return r;
+	return quota_prj_set_size(src, path, path, bytes, NULL, err);
+}
+
 /* What the pod's bind comes from: the device's node-wide mount, or the directory. */
 static const char *bind_source(const struct volume_mounter *m)
 {
@@ -140,6 +174,9 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 				       path);
 		if (r < 0)
 			return err_prefix(err, "local path");
+		r = apply_size(m->spec, src, path, err);
+		if (r < 0)
+			return r;
 	}
 	if (src < 0)
 		return src;

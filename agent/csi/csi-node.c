@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "plugin.h"
+#include "quota.h"
 
 #define EXT4_SUPER_MAGIC 0xEF53
 #define XFS_SUPER_MAGIC 0x58465342
@@ -525,6 +526,30 @@ static bool is_block_node(const char *path)
 	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
 }
 
+/* A directory with a size (a project quota, lib/quota.h): the limit is the total and the
+ * project's usage the used bytes and inodes; the filesystem's free space caps what is
+ * available. */
+static void quota_stats(const char *path, struct csi_reply *reply)
+{
+	struct quota_usage q;
+	long long avail;
+
+	if (quota_prj_dir_usage_at(path, &q) <= 0)
+		return;
+	avail = q.bytes_used >= q.bytes_limit ? 0 : (long long)(q.bytes_limit - q.bytes_used);
+	if (avail > reply->bytes.available)
+		avail = reply->bytes.available;
+	reply->bytes = (struct csi_usage){ true, avail, (long long)q.bytes_limit,
+					   (long long)q.bytes_used };
+	reply->inodes.used = (long long)q.inodes_used;
+	if (q.inodes_limit) {
+		reply->inodes.total = (long long)q.inodes_limit;
+		reply->inodes.available = q.inodes_used >= q.inodes_limit
+						  ? 0
+						  : (long long)(q.inodes_limit - q.inodes_used);
+	}
+}
+
 static int node_get_volume_stats(void *userdata, const struct csi_stats_request *in,
 				 struct csi_reply *reply)
 {
@@ -573,6 +598,8 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	reply->inodes = (struct csi_usage){ true, (long long)res.inodes_available,
 					    (long long)res.inodes_total,
 					    (long long)res.inodes_used };
+	if (quota_fs_type_has_projects(res.fs_type))
+		quota_stats(in->volume_path, reply);
 	return 0;
 }
 
