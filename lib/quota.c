@@ -100,9 +100,9 @@ int quota_prj_check_enforced(int fd, const char *path, struct error_info *err)
 		       "size: the %s filesystem holding %s (device %s) does not enforce project "
 		       "quotas (%s): %s",
 		       type, path, dev,
-		       r < 0 ? strerror(-r)
+		       r < 0				    ? strerror(-r)
 		       : !(sv.qs_flags & FS_QUOTA_PDQ_ACCT) ? "no project accounting"
-							      : "project limits not enforced",
+							    : "project limits not enforced",
 		       how);
 }
 
@@ -240,8 +240,7 @@ int quota_prj_clear_size(int dir_fd, const char *path, struct error_info *err)
 			       fa.fsx_projid, path, strerror(-r));
 	r = set_dir_project(dir_fd, 0, false);
 	if (r < 0)
-		return err_set(err, r, "size: clearing the project of %s: %s", path,
-			       strerror(-r));
+		return err_set(err, r, "size: clearing the project of %s: %s", path, strerror(-r));
 	return 0;
 }
 

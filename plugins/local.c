@@ -125,15 +125,23 @@ static int apply_size(const struct volume_spec *spec, int src, const char *path,
 		      struct error_info *err)
 {
 	const char *size = volume_spec_get(spec, "size");
-	uint64_t bytes;
+	_cleanup_close_ int fd = -1;
+	uint64_t bytes = 0;
 	int r;
 
+	if (size) {
+		r = quantity_parse_bytes(size, "size", &bytes, err);
+		if (r < 0)
+			return r;
+	}
+	/* src is an O_PATH descriptor; the ioctls need the directory opened (its "." is the
+	 * same directory, reached without a path lookup). */
+	fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(err, -errno, "local path %s: %s", path, strerror(errno));
 	if (!size)
-		return quota_prj_clear_size(src, path, err);
-	r = quantity_parse_bytes(size, "size", &bytes, err);
-	if (r < 0)
-		return r;
-	return quota_prj_set_size(src, path, path, bytes, NULL, err);
+		return quota_prj_clear_size(fd, path, err);
+	return quota_prj_set_size(fd, path, path, bytes, NULL, err);
 }
 
 /* What the pod's bind comes from: the device's node-wide mount, or the directory. */

@@ -1,0 +1,32 @@
+#!/bin/bash
+# test-quota.sh - sizes of local directory volumes (project quotas) on Debian's 6.1 kernel,
+# whose XFS has quota support and whose ext4 loads the quota_v2 format: one VM boot runs
+# tests/test-quota with VOLAGENT_TEST_QUOTA=1, so its enforcing cases (real loop-backed XFS
+# mounted prjquota, ext4 made with -O project,quota and mounted prjquota, through a real
+# `volagent run`) must run and pass, not skip.  The build host's kernel has no quota support:
+# there the binary runs the refusal cases only.  Skips (77) without qemu, except under CI=true.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/testlib.sh"
+
+t_need_qemu
+t_agent_bin
+bin=$t_repo/${BUILD:-build}/tests/test-quota
+t_need "tests/test-quota is not built ($bin)" test -x "$bin"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/vm-quota.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+t0=$EPOCHREALTIME
+rc=0
+VM_MODULES="loop xfs ext4 quota_v2" "$t_repo/scripts/vm/run" -s "$work" -t "${VM_TIMEOUT:-300}" \
+	-e VOLAGENT_BIN="$agent" -e VOLAGENT_TEST_QUOTA=1 -e TEST_TIME_SCALE="${TEST_TIME_SCALE:-3}" \
+	-- "$bin" >"$work/out" 2>"$work/err" || rc=$?
+echo "vm boot + quota tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+sed 's/^/  guest: /' "$work/out"
+tail -20 "$work/err" | sed 's/^/  guest stderr: /'
+t_check "the guest's tests/test-quota passes (exit $rc)" [ "$rc" = 0 ]
+t_check "every case ran, none skipped" grep -q '^\[  PASSED  \] 5 test(s)' "$work/err"
+t_check "the size was enforced on xfs" grep -q '^\[       OK \] test_enforced_xfs' "$work/out"
+t_check "the size was enforced on ext4" grep -q '^\[       OK \] test_enforced_ext4' "$work/out"
+t_done
