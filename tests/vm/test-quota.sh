@@ -24,6 +24,7 @@ VM_MODULES="loop xfs ext4 quota_v2" "$t_repo/scripts/vm/run" -s "$work" -t "${VM
 	-- "$bin" >"$work/out" 2>"$work/err" || rc=$?
 echo "vm boot + quota tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
 sed 's/^/  guest: /' "$work/out"
+grep "^# " "$work/err" | sed "s/^/  guest: /" || true
 tail -20 "$work/err" | sed 's/^/  guest stderr: /'
 t_check "the guest's tests/test-quota passes (exit $rc)" [ "$rc" = 0 ]
 t_check "every case ran, none skipped" grep -q '^\[  PASSED  \] 5 test(s)' "$work/err"
