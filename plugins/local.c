@@ -153,11 +153,27 @@ static const char *bind_source(const struct volume_mounter *m)
 static int local_check_set_up(const struct volume_mounter *m, const char *target,
 			      struct mount_seen *seen, struct error_info *err)
 {
+	const char *path = volume_spec_get(m->spec, "path");
+	_cleanup_close_ int src = -1;
+	int r;
+
 	if (m->spec->block)
 		return m->device_mount_path
 			       ? block_map_check(target, m->device_mount_path, m->read_only)
 			       : 0;
-	return bind_check_seen(target, bind_source(m), m->read_only, seen);
+	r = bind_check_seen(target, bind_source(m), m->read_only, seen);
+	if (r != 1 || m->device_mount_path)
+		return r;
+	/* An adopted directory (a restart) gets the spec's size now, or loses a size the spec
+	 * no longer has.  A size that cannot be set keeps the mount and is retried; lifting
+	 * one is best effort (the mount is adopted either way). */
+	r = path_open_dir_below("/", path + 1, false, 0, &src, err);
+	if (r == 0)
+		r = apply_size(m->spec, src, path, err);
+	if (r < 0 && volume_spec_get(m->spec, "size"))
+		return r;
+	err_clear(err);
+	return 1;
 }
 
 static int local_set_up_at(const struct volume_mounter *m, const struct mount_target *target,

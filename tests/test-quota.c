@@ -254,6 +254,11 @@ static bool project_cleared(void *path)
 	return project_of(path) == 0;
 }
 
+static bool project_set(void *path)
+{
+	return project_of(path) != 0;
+}
+
 /* A size on a filesystem that does not enforce project quotas: the pod's volume is refused
  * with the filesystem named and what to enable, and nothing is mounted. */
 static void refused(struct fs_env *e, enum fs_kind kind, const char *hint)
@@ -392,18 +397,25 @@ static void enforced(struct fs_env *e, enum fs_kind kind)
 			((t2.tv_sec - t1.tv_sec) * 1e9 + (t2.tv_nsec - t1.tv_nsec)) / 50e3);
 	}
 
-	/* The size lifted (what a spec without size does at its next set-up): a writes on. */
-	{
-		struct error_info err = { 0 };
-		int fd = open(a, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		assert_true(fd >= 0);
-		assert_int_equal(quota_prj_clear_size(fd, a, &err), 0);
-		close(fd);
-	}
-	assert_true(project_cleared(a));
-	assert_int_equal(quota_prj_dir_usage_at(a, &q), 0);
+	/* The size removed from a's spec, then a restart: the adopted volume loses its limit and
+	 * writes on. */
+	write_sized_pod(e, "pod-a", a, NULL);
+	fixture_stop(e->f, SIGTERM);
+	assert_int_equal(fixture_start(e->f, NULL), 0);
+	assert_true(test_wait_until(project_cleared, a, timeout));
+	assert_int_equal(quota_prj_dir_usage_at(ta, &q), 0);
+	wait_mounted(e, ta);
 	assert_int_equal(fill(ta, "after", 4 * MiB), 0);
+
+	/* And given again: the limit is back on the next restart (a new ID: the old one's
+	 * files still count, so it is in use). */
+	write_sized_pod(e, "pod-a", a, "1Mi");
+	fixture_stop(e->f, SIGTERM);
+	assert_int_equal(fixture_start(e->f, NULL), 0);
+	assert_true(test_wait_until(project_set, a, timeout));
+	assert_int_not_equal(project_of(a), ida);
+	assert_int_not_equal(project_of(a), idb);
+	assert_int_equal(fill(ta, "again", 2 * MiB), full);
 }
 
 static void test_enforced_xfs(void **state)
