@@ -14,7 +14,12 @@
  * A directory volume may have a size (`size`, a quantity such as 512Mi): the directory gets a
  * project quota (lib/quota.h) before it is bound into a pod, and a filesystem that does not
  * enforce project quotas is refused then, with nothing mounted.  A spec without size lifts a
- * limit volagent set on the directory earlier. */
+ * limit volagent set on the directory earlier.
+ *
+ * A directory may also be made per volume: `basePath` (with no `path`) and `volumeId` (the CSI
+ * layer sets it to the request's volume id) name <basePath>/<volumeId>, created mode 0750 at
+ * the first set-up below an existing basePath, reached without following a symlink; it stays
+ * when the volume goes (deleting a volume's data is not the node's decision). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,6 +45,50 @@ static bool local_can_support(const struct volume_spec *spec)
 	return streq(spec->type, "local");
 }
 
+/* The directory of a directory volume into buf (PATH_MAX): `path`, or <basePath>/<volumeId>.
+ * NULL when the spec names neither (a validated spec always names one). */
+static const char *dir_path(const struct volume_spec *spec, char *buf)
+{
+	const char *path = volume_spec_get(spec, "path");
+	const char *base = volume_spec_get(spec, "basePath");
+	const char *id = volume_spec_get(spec, "volumeId");
+
+	if (path || !base || !id)
+		return path;
+	if (snprintf(buf, PATH_MAX, "%s/%s", base, id) >= PATH_MAX)
+		return NULL;
+	return buf;
+}
+
+static int validate_base_path(const struct volume_spec *spec, struct error_info *err)
+{
+	const char *base = volume_spec_get(spec, "basePath");
+	const char *id = volume_spec_get(spec, "volumeId");
+	char buf[PATH_MAX];
+
+	if (volume_spec_get(spec, "path"))
+		return err_set(err, -EINVAL,
+			       "basePath: give either path (an existing directory or device) or "
+			       "basePath (a directory per volume below it), not both");
+	if (path_validate_absolute(base, "basePath", err) < 0)
+		return err->code;
+	if (!id)
+		return err_set(err, -EINVAL,
+			       "volumeId: required with basePath (the directory's name below it)");
+	if (!path_is_safe_component(id))
+		return err_set(err, -EINVAL,
+			       "volumeId: \"%s\" is not usable as a directory name below basePath "
+			       "([A-Za-z0-9._-], not . or ..)",
+			       id);
+	if (spec->block || volume_spec_get(spec, "fsType"))
+		return err_set(err, -EINVAL,
+			       "basePath: makes a directory; volumeMode Block and fsType need a "
+			       "device path");
+	if (!dir_path(spec, buf))
+		return err_set(err, -ENAMETOOLONG, "basePath: too long with volumeId");
+	return 0;
+}
+
 static int local_validate(const struct volume_spec *spec, struct error_info *err)
 {
 	const char *path = volume_spec_get(spec, "path");
@@ -47,9 +96,12 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 
 	for (size_t i = 0; i < spec->n_attrs; i++) {
 		const char *k = spec->attrs[i].key;
-		if (!streq(k, "path") && !streq(k, "fsType") && !streq(k, "size"))
+		if (!streq(k, "path") && !streq(k, "fsType") && !streq(k, "size") &&
+		    !streq(k, "basePath") && !streq(k, "volumeId"))
 			return err_set(err, -EINVAL,
-				       "%s: unknown field (local takes path, fsType, size)", k);
+				       "%s: unknown field (local takes path, fsType, size, "
+				       "basePath, volumeId)",
+				       k);
 	}
 	if (volume_spec_get(spec, "size")) {
 		uint64_t bytes;
@@ -61,8 +113,12 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 				       "size: only a directory volume takes a size (a device's "
 				       "size is the device's)");
 	}
+	if (volume_spec_get(spec, "basePath"))
+		return validate_base_path(spec, err);
+	if (volume_spec_get(spec, "volumeId"))
+		return err_set(err, -EINVAL, "volumeId: only with basePath");
 	if (!path)
-		return err_set(err, -EINVAL, "path: required");
+		return err_set(err, -EINVAL, "path: required (or basePath)");
 	if (path_validate_absolute(path, "path", err) < 0)
 		return err->code;
 	if (fstype && spec->block)
@@ -77,7 +133,9 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 
 static char *local_get_volume_name(const struct volume_spec *spec)
 {
-	return strdup_printf("local:%s", volume_spec_get(spec, "path"));
+	char buf[PATH_MAX];
+
+	return strdup_printf("local:%s", dir_path(spec, buf));
 }
 
 /* A block device is looked at (stat) for raw block volumes and for paths under /dev only:
@@ -144,16 +202,36 @@ static int apply_size(const struct volume_spec *spec, int src, const char *path,
 	return quota_prj_set_size(fd, path, path, bytes, NULL, err);
 }
 
-/* What the pod's bind comes from: the device's node-wide mount, or the directory. */
-static const char *bind_source(const struct volume_mounter *m)
+/* What the pod's bind comes from: the device's node-wide mount, or the directory (buf
+ * PATH_MAX). */
+static const char *bind_source(const struct volume_mounter *m, char *buf)
 {
-	return m->device_mount_path ? m->device_mount_path : volume_spec_get(m->spec, "path");
+	return m->device_mount_path ? m->device_mount_path : dir_path(m->spec, buf);
+}
+
+/* Opens the directory of a directory volume (O_PATH, no symlink on the way): `path` as it
+ * is, or <basePath>/<volumeId>, made (0750) below an existing basePath when missing. */
+static int open_dir(const struct volume_spec *spec, const char *path, int *ret_fd,
+		    struct error_info *err)
+{
+	const char *base = volume_spec_get(spec, "basePath");
+	_cleanup_close_ int base_fd = -1;
+	int r;
+
+	if (volume_spec_get(spec, "path") || !base)
+		return path_open_dir_below("/", path + 1, false, 0, ret_fd, err);
+	r = path_open_dir_below("/", base + 1, false, 0, &base_fd, err);
+	if (r < 0)
+		return err_prefix(err, "basePath");
+	return path_open_dir_below_at(base_fd, base, volume_spec_get(spec, "volumeId"), true, 0750,
+				      ret_fd, err);
 }
 
 static int local_check_set_up(const struct volume_mounter *m, const char *target,
 			      struct mount_seen *seen, struct error_info *err)
 {
-	const char *path = volume_spec_get(m->spec, "path");
+	char buf[PATH_MAX];
+	const char *path = dir_path(m->spec, buf);
 	_cleanup_close_ int src = -1;
 	int r;
 
@@ -161,13 +239,13 @@ static int local_check_set_up(const struct volume_mounter *m, const char *target
 		return m->device_mount_path
 			       ? block_map_check(target, m->device_mount_path, m->read_only)
 			       : 0;
-	r = bind_check_seen(target, bind_source(m), m->read_only, seen);
+	r = bind_check_seen(target, bind_source(m, buf), m->read_only, seen);
 	if (r != 1 || m->device_mount_path)
 		return r;
 	/* An adopted directory (a restart) gets the spec's size now, or loses a size the spec
 	 * no longer has.  A size that cannot be set keeps the mount and is retried; lifting
 	 * one is best effort (the mount is adopted either way). */
-	r = path_open_dir_below("/", path + 1, false, 0, &src, err);
+	r = open_dir(m->spec, path, &src, err);
 	if (r == 0)
 		r = apply_size(m->spec, src, path, err);
 	if (r < 0 && volume_spec_get(m->spec, "size"))
@@ -180,6 +258,7 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 			   struct error_info *err)
 {
 	_cleanup_close_ int src = -1;
+	char buf[PATH_MAX];
 	int r;
 
 	if (m->device_mount_path) {
@@ -187,10 +266,10 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 	} else {
 		/* A directory source may contain no symlink: a link could point the bind
 		 * anywhere. */
-		const char *path = volume_spec_get(m->spec, "path");
+		const char *path = dir_path(m->spec, buf);
 		struct stat st;
 
-		r = path_open_dir_below("/", path + 1, false, 0, &src, err);
+		r = open_dir(m->spec, path, &src, err);
 		if (r == -ENOTDIR && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
 			return err_set(err, -EPERM,
 				       "path: %s is a block device outside /dev; name the device "
@@ -204,7 +283,7 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 	}
 	if (src < 0)
 		return src;
-	return bind_set_up(src, bind_source(m), target, m->read_only, err);
+	return bind_set_up(src, bind_source(m, buf), target, m->read_only, err);
 }
 
 static int local_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,

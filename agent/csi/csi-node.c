@@ -89,9 +89,10 @@ static int add_options(struct volume_spec *spec, const char *csv)
 
 /* Builds the spec a volume_context, capability and secrets describe, and finds its plugin.
  * On a bad context, answers INVALID_ARGUMENT naming the key and returns -EINVAL. */
-static int spec_from_request(const struct csi_map *context, const struct csi_volume_capability *cap,
-			     const struct csi_map *secrets, struct volume_spec **ret_spec,
-			     const struct volume_plugin **ret_plugin, struct csi_reply *reply)
+static int spec_from_request(const char *volume_id, const struct csi_map *context,
+			     const struct csi_volume_capability *cap, const struct csi_map *secrets,
+			     struct volume_spec **ret_spec, const struct volume_plugin **ret_plugin,
+			     struct csi_reply *reply)
 {
 	_cleanup_volume_spec_ struct volume_spec *spec = NULL;
 	const char *type = csi_map_get(context, "type");
@@ -120,6 +121,11 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 		if (r < 0)
 			return r;
 	}
+	/* A directory per volume below basePath is named by the volume id, which the request
+	 * gives, never the context. */
+	if (csi_map_get(context, "basePath") &&
+	    volume_spec_set(spec, "volumeId", volume_id ? volume_id : "") < 0)
+		return -ENOMEM;
 	if (cap->present && cap->fs_type[0] && volume_spec_set(spec, "fsType", cap->fs_type) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; cap->present && i < cap->n_mount_flags; i++)
@@ -269,7 +275,8 @@ static int new_spec_request(enum volume_request_kind kind, const char *volume_id
 	struct volume_request *req;
 	struct volume_spec *spec = NULL;
 	const struct volume_plugin *plugin;
-	int r = spec_from_request(volume_context, capability, secrets, &spec, &plugin, reply);
+	int r = spec_from_request(volume_id, volume_context, capability, secrets, &spec, &plugin,
+				  reply);
 
 	if (r < 0)
 		return r;
