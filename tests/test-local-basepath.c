@@ -186,12 +186,13 @@ static void test_pod_spec(void **state)
 	struct stat st;
 
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_int_equal(fixture_write_podf(f, "p.json",
-					    "{\"pod\": {\"uid\": \"pod-p\"}, \"volumes\": [{\"name\": "
-					    "\"data\", \"local\": {\"basePath\": \"%s\", "
-					    "\"volumeId\": \"web-data\"}}]}",
-					    e->base),
-			 0);
+	assert_int_equal(
+		fixture_write_podf(f, "p.json",
+				   "{\"pod\": {\"uid\": \"pod-p\"}, \"volumes\": [{\"name\": "
+				   "\"data\", \"local\": {\"basePath\": \"%s\", "
+				   "\"volumeId\": \"web-data\"}}]}",
+				   e->base),
+		0);
 	fixture_pod_dir(f, "pod-p", "data", target);
 	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, 10000));
 	snprintf(dir, sizeof(dir), "%s/web-data", e->base);
