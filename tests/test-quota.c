@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-env.h"
 #include "error.h"
 #include "macro.h"
 #include "quantity.h"
@@ -428,6 +429,63 @@ static void test_enforced_ext4(void **state)
 	enforced(*state, EXT4);
 }
 
+static bool have_grpc_client(void)
+{
+	return access("/usr/bin/python3", X_OK) == 0 &&
+	       test_run((const char *const[]){ "/usr/bin/python3", "-c", "import grpc, grpc_tools",
+					       NULL }) == 0;
+}
+
+/* The size through CSI, with the real gRPC client: `size` in volume_context is enforced at
+ * publish and NodeGetVolumeStats reports the limit as total and the project's usage as used. */
+static void test_csi_stats_xfs(void **state)
+{
+	struct fs_env *e = *state;
+	struct csi_env csi;
+	char dir[700], stg[700], target[700], calls[4096], ctx[1024];
+	const char *cap = "\"volume_capability\": {\"mount\": {}, \"access_mode\": {\"mode\": "
+			  "\"SINGLE_NODE_WRITER\"}}";
+	const char *line;
+	char *out;
+
+	if (!have_grpc_client()) {
+		fprintf(stderr, "# python3-grpcio or python3-grpc-tools missing: skipped\n");
+		skip();
+	}
+	make_quota_fs(e, XFS);
+	make_dir(e, "csi", dir);
+	csi_env_init(&csi, e->f);
+	csi_env_start(&csi);
+	csi_env_staging(&csi, "sized", stg);
+	csi_env_target(&csi, "pod-s", "sized", target);
+	snprintf(ctx, sizeof(ctx),
+		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\", \"size\": "
+		 "\"4Mi\"}",
+		 dir);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"sized\", \"staging_target_path\": "
+		 "\"%s\", %s, %s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"sized\", \"staging_target_path\": "
+		 "\"%s\", \"target_path\": \"%s\", %s, %s}\n",
+		 stg, cap, ctx, stg, target, cap, ctx);
+	out = csi_env_call(&csi, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	free(out);
+	assert_int_equal(fill(target, "one", MiB), 0);
+	assert_int_equal(fill(target, "two", 4 * MiB), -ENOSPC);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"sized\", \"volume_path\": \"%s\"}\n",
+		 target);
+	out = csi_env_call(&csi, calls);
+	line = csi_line(out, 0);
+	fprintf(stderr, "# stats: %s\n", line);
+	assert_non_null(strstr(line, "\"total\": \"4194304\""));
+	assert_non_null(strstr(line, "\"used\": \"4194304\"")); /* full: one 1 MiB + 3 MiB */
+	assert_non_null(strstr(line, "\"used\": \"3\""));	/* inodes: the dir, two files */
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +494,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refused_ext4, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enforced_xfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enforced_ext4, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_stats_xfs, setup, teardown),
 	};
 
 	test_enter_private_mountns();
