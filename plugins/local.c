@@ -19,7 +19,11 @@
  * A directory may also be made per volume: `basePath` (with no `path`) and `volumeId` (the CSI
  * layer sets it to the request's volume id) name <basePath>/<volumeId>, created mode 0750 at
  * the first set-up below an existing basePath, reached without following a symlink; it stays
- * when the volume goes (deleting a volume's data is not the node's decision). */
+ * when the volume goes (deleting a volume's data is not the node's decision).
+ *
+ * An ephemeral volume (`ephemeral: "true"`; CSI: `csi.storage.k8s.io/ephemeral`) is a fresh
+ * directory per published target (local-ephemeral.c), removed with its data when the target
+ * is torn down. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,6 +40,7 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
+#include "local-ephemeral.h"
 #include "plugin.h"
 #include "quantity.h"
 #include "quota.h"
@@ -45,14 +50,22 @@ static bool local_can_support(const struct volume_spec *spec)
 	return streq(spec->type, "local");
 }
 
-/* The directory of a directory volume into buf (PATH_MAX): `path`, or <basePath>/<volumeId>.
- * NULL when the spec names neither (a validated spec always names one). */
-static const char *dir_path(const struct volume_spec *spec, char *buf)
+static bool is_ephemeral(const struct volume_spec *spec)
+{
+	return streq_ptr(volume_spec_get(spec, "ephemeral"), "true");
+}
+
+/* The directory of a directory volume into buf (PATH_MAX): `path`, <basePath>/<volumeId>, or
+ * an ephemeral volume's for target (NULL: the volume as such, which has none).  NULL when the
+ * spec names none (a validated spec always names one). */
+static const char *dir_path(const struct volume_spec *spec, const char *target, char *buf)
 {
 	const char *path = volume_spec_get(spec, "path");
 	const char *base = volume_spec_get(spec, "basePath");
 	const char *id = volume_spec_get(spec, "volumeId");
 
+	if (is_ephemeral(spec))
+		return target ? local_ephemeral_path(target, buf) : NULL;
 	if (path || !base || !id)
 		return path;
 	if (snprintf(buf, PATH_MAX, "%s/%s", base, id) >= PATH_MAX)
@@ -84,7 +97,7 @@ static int validate_base_path(const struct volume_spec *spec, struct error_info 
 		return err_set(err, -EINVAL,
 			       "basePath: makes a directory; volumeMode Block and fsType need a "
 			       "device path");
-	if (!dir_path(spec, buf))
+	if (!dir_path(spec, NULL, buf))
 		return err_set(err, -ENAMETOOLONG, "basePath: too long with volumeId");
 	return 0;
 }
@@ -97,11 +110,22 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 	for (size_t i = 0; i < spec->n_attrs; i++) {
 		const char *k = spec->attrs[i].key;
 		if (!streq(k, "path") && !streq(k, "fsType") && !streq(k, "size") &&
-		    !streq(k, "basePath") && !streq(k, "volumeId"))
+		    !streq(k, "basePath") && !streq(k, "volumeId") && !streq(k, "ephemeral"))
 			return err_set(err, -EINVAL,
 				       "%s: unknown field (local takes path, fsType, size, "
-				       "basePath, volumeId)",
+				       "basePath, volumeId, ephemeral)",
 				       k);
+	}
+	if (volume_spec_get(spec, "ephemeral")) {
+		const char *e = volume_spec_get(spec, "ephemeral");
+
+		if (!streq(e, "true") && !streq(e, "false"))
+			return err_set(err, -EINVAL, "ephemeral: \"%s\" is not true or false", e);
+		if (streq(e, "true") &&
+		    (path || volume_spec_get(spec, "basePath") || fstype || spec->block))
+			return err_set(err, -EINVAL,
+				       "ephemeral: a fresh directory of the node's; give no path, "
+				       "basePath, fsType or volumeMode Block with it");
 	}
 	if (volume_spec_get(spec, "size")) {
 		uint64_t bytes;
@@ -113,6 +137,8 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 				       "size: only a directory volume takes a size (a device's "
 				       "size is the device's)");
 	}
+	if (is_ephemeral(spec))
+		return 0;
 	if (volume_spec_get(spec, "basePath"))
 		return validate_base_path(spec, err);
 	if (volume_spec_get(spec, "volumeId"))
@@ -134,8 +160,12 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 static char *local_get_volume_name(const struct volume_spec *spec)
 {
 	char buf[PATH_MAX];
+	const char *size = volume_spec_get(spec, "size");
 
-	return strdup_printf("local:%s", dir_path(spec, buf));
+	/* Ephemeral: each pod's directory is its own; the name only tells specs apart. */
+	if (is_ephemeral(spec))
+		return strdup_printf("local:ephemeral%s%s", size ? ":" : "", size ? size : "");
+	return strdup_printf("local:%s", dir_path(spec, NULL, buf));
 }
 
 /* A block device is looked at (stat) for raw block volumes and for paths under /dev only:
@@ -204,20 +234,24 @@ static int apply_size(const struct volume_spec *spec, int src, const char *path,
 
 /* What the pod's bind comes from: the device's node-wide mount, or the directory (buf
  * PATH_MAX). */
-static const char *bind_source(const struct volume_mounter *m, char *buf)
+static const char *bind_source(const struct volume_mounter *m, const char *target, char *buf)
 {
-	return m->device_mount_path ? m->device_mount_path : dir_path(m->spec, buf);
+	return m->device_mount_path ? m->device_mount_path : dir_path(m->spec, target, buf);
 }
 
 /* Opens the directory of a directory volume (O_PATH, no symlink on the way): `path` as it
  * is, or <basePath>/<volumeId>, made (0750) below an existing basePath when missing. */
-static int open_dir(const struct volume_spec *spec, const char *path, int *ret_fd,
-		    struct error_info *err)
+static int open_dir(const struct volume_spec *spec, const char *path, const char *target,
+		    int *ret_fd, struct error_info *err)
 {
 	const char *base = volume_spec_get(spec, "basePath");
 	_cleanup_close_ int base_fd = -1;
 	int r;
 
+	if (!path)
+		return err_set(err, -ENAMETOOLONG, "the volume's directory path is too long");
+	if (is_ephemeral(spec))
+		return local_ephemeral_open(target, ret_fd, err);
 	if (volume_spec_get(spec, "path") || !base)
 		return path_open_dir_below("/", path + 1, false, 0, ret_fd, err);
 	r = path_open_dir_below("/", base + 1, false, 0, &base_fd, err);
@@ -231,7 +265,7 @@ static int local_check_set_up(const struct volume_mounter *m, const char *target
 			      struct mount_seen *seen, struct error_info *err)
 {
 	char buf[PATH_MAX];
-	const char *path = dir_path(m->spec, buf);
+	const char *path = dir_path(m->spec, target, buf);
 	_cleanup_close_ int src = -1;
 	int r;
 
@@ -239,13 +273,13 @@ static int local_check_set_up(const struct volume_mounter *m, const char *target
 		return m->device_mount_path
 			       ? block_map_check(target, m->device_mount_path, m->read_only)
 			       : 0;
-	r = bind_check_seen(target, bind_source(m, buf), m->read_only, seen);
+	r = bind_check_seen(target, bind_source(m, target, buf), m->read_only, seen);
 	if (r != 1 || m->device_mount_path)
 		return r;
 	/* An adopted directory (a restart) gets the spec's size now, or loses a size the spec
 	 * no longer has.  A size that cannot be set keeps the mount and is retried; lifting
 	 * one is best effort (the mount is adopted either way). */
-	r = open_dir(m->spec, path, &src, err);
+	r = open_dir(m->spec, path, target, &src, err);
 	if (r == 0)
 		r = apply_size(m->spec, src, path, err);
 	if (r < 0 && volume_spec_get(m->spec, "size"))
@@ -266,11 +300,11 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 	} else {
 		/* A directory source may contain no symlink: a link could point the bind
 		 * anywhere. */
-		const char *path = dir_path(m->spec, buf);
+		const char *path = dir_path(m->spec, target->path, buf);
 		struct stat st;
 
-		r = open_dir(m->spec, path, &src, err);
-		if (r == -ENOTDIR && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
+		r = open_dir(m->spec, path, target->path, &src, err);
+		if (r == -ENOTDIR && path && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
 			return err_set(err, -EPERM,
 				       "path: %s is a block device outside /dev; name the device "
 				       "by its path under /dev (or a /dev/disk/by-* link)",
@@ -283,14 +317,20 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 	}
 	if (src < 0)
 		return src;
-	return bind_set_up(src, bind_source(m, buf), target, m->read_only, err);
+	return bind_set_up(src, bind_source(m, target->path, buf), target, m->read_only, err);
 }
 
 static int local_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
 			      struct error_info *err)
 {
-	int r = mnt_util_umount(target, 0, err);
+	/* An ephemeral volume's directory goes with its target (none: nothing to do), first:
+	 * one that cannot be removed whole (a mount left inside it) keeps the target mounted,
+	 * so that the failure stays recorded and is retried. */
+	int r = local_ephemeral_remove(target, err);
 
+	if (r < 0)
+		return r;
+	r = mnt_util_umount(target, 0, err);
 	return r == -EINVAL ? 0 : r;
 }
 
@@ -425,4 +465,5 @@ const struct volume_plugin local_plugin = {
 	.attach = &local_attach_ops,
 	.block = &local_block_ops,
 	.expand = &local_expand_ops,
+	.options = local_ephemeral_options,
 };

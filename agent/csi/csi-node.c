@@ -121,6 +121,11 @@ static int spec_from_request(const char *volume_id, const struct csi_map *contex
 		if (r < 0)
 			return r;
 	}
+	/* A CSI inline ephemeral volume (kubelet says so in the context): the plugin makes a
+	 * fresh volume for this publish and removes it at unpublish. */
+	if (streq_ptr(csi_map_get(context, "csi.storage.k8s.io/ephemeral"), "true") &&
+	    volume_spec_set(spec, "ephemeral", "true") < 0)
+		return -ENOMEM;
 	/* A directory per volume below basePath is named by the volume id, which the request
 	 * gives, never the context. */
 	if (csi_map_get(context, "basePath") &&
