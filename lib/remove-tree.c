@@ -33,8 +33,8 @@ static int where_of(int fd, struct where *ret)
 }
 
 /* Empties the directory dfd (opened by the caller); first -errno kept in *first. */
-static void empty_dir(int dfd, const struct where *top, int depth, const char *name,
-		      int *first, struct error_info *err)
+static void empty_dir(int dfd, const struct where *top, int depth, const char *name, int *first,
+		      struct error_info *err)
 {
 	_cleanup_close_ int list_fd = dup(dfd);
 	DIR *d = list_fd >= 0 ? fdopendir(list_fd) : NULL;
@@ -87,8 +87,8 @@ static void empty_dir(int dfd, const struct where *top, int depth, const char *n
 		empty_dir(child, top, depth + 1, name, first, err);
 		close(child);
 		if (unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && !*first)
-			*first = err_set(err, -errno, "%s/%s: %s", name, e->d_name,
-					 strerror(errno));
+			*first =
+				err_set(err, -errno, "%s/%s: %s", name, e->d_name, strerror(errno));
 	}
 	closedir(d);
 }

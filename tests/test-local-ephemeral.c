@@ -41,9 +41,9 @@ static int teardown(void **state)
 	return 0;
 }
 
-#define EPHEMERAL_CTX                                                                         \
-	"\"volume_capability\": {\"mount\": {}, \"access_mode\": {\"mode\": "                 \
-	"\"SINGLE_NODE_WRITER\"}}, \"volume_context\": {\"type\": \"local\", "                \
+#define EPHEMERAL_CTX                                                                              \
+	"\"volume_capability\": {\"mount\": {}, \"access_mode\": {\"mode\": "                      \
+	"\"SINGLE_NODE_WRITER\"}}, \"volume_context\": {\"type\": \"local\", "                     \
 	"\"csi.storage.k8s.io/ephemeral\": \"true\", \"csi.storage.k8s.io/pod.name\": \"web-0\", " \
 	"\"csi.storage.k8s.io/pod.namespace\": \"default\"}"
 
@@ -270,10 +270,11 @@ static void test_pod_spec(void **state)
 	char target[512];
 
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_int_equal(fixture_write_pod(f, "p.json",
-					   "{\"pod\": {\"uid\": \"pod-e\"}, \"volumes\": [{\"name\": "
-					   "\"scratch\", \"local\": {\"ephemeral\": true}}]}"),
-			 0);
+	assert_int_equal(
+		fixture_write_pod(f, "p.json",
+				  "{\"pod\": {\"uid\": \"pod-e\"}, \"volumes\": [{\"name\": "
+				  "\"scratch\", \"local\": {\"ephemeral\": true}}]}"),
+		0);
 	fixture_pod_dir(f, "pod-e", "scratch", target);
 	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, 10000));
 	assert_int_equal(ephemeral_dirs(e), 1);

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -255,6 +256,21 @@ static bool project_cleared(void *path)
 	return project_of(path) == 0;
 }
 
+static bool dir_is_empty(void *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return false;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n == 0;
+}
+
 static bool project_set(void *path)
 {
 	return project_of(path) != 0;
@@ -429,6 +445,31 @@ static void test_enforced_ext4(void **state)
 	enforced(*state, EXT4);
 }
 
+/* An ephemeral volume with a size, its directory on a quota filesystem (--local-ephemeral-dir):
+ * the size holds, and the directory goes with the pod. */
+static void test_ephemeral_size_xfs(void **state)
+{
+	struct fs_env *e = *state;
+	char eph[700], target[512];
+
+	make_quota_fs(e, XFS);
+	snprintf(eph, sizeof(eph), "%s/eph", e->mnt);
+	assert_int_equal(fixture_start(e->f,
+				       (const char *const[]){ "--local-ephemeral-dir", eph, NULL }),
+			 0);
+	assert_int_equal(fixture_write_pod(e->f, "eph.json",
+					   "{\"pod\": {\"uid\": \"pod-eph\"}, \"volumes\": "
+					   "[{\"name\": \"scratch\", \"local\": {\"ephemeral\": "
+					   "true, \"size\": \"2Mi\"}}]}"),
+			 0);
+	fixture_pod_dir(e->f, "pod-eph", "scratch", target);
+	wait_mounted(e, target);
+	assert_int_equal(fill(target, "big", 4 * MiB), -ENOSPC);
+	assert_int_equal(fixture_remove_pod(e->f, "eph.json"), 0);
+	assert_true(fixture_wait_unmounted(target, 10000));
+	assert_true(test_wait_until(dir_is_empty, eph, 10000));
+}
+
 static bool have_grpc_client(void)
 {
 	return access("/usr/bin/python3", X_OK) == 0 &&
@@ -495,6 +536,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_enforced_xfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_enforced_ext4, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_stats_xfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ephemeral_size_xfs, setup, teardown),
 	};
 
 	test_enter_private_mountns();
