@@ -294,9 +294,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pod_spec, setup, teardown),
 	};
 
-	if (access("/usr/bin/python3", X_OK) < 0 ||
-	    test_run((const char *const[]){ "/usr/bin/python3", "-c", "import grpc, grpc_tools",
-					    NULL }) != 0) {
+	if (!csi_env_have_client()) {
 		fprintf(stderr, "python3-grpcio or python3-grpc-tools missing: skipped\n");
 		return 77;
 	}

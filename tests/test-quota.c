@@ -470,13 +470,6 @@ static void test_ephemeral_size_xfs(void **state)
 	assert_true(test_wait_until(dir_is_empty, eph, 10000));
 }
 
-static bool have_grpc_client(void)
-{
-	return access("/usr/bin/python3", X_OK) == 0 &&
-	       test_run((const char *const[]){ "/usr/bin/python3", "-c", "import grpc, grpc_tools",
-					       NULL }) == 0;
-}
-
 /* The size through CSI, with the real gRPC client: `size` in volume_context is enforced at
  * publish and NodeGetVolumeStats reports the limit as total and the project's usage as used. */
 static void test_csi_stats_xfs(void **state)
@@ -489,7 +482,7 @@ static void test_csi_stats_xfs(void **state)
 	const char *line;
 	char *out;
 
-	if (!have_grpc_client()) {
+	if (!csi_env_have_client()) {
 		fprintf(stderr, "# python3-grpcio or python3-grpc-tools missing: skipped\n");
 		skip();
 	}
