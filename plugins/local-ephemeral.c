@@ -13,6 +13,7 @@
 #include "macro.h"
 #include "path-util.h"
 #include "plugin-option.h"
+#include "quota.h"
 #include "remove-tree.h"
 
 static char base_dir[PATH_MAX]; /* "" until set: <state-dir>/local-ephemeral */
@@ -89,7 +90,7 @@ int local_ephemeral_remove(const char *target, struct error_info *err)
 {
 	char b[PATH_MAX], name[32];
 	const char *bd = base(b);
-	_cleanup_close_ int base_fd = -1;
+	_cleanup_close_ int base_fd = -1, dir_fd = -1;
 	int r;
 
 	if (!bd)
@@ -102,6 +103,14 @@ int local_ephemeral_remove(const char *target, struct error_info *err)
 	}
 	if (r < 0)
 		return err_prefix(err, "ephemeral base %s", bd);
+	/* A size's limit is lifted first, so that its project ID is free again once the files
+	 * are gone (best effort: the removal is what matters here). */
+	dir_fd = openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir_fd >= 0) {
+		struct error_info ignored = { 0 };
+
+		(void)quota_prj_clear_size(dir_fd, name, &ignored);
+	}
 	/* path_open_dir_below gives O_PATH: unlinkat and openat take it as a directory. */
 	r = rm_tree_at(base_fd, name, err);
 	return r < 0 ? err_prefix(err, "removing ephemeral volume of %s", target) : 0;
