@@ -234,8 +234,9 @@ int quota_prj_clear_size(int dir_fd, const char *path, struct error_info *err)
 			       strerror(-r));
 	if (!id_is_ours(fa.fsx_projid))
 		return 0;
+	/* A filesystem whose quotas are off now keeps no limit to lift. */
 	r = set_limit(dir_fd, fa.fsx_projid, 0);
-	if (r < 0 && r != -ENOSYS && r != -ESRCH && r != -ENOENT)
+	if (r < 0 && r != -ENOSYS && r != -ESRCH && r != -ENOENT && r != -EOPNOTSUPP)
 		return err_set(err, r, "size: lifting the limit of project %u (%s): %s",
 			       fa.fsx_projid, path, strerror(-r));
 	r = set_dir_project(dir_fd, 0, false);

@@ -208,7 +208,8 @@ static int resolve_device(const char *path, char *ret, struct error_info *err)
 }
 
 /* Gives the directory src (path) the spec's size, or lifts a size set earlier when the spec
- * has none.  Before the bind, so a refusal leaves nothing mounted. */
+ * has none (best effort: a directory volume without a size never fails on it).  Before the
+ * bind, so a refusal leaves nothing mounted. */
 static int apply_size(const struct volume_spec *spec, int src, const char *path,
 		      struct error_info *err)
 {
@@ -225,10 +226,15 @@ static int apply_size(const struct volume_spec *spec, int src, const char *path,
 	/* src is an O_PATH descriptor; the ioctls need the directory opened (its "." is the
 	 * same directory, reached without a path lookup). */
 	fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!size) {
+		struct error_info ignored = { 0 };
+
+		if (fd >= 0)
+			(void)quota_prj_clear_size(fd, path, &ignored);
+		return 0;
+	}
 	if (fd < 0)
 		return err_set(err, -errno, "local path %s: %s", path, strerror(errno));
-	if (!size)
-		return quota_prj_clear_size(fd, path, err);
 	return quota_prj_set_size(fd, path, path, bytes, NULL, err);
 }
 
@@ -274,18 +280,16 @@ static int local_check_set_up(const struct volume_mounter *m, const char *target
 			       ? block_map_check(target, m->device_mount_path, m->read_only)
 			       : 0;
 	r = bind_check_seen(target, bind_source(m, target, buf), m->read_only, seen);
-	if (r != 1 || m->device_mount_path)
+	if (r != 1 || m->device_mount_path || !volume_spec_get(m->spec, "size"))
 		return r;
-	/* An adopted directory (a restart) gets the spec's size now, or loses a size the spec
-	 * no longer has.  A size that cannot be set keeps the mount and is retried; lifting
-	 * one is best effort (the mount is adopted either way). */
+	/* An adopted directory with a size (a restart) gets the spec's size now; one that
+	 * cannot be set keeps the mount and is retried.  (A size removed from the spec is
+	 * lifted at the next set-up, not here: adopting thousands of volumes stays a check of
+	 * the mount table.) */
 	r = open_dir(m->spec, path, target, &src, err);
 	if (r == 0)
 		r = apply_size(m->spec, src, path, err);
-	if (r < 0 && volume_spec_get(m->spec, "size"))
-		return r;
-	err_clear(err);
-	return 1;
+	return r < 0 ? r : 1;
 }
 
 static int local_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
