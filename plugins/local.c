@@ -9,7 +9,21 @@
  *
  * Symlinks: a directory path may contain none (a link could point the bind anywhere).  A
  * device path may be a udev link (/dev/disk/by-id/...), but no link outside /dev, and must
- * resolve to a block device under /dev. */
+ * resolve to a block device under /dev.
+ *
+ * A directory volume may have a size (`size`, a quantity such as 512Mi): the directory gets a
+ * project quota (lib/quota.h) before it is bound into a pod, and a filesystem that does not
+ * enforce project quotas is refused then, with nothing mounted.  A spec without size lifts a
+ * limit volagent set on the directory earlier.
+ *
+ * A directory may also be made per volume: `basePath` (with no `path`) and `volumeId` (the CSI
+ * layer sets it to the request's volume id) name <basePath>/<volumeId>, created mode 0750 at
+ * the first set-up below an existing basePath, reached without following a symlink; it stays
+ * when the volume goes (deleting a volume's data is not the node's decision).
+ *
+ * An ephemeral volume (`ephemeral: "true"`; CSI: `csi.storage.k8s.io/ephemeral`) is a fresh
+ * directory per published target (local-ephemeral.c), removed with its data when the target
+ * is torn down. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,11 +40,66 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
+#include "local-ephemeral.h"
 #include "plugin.h"
+#include "quantity.h"
+#include "quota.h"
 
 static bool local_can_support(const struct volume_spec *spec)
 {
 	return streq(spec->type, "local");
+}
+
+static bool is_ephemeral(const struct volume_spec *spec)
+{
+	return streq_ptr(volume_spec_get(spec, "ephemeral"), "true");
+}
+
+/* The directory of a directory volume into buf (PATH_MAX): `path`, <basePath>/<volumeId>, or
+ * an ephemeral volume's for target (NULL: the volume as such, which has none).  NULL when the
+ * spec names none (a validated spec always names one). */
+static const char *dir_path(const struct volume_spec *spec, const char *target, char *buf)
+{
+	const char *path = volume_spec_get(spec, "path");
+	const char *base = volume_spec_get(spec, "basePath");
+	const char *id = volume_spec_get(spec, "volumeId");
+
+	if (is_ephemeral(spec))
+		return target ? local_ephemeral_path(target, buf) : NULL;
+	if (path || !base || !id)
+		return path;
+	if (snprintf(buf, PATH_MAX, "%s/%s", base, id) >= PATH_MAX)
+		return NULL;
+	return buf;
+}
+
+static int validate_base_path(const struct volume_spec *spec, struct error_info *err)
+{
+	const char *base = volume_spec_get(spec, "basePath");
+	const char *id = volume_spec_get(spec, "volumeId");
+	char buf[PATH_MAX];
+
+	if (volume_spec_get(spec, "path"))
+		return err_set(err, -EINVAL,
+			       "basePath: give either path (an existing directory or device) or "
+			       "basePath (a directory per volume below it), not both");
+	if (path_validate_absolute(base, "basePath", err) < 0)
+		return err->code;
+	if (!id)
+		return err_set(err, -EINVAL,
+			       "volumeId: required with basePath (the directory's name below it)");
+	if (!path_is_safe_component(id))
+		return err_set(err, -EINVAL,
+			       "volumeId: \"%s\" is not usable as a directory name below basePath "
+			       "([A-Za-z0-9._-], not . or ..)",
+			       id);
+	if (spec->block || volume_spec_get(spec, "fsType"))
+		return err_set(err, -EINVAL,
+			       "basePath: makes a directory; volumeMode Block and fsType need a "
+			       "device path");
+	if (!dir_path(spec, NULL, buf))
+		return err_set(err, -ENAMETOOLONG, "basePath: too long with volumeId");
+	return 0;
 }
 
 static int local_validate(const struct volume_spec *spec, struct error_info *err)
@@ -40,12 +109,42 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 
 	for (size_t i = 0; i < spec->n_attrs; i++) {
 		const char *k = spec->attrs[i].key;
-		if (!streq(k, "path") && !streq(k, "fsType"))
-			return err_set(err, -EINVAL, "%s: unknown field (local takes path, fsType)",
+		if (!streq(k, "path") && !streq(k, "fsType") && !streq(k, "size") &&
+		    !streq(k, "basePath") && !streq(k, "volumeId") && !streq(k, "ephemeral"))
+			return err_set(err, -EINVAL,
+				       "%s: unknown field (local takes path, fsType, size, "
+				       "basePath, volumeId, ephemeral)",
 				       k);
 	}
+	if (volume_spec_get(spec, "ephemeral")) {
+		const char *e = volume_spec_get(spec, "ephemeral");
+
+		if (!streq(e, "true") && !streq(e, "false"))
+			return err_set(err, -EINVAL, "ephemeral: \"%s\" is not true or false", e);
+		if (streq(e, "true") &&
+		    (path || volume_spec_get(spec, "basePath") || fstype || spec->block))
+			return err_set(err, -EINVAL,
+				       "ephemeral: a fresh directory of the node's; give no path, "
+				       "basePath, fsType or volumeMode Block with it");
+	}
+	if (volume_spec_get(spec, "size")) {
+		uint64_t bytes;
+
+		if (quantity_parse_bytes(volume_spec_get(spec, "size"), "size", &bytes, err) < 0)
+			return err->code;
+		if (spec->block || fstype)
+			return err_set(err, -EINVAL,
+				       "size: only a directory volume takes a size (a device's "
+				       "size is the device's)");
+	}
+	if (is_ephemeral(spec))
+		return 0;
+	if (volume_spec_get(spec, "basePath"))
+		return validate_base_path(spec, err);
+	if (volume_spec_get(spec, "volumeId"))
+		return err_set(err, -EINVAL, "volumeId: only with basePath");
 	if (!path)
-		return err_set(err, -EINVAL, "path: required");
+		return err_set(err, -EINVAL, "path: required (or basePath)");
 	if (path_validate_absolute(path, "path", err) < 0)
 		return err->code;
 	if (fstype && spec->block)
@@ -60,7 +159,13 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 
 static char *local_get_volume_name(const struct volume_spec *spec)
 {
-	return strdup_printf("local:%s", volume_spec_get(spec, "path"));
+	char buf[PATH_MAX];
+	const char *size = volume_spec_get(spec, "size");
+
+	/* Ephemeral: each pod's directory is its own; the name only tells specs apart. */
+	if (is_ephemeral(spec))
+		return strdup_printf("local:ephemeral%s%s", size ? ":" : "", size ? size : "");
+	return strdup_printf("local:%s", dir_path(spec, NULL, buf));
 }
 
 /* A block device is looked at (stat) for raw block volumes and for paths under /dev only:
@@ -102,26 +207,96 @@ static int resolve_device(const char *path, char *ret, struct error_info *err)
 	return 0;
 }
 
-/* What the pod's bind comes from: the device's node-wide mount, or the directory. */
-static const char *bind_source(const struct volume_mounter *m)
+/* Gives the directory src (path) the spec's size, or lifts a size set earlier when the spec
+ * has none (best effort: a directory volume without a size never fails on it).  Before the
+ * bind, so a refusal leaves nothing mounted. */
+static int apply_size(const struct volume_spec *spec, int src, const char *path,
+		      struct error_info *err)
 {
-	return m->device_mount_path ? m->device_mount_path : volume_spec_get(m->spec, "path");
+	const char *size = volume_spec_get(spec, "size");
+	_cleanup_close_ int fd = -1;
+	uint64_t bytes = 0;
+	int r;
+
+	if (size) {
+		r = quantity_parse_bytes(size, "size", &bytes, err);
+		if (r < 0)
+			return r;
+	}
+	/* src is an O_PATH descriptor; the ioctls need the directory opened (its "." is the
+	 * same directory, reached without a path lookup). */
+	fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!size) {
+		struct error_info ignored = { 0 };
+
+		if (fd >= 0)
+			(void)quota_prj_clear_size(fd, path, &ignored);
+		return 0;
+	}
+	if (fd < 0)
+		return err_set(err, -errno, "local path %s: %s", path, strerror(errno));
+	return quota_prj_set_size(fd, path, path, bytes, NULL, err);
+}
+
+/* What the pod's bind comes from: the device's node-wide mount, or the directory (buf
+ * PATH_MAX). */
+static const char *bind_source(const struct volume_mounter *m, const char *target, char *buf)
+{
+	return m->device_mount_path ? m->device_mount_path : dir_path(m->spec, target, buf);
+}
+
+/* Opens the directory of a directory volume (O_PATH, no symlink on the way): `path` as it
+ * is, or <basePath>/<volumeId>, made (0750) below an existing basePath when missing. */
+static int open_dir(const struct volume_spec *spec, const char *path, const char *target,
+		    int *ret_fd, struct error_info *err)
+{
+	const char *base = volume_spec_get(spec, "basePath");
+	_cleanup_close_ int base_fd = -1;
+	int r;
+
+	if (!path)
+		return err_set(err, -ENAMETOOLONG, "the volume's directory path is too long");
+	if (is_ephemeral(spec))
+		return local_ephemeral_open(target, ret_fd, err);
+	if (volume_spec_get(spec, "path") || !base)
+		return path_open_dir_below("/", path + 1, false, 0, ret_fd, err);
+	r = path_open_dir_below("/", base + 1, false, 0, &base_fd, err);
+	if (r < 0)
+		return err_prefix(err, "basePath");
+	return path_open_dir_below_at(base_fd, base, volume_spec_get(spec, "volumeId"), true, 0750,
+				      ret_fd, err);
 }
 
 static int local_check_set_up(const struct volume_mounter *m, const char *target,
 			      struct mount_seen *seen, struct error_info *err)
 {
+	char buf[PATH_MAX];
+	const char *path = dir_path(m->spec, target, buf);
+	_cleanup_close_ int src = -1;
+	int r;
+
 	if (m->spec->block)
 		return m->device_mount_path
 			       ? block_map_check(target, m->device_mount_path, m->read_only)
 			       : 0;
-	return bind_check_seen(target, bind_source(m), m->read_only, seen);
+	r = bind_check_seen(target, bind_source(m, target, buf), m->read_only, seen);
+	if (r != 1 || m->device_mount_path || !volume_spec_get(m->spec, "size"))
+		return r;
+	/* An adopted directory with a size (a restart) gets the spec's size now; one that
+	 * cannot be set keeps the mount and is retried.  (A size removed from the spec is
+	 * lifted at the next set-up, not here: adopting thousands of volumes stays a check of
+	 * the mount table.) */
+	r = open_dir(m->spec, path, target, &src, err);
+	if (r == 0)
+		r = apply_size(m->spec, src, path, err);
+	return r < 0 ? r : 1;
 }
 
 static int local_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
 			   struct error_info *err)
 {
 	_cleanup_close_ int src = -1;
+	char buf[PATH_MAX];
 	int r;
 
 	if (m->device_mount_path) {
@@ -129,28 +304,37 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 	} else {
 		/* A directory source may contain no symlink: a link could point the bind
 		 * anywhere. */
-		const char *path = volume_spec_get(m->spec, "path");
+		const char *path = dir_path(m->spec, target->path, buf);
 		struct stat st;
 
-		r = path_open_dir_below("/", path + 1, false, 0, &src, err);
-		if (r == -ENOTDIR && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
+		r = open_dir(m->spec, path, target->path, &src, err);
+		if (r == -ENOTDIR && path && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
 			return err_set(err, -EPERM,
 				       "path: %s is a block device outside /dev; name the device "
 				       "by its path under /dev (or a /dev/disk/by-* link)",
 				       path);
 		if (r < 0)
 			return err_prefix(err, "local path");
+		r = apply_size(m->spec, src, path, err);
+		if (r < 0)
+			return r;
 	}
 	if (src < 0)
 		return src;
-	return bind_set_up(src, bind_source(m), target, m->read_only, err);
+	return bind_set_up(src, bind_source(m, target->path, buf), target, m->read_only, err);
 }
 
 static int local_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
 			      struct error_info *err)
 {
-	int r = mnt_util_umount(target, 0, err);
+	/* An ephemeral volume's directory goes with its target (none: nothing to do), first:
+	 * one that cannot be removed whole (a mount left inside it) keeps the target mounted,
+	 * so that the failure stays recorded and is retried. */
+	int r = local_ephemeral_remove(target, err);
 
+	if (r < 0)
+		return r;
+	r = mnt_util_umount(target, 0, err);
 	return r == -EINVAL ? 0 : r;
 }
 
@@ -286,4 +470,5 @@ const struct volume_plugin local_plugin = {
 	.attach = &local_attach_ops,
 	.block = &local_block_ops,
 	.expand = &local_expand_ops,
+	.options = local_ephemeral_options,
 };

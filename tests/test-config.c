@@ -181,7 +181,8 @@ static void test_plugin_options(void **state)
 			char line[256];
 			snprintf(line, sizeof(line), "--%s VALUE", o->name);
 			assert_non_null(strstr(help, line));
-			snprintf(line, sizeof(line), "%s (default: %s)", o->help, o->def);
+			snprintf(line, sizeof(line), "%s (default: %s)", o->help,
+				 o->def[0] ? o->def : "empty");
 			assert_non_null(strstr(help, line));
 		}
 	assert_non_null(strstr(help, "--nfs-mode VALUE"));

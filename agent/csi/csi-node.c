@@ -20,6 +20,7 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "plugin.h"
+#include "quota.h"
 
 #define EXT4_SUPER_MAGIC 0xEF53
 #define XFS_SUPER_MAGIC 0x58465342
@@ -90,9 +91,10 @@ static int add_options(struct volume_spec *spec, const char *csv)
 
 /* Builds the spec a volume_context, capability and secrets describe, and finds its plugin.
  * On a bad context, answers INVALID_ARGUMENT naming the key and returns -EINVAL. */
-static int spec_from_request(const struct csi_map *context, const struct csi_volume_capability *cap,
-			     const struct csi_map *secrets, struct volume_spec **ret_spec,
-			     const struct volume_plugin **ret_plugin, struct csi_reply *reply)
+static int spec_from_request(const char *volume_id, const struct csi_map *context,
+			     const struct csi_volume_capability *cap, const struct csi_map *secrets,
+			     struct volume_spec **ret_spec, const struct volume_plugin **ret_plugin,
+			     struct csi_reply *reply)
 {
 	_cleanup_volume_spec_ struct volume_spec *spec = NULL;
 	const char *type = csi_map_get(context, "type");
@@ -121,6 +123,16 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 		if (r < 0)
 			return r;
 	}
+	/* A CSI inline ephemeral volume (kubelet says so in the context): the plugin makes a
+	 * fresh volume for this publish and removes it at unpublish. */
+	if (streq_ptr(csi_map_get(context, "csi.storage.k8s.io/ephemeral"), "true") &&
+	    volume_spec_set(spec, "ephemeral", "true") < 0)
+		return -ENOMEM;
+	/* A directory per volume below basePath is named by the volume id, which the request
+	 * gives, never the context. */
+	if (csi_map_get(context, "basePath") &&
+	    volume_spec_set(spec, "volumeId", volume_id ? volume_id : "") < 0)
+		return -ENOMEM;
 	if (cap->present && cap->fs_type[0] && volume_spec_set(spec, "fsType", cap->fs_type) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; cap->present && i < cap->n_mount_flags; i++)
@@ -270,7 +282,8 @@ static int new_spec_request(enum volume_request_kind kind, const char *volume_id
 	struct volume_request *req;
 	struct volume_spec *spec = NULL;
 	const struct volume_plugin *plugin;
-	int r = spec_from_request(volume_context, capability, secrets, &spec, &plugin, reply);
+	int r = spec_from_request(volume_id, volume_context, capability, secrets, &spec, &plugin,
+				  reply);
 
 	if (r < 0)
 		return r;
@@ -565,6 +578,30 @@ static bool is_block_node(const char *path)
 	return stat(path, &st) == 0 && S_ISBLK(st.st_mode);
 }
 
+/* A directory with a size (a project quota, lib/quota.h): the limit is the total and the
+ * project's usage the used bytes and inodes; the filesystem's free space caps what is
+ * available. */
+static void quota_stats(const char *path, struct csi_reply *reply)
+{
+	struct quota_usage q;
+	long long avail;
+
+	if (quota_prj_dir_usage_at(path, &q) <= 0)
+		return;
+	avail = q.bytes_used >= q.bytes_limit ? 0 : (long long)(q.bytes_limit - q.bytes_used);
+	if (avail > reply->bytes.available)
+		avail = reply->bytes.available;
+	reply->bytes = (struct csi_usage){ true, avail, (long long)q.bytes_limit,
+					   (long long)q.bytes_used };
+	reply->inodes.used = (long long)q.inodes_used;
+	if (q.inodes_limit) {
+		reply->inodes.total = (long long)q.inodes_limit;
+		reply->inodes.available = q.inodes_used >= q.inodes_limit
+						  ? 0
+						  : (long long)(q.inodes_limit - q.inodes_used);
+	}
+}
+
 static int node_get_volume_stats(void *userdata, const struct csi_stats_request *in,
 				 struct csi_reply *reply)
 {
@@ -622,6 +659,8 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	reply->inodes = (struct csi_usage){ true, (long long)res.inodes_available,
 					    (long long)res.inodes_total,
 					    (long long)res.inodes_used };
+	if (quota_fs_type_has_projects(res.fs_type))
+		quota_stats(in->volume_path, reply);
 	return 0;
 }
 

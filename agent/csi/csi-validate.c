@@ -195,6 +195,17 @@ bool csi_validate_unstage(const struct csi_validate_config *cfg, const ProtobufC
 			  r->staging_target_path);
 }
 
+/* Whether kubelet marks the publish as a CSI inline ephemeral volume. */
+static bool publish_is_ephemeral(const Csi__V1__NodePublishVolumeRequest *r)
+{
+	for (size_t i = 0; i < r->n_volume_context; i++)
+		if (r->volume_context[i]->key &&
+		    !strcmp(r->volume_context[i]->key, "csi.storage.k8s.io/ephemeral"))
+			return r->volume_context[i]->value &&
+			       !strcmp(r->volume_context[i]->value, "true");
+	return false;
+}
+
 bool csi_validate_publish(const struct csi_validate_config *cfg, const ProtobufCMessage *msg,
 			  struct csi_request_info *info, struct csi_verdict *v)
 {
@@ -214,8 +225,9 @@ bool csi_validate_publish(const struct csi_validate_config *cfg, const ProtobufC
 	    !check_capability(v, r->volume_capability) || !CHECK_MAPS(v, r))
 		return false;
 	/* CSI: with STAGE_UNSTAGE_VOLUME advertised, a missing staging path is a
-	 * FAILED_PRECONDITION (the volume cannot have been staged), not an INVALID_ARGUMENT. */
-	if (cfg->has_stage && empty(r->staging_target_path))
+	 * FAILED_PRECONDITION (the volume cannot have been staged), not an INVALID_ARGUMENT;
+	 * except for an inline ephemeral volume, which is never staged. */
+	if (cfg->has_stage && empty(r->staging_target_path) && !publish_is_ephemeral(r))
 		return refuse(v, CSI_FAILED_PRECONDITION,
 			      "staging_target_path: required, the driver has STAGE_UNSTAGE_VOLUME");
 	return true;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -99,4 +100,11 @@ const char *csi_env_staging(struct csi_env *e, const char *vol, char *buf)
 		 e->kubelet, vol);
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", buf, NULL }), 0);
 	return buf;
+}
+
+bool csi_env_have_client(void)
+{
+	return access("/usr/bin/python3", X_OK) == 0 &&
+	       test_run((const char *const[]){ "/usr/bin/python3", "-c", "import grpc, grpc_tools",
+					       NULL }) == 0;
 }

@@ -39,6 +39,9 @@ const char *csi_env_target(struct csi_env *e, const char *uid, const char *pv, c
 /* Kubelet's staging path of volume vol into buf (>= 700), made as kubelet does. */
 const char *csi_env_staging(struct csi_env *e, const char *vol, char *buf);
 
+/* Whether the Python client can run (python3 with grpcio and grpc-tools). */
+bool csi_env_have_client(void);
+
 /* Whether path is a unix socket (a test_wait_until predicate). */
 bool csi_socket_exists(void *path);
 
