@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "block-map.h"
+#include "crypt-volume.h"
 #include "csi-node.h"
 #include "csi.pb-c.h"
 #include "exec-util.h"
@@ -86,6 +87,19 @@ static int add_options(struct volume_spec *spec, const char *csv)
 	return 0;
 }
 
+/* An encrypted CSI volume's passphrase comes in the secrets (crypt-volume.h), never from a
+ * file on the node that a volume_context could name. */
+static int refuse_passphrase_file(const char *key, struct csi_reply *reply)
+{
+	if (!streq(key, CRYPT_VOLUME_ATTR_FILE))
+		return 0;
+	csi_reply_set(reply, CSI_INVALID_ARGUMENT,
+		      "volume_context.%s: not taken over CSI; give the passphrase in "
+		      "secrets." CRYPT_VOLUME_SECRET,
+		      key);
+	return -EINVAL;
+}
+
 /* Builds the spec a volume_context, capability and secrets describe, and finds its plugin.
  * On a bad context, answers INVALID_ARGUMENT naming the key and returns -EINVAL. */
 static int spec_from_request(const struct csi_map *context, const struct csi_volume_capability *cap,
@@ -112,6 +126,8 @@ static int spec_from_request(const struct csi_map *context, const struct csi_vol
 		 * metadata kubelet and provisioners add, not plugin fields. */
 		if (streq(kv->key, "type") || strchr(kv->key, '/'))
 			continue;
+		if (refuse_passphrase_file(kv->key, reply) < 0)
+			return -EINVAL;
 		if (streq(kv->key, "mountOptions"))
 			r = add_options(spec, kv->value);
 		else
