@@ -72,8 +72,7 @@ int luks_format(const char *dev, const char *pass, size_t pass_len, struct error
 		return err_set(err, r, "LUKS format %s: %s", dev, strerror(-r));
 	r = crypt_keyslot_add_by_volume_key(cd, CRYPT_ANY_SLOT, NULL, 0, pass, pass_len);
 	if (r < 0)
-		return err_set(err, r, "LUKS format %s: adding the keyslot: %s", dev,
-			       strerror(-r));
+		return err_set(err, r, "LUKS format %s: adding the keyslot: %s", dev, strerror(-r));
 	return 0;
 }
 
@@ -98,7 +97,8 @@ int luks_open(const char *dev, const char *name, const char *pass, size_t pass_l
 			return err_set(err, -EPERM, "wrong passphrase for the LUKS device %s", dev);
 		return err_set(err, -EOPNOTSUPP,
 			       "cannot open the LUKS device %s: this kernel has no device-mapper "
-			       "(dm_mod and dm_crypt; " DM_MISC_SYSFS " and /dev/mapper/control are "
+			       "(dm_mod and dm_crypt; " DM_MISC_SYSFS
+			       " and /dev/mapper/control are "
 			       "missing)",
 			       dev);
 	}

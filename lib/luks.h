@@ -22,7 +22,7 @@
 #define LUKS_CIPHER_MODE "xts-plain64"
 #define LUKS_KEY_BITS 512
 #define LUKS_PBKDF "argon2id"
-#define LUKS_PBKDF_ITERATIONS 4	       /* argon2 time cost */
+#define LUKS_PBKDF_ITERATIONS 4		 /* argon2 time cost */
 #define LUKS_PBKDF_MEMORY_KB (64 * 1024) /* argon2 memory cost */
 #define LUKS_PBKDF_THREADS 1
 

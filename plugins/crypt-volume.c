@@ -157,7 +157,8 @@ static int get_passphrase(const struct volume_spec *spec, struct passphrase *p,
 			       " (CSI) or as encryption.passphraseFile (pod spec file)");
 	len = strlen(secret);
 	if (len >= CRYPT_VOLUME_PASSPHRASE_MAX)
-		return err_set(err, -EINVAL, "secrets." CRYPT_VOLUME_SECRET ": longer than %d bytes",
+		return err_set(err, -EINVAL,
+			       "secrets." CRYPT_VOLUME_SECRET ": longer than %d bytes",
 			       CRYPT_VOLUME_PASSPHRASE_MAX - 1);
 	r = passphrase_alloc(p);
 	if (r < 0)

@@ -1,0 +1,344 @@
+/* test-crypt.c - encryption at rest on this host, whose kernel has no device-mapper: what can
+ * be done without it is done for real (the pod spec's passphrase file rules, luksFormat of a
+ * blank loop device once and only once, the refusals: encryption asked of a device holding a
+ * filesystem, a LUKS device used without encryption, a wrong passphrase), and the open fails
+ * with an error naming the missing kernel support while the other volumes go on.  Through
+ * pod spec files and through CSI (the real gRPC client).  The passphrases are canaries: none
+ * shows up in the log, the state dir (journal), `volagent status` (text and JSON), the metrics
+ * or a CSI answer.  With device-mapper (the test VM) the open, the lifecycle and the data are
+ * tested by tests/vm/test-crypt.sh.  Root, private mount namespace; the fixture detaches every
+ * loop device even on failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-fixture.h"
+#include "blkdev.h"
+#include "csi-env.h"
+#include "luks.h"
+#include "pod-spec.h"
+#include "testlib.h"
+
+/* test_wait_until scales it by $TEST_TIME_SCALE. */
+#define WAIT_MS 20000
+#define CANARY_FILE_PASS "canaryFilePass-7c1d"
+#define CANARY_WRONG_PASS "canaryWrongPass-53aa"
+#define CANARY_CSI_PASS "canaryCsiPass-e2b9"
+#define CANARY_CSI_WRONG "canaryCsiWrong-0f4c"
+
+static const char *const canaries[] = {
+	CANARY_FILE_PASS,
+	CANARY_WRONG_PASS,
+	CANARY_CSI_PASS,
+	CANARY_CSI_WRONG,
+};
+
+static void assert_no_canary(const char *where, const char *text)
+{
+	assert_non_null(text);
+	for (size_t i = 0; i < sizeof(canaries) / sizeof(canaries[0]); i++)
+		if (strstr(text, canaries[i]))
+			fail_msg("%s holds the canary %s", where, canaries[i]);
+}
+
+static int state_files;
+
+static int check_state_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	char *text;
+
+	if (type != FTW_F || !S_ISREG(st->st_mode))
+		return 0;
+	text = test_read_file(path);
+	assert_no_canary(path, text ? text : "");
+	free(text);
+	state_files++;
+	return 0;
+}
+
+/* The log, every file of the state dir, status in both forms, the metrics. */
+static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volume)
+{
+	char sock[700], msock[700], *out = NULL;
+
+	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
+	snprintf(msock, sizeof(msock), "%s/metrics.sock", f->state);
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--json", "--socket", sock,
+							      NULL },
+				       &out),
+			 0);
+	assert_no_canary("status --json", out);
+	if (volume) /* not vacuous (a refused CSI stage leaves no volume behind) */
+		assert_non_null(strstr(out, volume));
+	free(out);
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--socket", sock, NULL },
+				       &out),
+			 0);
+	assert_no_canary("status", out);
+	free(out);
+	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
+								 msock, "http://agent/metrics",
+								 NULL },
+					  &out),
+			 0);
+	assert_no_canary("metrics", out);
+	free(out);
+	state_files = 0;
+	assert_int_equal(nftw(f->state, check_state_file, 16, FTW_PHYS), 0);
+	assert_true(state_files >= 1);
+	out = test_read_file(f->agent.log_path);
+	assert_no_canary("agent log", out);
+	free(out);
+}
+
+/* What libblkid finds on dev: its TYPE and UUID. */
+static void probe(const char *dev, char *type, char *uuid)
+{
+	struct blkdev_probe pr;
+	struct error_info err = { 0 };
+
+	assert_int_equal(blkdev_probe(dev, &pr, &err), 0);
+	strcpy(type, pr.type);
+	strcpy(uuid, pr.uuid);
+}
+
+static void write_key(const char *path, const char *pass, mode_t mode)
+{
+	assert_int_equal(test_write_file(path, pass), 0);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+/* --- the passphrase file's rules, through the pod spec parser --- */
+
+static void parse_expect(const char *key, const char *path, const char *text)
+{
+	char json[1024];
+	struct pod_spec *p = NULL;
+	struct error_info err = { 0 };
+	int r;
+
+	snprintf(json, sizeof(json),
+		 "{\"pod\": {\"uid\": \"p\"}, \"volumes\": [{\"name\": \"v\", \"local\": {\"path\": "
+		 "\"%s\"}, \"encryption\": {\"passphraseFile\": \"%s\"}}]}",
+		 path, key);
+	r = pod_spec_parse_string(json, "t.json", &p, &err);
+	if (!text) {
+		if (r < 0)
+			fail_msg("refused: %s", err_msg(&err));
+		assert_string_equal(volume_spec_get(p->volumes[0].spec, "encrypted"), "true");
+	} else if (r == 0 || !strstr(err_msg(&err), text)) {
+		fail_msg("expected an error with \"%s\", got %d \"%s\"", text, r, err_msg(&err));
+	}
+	pod_spec_free(p);
+}
+
+static void test_passphrase_file_rules(void **state)
+{
+	char *dir = test_mkdtemp("cryptkeys"), key[600], link[600];
+
+	snprintf(key, sizeof(key), "%s/key", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	write_key(key, "pass", 0600);
+	parse_expect(key, "/dev/loop0", NULL);
+	assert_int_equal(chmod(key, 0400), 0);
+	parse_expect(key, "/dev/loop0", NULL);
+	assert_int_equal(chmod(key, 0640), 0);
+	parse_expect(key, "/dev/loop0",
+		     "volumes[0].encryption.passphraseFile: ");
+	parse_expect(key, "/dev/loop0", "has mode 0640: group and others may have no permission");
+	assert_int_equal(chmod(key, 0604), 0);
+	parse_expect(key, "/dev/loop0", "has mode 0604");
+	assert_int_equal(chmod(key, 0600), 0);
+	assert_int_equal(chown(key, 1000, 0), 0);
+	parse_expect(key, "/dev/loop0", "is owned by uid 1000, not by root");
+	assert_int_equal(chown(key, 0, 0), 0);
+	assert_int_equal(symlink(key, link), 0);
+	parse_expect(link, "/dev/loop0", "is not a regular file");
+	parse_expect(dir, "/dev/loop0", "is not a regular file");
+	parse_expect("/nonexistent/key", "/dev/loop0", "No such file");
+	parse_expect("key", "/dev/loop0", "must be an absolute path");
+	/* A directory volume is never encrypted. */
+	parse_expect(key, dir, "only a block device");
+	test_rm_rf(dir);
+	free(dir);
+}
+
+/* --- pod spec files --- */
+
+static int setup(void **state)
+{
+	*state = fixture_new("crypt");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+#define START_ARGS                                                                         \
+	(const char *const[])                                                              \
+	{                                                                                  \
+		"--log-level", "debug", "--device-inventory", "false", NULL                \
+	}
+
+static void test_pod_spec_files(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *blank = fixture_add_loop(f, 32 << 20), *fs = fixture_add_loop(f, 32 << 20);
+	const char *luks = fixture_add_loop(f, 32 << 20);
+	char key[600], type[64], uuid[64], uuid2[64], t_dir[512], msg[256];
+	struct error_info err = { 0 };
+
+	assert_non_null(blank);
+	assert_non_null(fs);
+	assert_non_null(luks);
+	snprintf(key, sizeof(key), "%s/key", f->dir);
+	write_key(key, CANARY_FILE_PASS "\n", 0600);
+	assert_int_equal(test_mkfs("ext4", fs), 0);
+	assert_int_equal(luks_format(luks, "other", 5, &err), 0);
+
+	assert_int_equal(fixture_write_podf(f, "enc.json",
+					    "{\"pod\": {\"uid\": \"pod-enc\"}, \"volumes\": ["
+					    "{\"name\": \"blank\", \"local\": {\"path\": \"%s\"},"
+					    " \"encryption\": {\"passphraseFile\": \"%s\"}},"
+					    "{\"name\": \"fs\", \"local\": {\"path\": \"%s\"},"
+					    " \"encryption\": {\"passphraseFile\": \"%s\"}},"
+					    "{\"name\": \"luks\", \"local\": {\"path\": \"%s\"}}]}",
+					    blank, key, fs, key, luks),
+			 0);
+	assert_int_equal(fixture_write_local_pod(f, "pod-dir", "data",
+						 fixture_make_source(f, "src", "x")),
+			 0);
+	assert_int_equal(fixture_start(f, START_ARGS), 0);
+
+	/* Other volumes go on. */
+	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "pod-dir", "data", t_dir), WAIT_MS));
+	/* The blank device was formatted (LUKS2), then the open names what the kernel lacks. */
+	snprintf(msg, sizeof(msg), "volume local:%s: cannot open the LUKS device %s: this kernel "
+		 "has no device-mapper", blank, blank);
+	assert_true(fixture_wait_log(f, msg, WAIT_MS));
+	probe(blank, type, uuid);
+	assert_string_equal(type, "crypto_LUKS");
+	/* The device holding a filesystem is left as it was; the LUKS one is not handed out. */
+	snprintf(msg, sizeof(msg), "volume local:%s asks for encryption but %s carries ext4, not "
+		 "LUKS; refusing to format over data", fs, fs);
+	assert_true(fixture_wait_log(f, msg, WAIT_MS));
+	probe(fs, type, uuid2);
+	assert_string_equal(type, "ext4");
+	snprintf(msg, sizeof(msg), "volume local:%s: %s carries a LUKS header but the volume does "
+		 "not ask for encryption; refusing to hand out ciphertext", luks, luks);
+	assert_true(fixture_wait_log(f, msg, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+
+	/* Formatted once: a restart (the same passphrase) opens, never formats again. */
+	{
+		long off = fixture_log_size(f);
+		assert_int_equal(fixture_start(f, START_ARGS), 0);
+		assert_true(fixture_wait_log_after(f, off, "this kernel has no device-mapper",
+						   WAIT_MS));
+	}
+	probe(blank, type, uuid2);
+	assert_string_equal(uuid, uuid2);
+
+	/* A wrong passphrase is said so, naming the volume. */
+	write_key(key, CANARY_WRONG_PASS, 0600);
+	{
+		long off = fixture_log_size(f);
+		assert_int_equal(fixture_stop(f, SIGTERM), 0);
+		assert_int_equal(fixture_start(f, START_ARGS), 0);
+		snprintf(msg, sizeof(msg), "volume local:%s: wrong passphrase for the LUKS device %s",
+			 blank, blank);
+		assert_true(fixture_wait_log_after(f, off, msg, WAIT_MS));
+	}
+	probe(blank, type, uuid2);
+	assert_string_equal(uuid, uuid2);
+	assert_no_canary_anywhere(f, "pod-enc");
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* --- CSI --- */
+
+static int csi_setup(void **state)
+{
+	*state = csi_env_new("cryptcsi");
+	return 0;
+}
+
+static int csi_teardown(void **state)
+{
+	csi_env_free(*state);
+	return 0;
+}
+
+#define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+
+static void test_csi(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	char stg[700], calls[8192], type[64], uuid[64], uuid2[64], *out;
+
+	assert_non_null(dev);
+	csi_env_staging(e, "pv-enc", stg);
+	csi_env_start(e);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
+		 "{\"encryptionPassphrase\": \"" CANARY_CSI_PASS "\"}}\n"
+		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
+		 "{\"encryptionPassphrase\": \"" CANARY_CSI_WRONG "\"}}\n"
+		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"path\": \"%s\", \"encrypted\": \"true\"}}\n"
+		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"path\": \"%s\", \"encrypted\": \"true\", \"encryptionPassphraseFile\": "
+		 "\"/etc/shadow\"}}\n",
+		 stg, dev, stg, dev, stg, dev, stg, dev);
+	out = csi_env_call(e, calls);
+	assert_non_null(out);
+	/* Formatted, then the open fails for want of device-mapper: final for kubelet. */
+	assert_line(out, 0, "ERR FAILED_PRECONDITION");
+	assert_line(out, 0, "this kernel has no device-mapper");
+	probe(dev, type, uuid);
+	assert_string_equal(type, "crypto_LUKS");
+	assert_line(out, 1, "ERR PERMISSION_DENIED");
+	assert_line(out, 1, "wrong passphrase");
+	assert_line(out, 2, "ERR INVALID_ARGUMENT");
+	assert_line(out, 2, "no passphrase: give it in the secrets under encryptionPassphrase");
+	assert_line(out, 3, "ERR INVALID_ARGUMENT");
+	assert_line(out, 3, "volume_context.encryptionPassphraseFile: not taken over CSI");
+	assert_no_canary("CSI answers", out);
+	free(out);
+	probe(dev, type, uuid2);
+	assert_string_equal(uuid, uuid2);
+	assert_no_canary_anywhere(e->f, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_passphrase_file_rules),
+		cmocka_unit_test_setup_teardown(test_pod_spec_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi, csi_setup, csi_teardown),
+	};
+
+	if (!test_have_root())
+		return 77;
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
