@@ -533,6 +533,18 @@ static int block_expand(const struct csi_expand_request *in, struct csi_reply *r
 	return 0;
 }
 
+/* An encrypted raw block volume's device is its mapping: grown to its device first
+ * (crypt-volume.h; nothing to do for any other device). */
+static int grow_mapping(const struct volume_request_result *info, struct csi_reply *reply)
+{
+	struct error_info err = { 0 };
+	int r = crypt_volume_grow(info->device_path, &err);
+
+	if (r < 0)
+		csi_reply_set(reply, csi_code_from_errno(r), "%s", err_msg(&err));
+	return r;
+}
+
 /* Whether path is a block device node (a published or staged block volume). */
 static bool is_block_node(const char *path)
 {
@@ -653,8 +665,10 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	r = check_expand_capability(in, &info, reply);
 	if (r < 0)
 		return r;
-	if (is_block_node(in->volume_path))
-		return block_expand(in, reply);
+	if (is_block_node(in->volume_path)) {
+		r = grow_mapping(&info, reply);
+		return r < 0 ? r : block_expand(in, reply);
+	}
 	/* The plugin grows it (its expand op); the CSI call knows the device and the path. */
 	p = plugin_find_by_name(info.plugin);
 	if (!place.uses_device || !plugin_has_expand(p))
