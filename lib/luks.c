@@ -24,7 +24,8 @@ static void crypt_freep(struct crypt_device **cd)
 static void log_crypt(int level, const char *msg, void *arg)
 {
 	(void)arg;
-	log_debug("crypt", "libcryptsetup[%d]: %s", level, msg);
+	(void)level;
+	log_debug("crypt", "libcryptsetup", "message", msg);
 }
 
 static const struct crypt_pbkdf_type pbkdf = {
@@ -102,6 +103,9 @@ int luks_open(const char *dev, const char *name, const char *pass, size_t pass_l
 			       "missing)",
 			       dev);
 	}
+	/* The volume key in the dm table, not in a kernel keyring of this thread: a resize (on
+	 * another thread, after a restart) then needs no passphrase. */
+	(void)crypt_volume_key_keyring(cd, 0);
 	r = crypt_activate_by_passphrase(cd, name, CRYPT_ANY_SLOT, pass, pass_len,
 					 read_only ? CRYPT_ACTIVATE_READONLY : 0);
 	if (r == -EPERM)
@@ -150,6 +154,7 @@ int luks_resize(const char *name, struct error_info *err)
 	r = crypt_init_by_name(&cd, name);
 	if (r < 0)
 		return err_set(err, r, "mapping %s: %s", name, strerror(-r));
+	(void)crypt_volume_key_keyring(cd, 0);
 	r = crypt_resize(cd, name, 0);
 	if (r < 0)
 		return err_set(err, r, "growing the mapping %s: %s", name, strerror(-r));

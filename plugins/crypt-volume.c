@@ -6,11 +6,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "blkdev.h"
 #include "block-map.h"
 #include "crypt-volume.h"
+#include "log.h"
 #include "luks.h"
 #include "macro.h"
 
@@ -275,22 +277,54 @@ const char *crypt_volume_backing_device(const struct device_attachment *att)
 	return dev ? dev : att->device_path;
 }
 
+/* The dm name of the block device at path (any path of it: /dev/mapper/<name>, /dev/dm-N, a
+ * bind of it) into name (>= CRYPT_VOLUME_NAME_MAX), from sysfs; -ENODEV when it is no dm
+ * device. */
+static int dm_name_of(const char *path, char *name)
+{
+	char sys[96], buf[CRYPT_VOLUME_NAME_MAX];
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	ssize_t n;
+
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (!S_ISBLK(st.st_mode))
+		return -ENODEV;
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/dm/name", major(st.st_rdev),
+		 minor(st.st_rdev));
+	fd = open(sys, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -ENODEV;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -ENODEV;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(name, CRYPT_VOLUME_NAME_MAX, "%s", buf);
+	return 0;
+}
+
 int crypt_volume_grow(const char *device_path, struct error_info *err)
 {
-	const char *name;
-	char backing_path[LUKS_PATH_MAX];
+	char name[CRYPT_VOLUME_NAME_MAX], backing_path[LUKS_PATH_MAX];
 	uint64_t size;
 	dev_t backing;
 	int r;
 
-	if (!device_path || !startswith(device_path, LUKS_MAPPER_DIR "/" CRYPT_VOLUME_NAME_PREFIX))
+	if (!device_path || dm_name_of(device_path, name) < 0 ||
+	    !startswith(name, CRYPT_VOLUME_NAME_PREFIX)) {
+		log_debug("crypt", "expand: no mapping of this layer", "device",
+			  device_path ? device_path : "(none)");
 		return 0;
-	name = device_path + strlen(LUKS_MAPPER_DIR "/");
+	}
 	r = luks_lookup(name, &backing, backing_path);
 	if (r <= 0)
 		return err_set(err, r < 0 ? r : -ENODEV, "mapping %s is not open", name);
 	r = block_map_reread_size(backing_path, &size, err);
 	if (r < 0)
 		return r;
+	log_debug("crypt", "expand: growing the mapping to its device", "mapping", name, "device",
+		  backing_path);
 	return luks_resize(name, err);
 }

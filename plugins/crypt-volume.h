@@ -75,7 +75,7 @@ int crypt_volume_detach(const struct device_attachment *att, struct error_info *
 /* The device under att's mapping, or att->device_path when it has none. */
 const char *crypt_volume_backing_device(const struct device_attachment *att);
 
-/* For expand: when device_path is one of this layer's mappings, makes the kernel re-read the
+/* For expand: when device_path (any path of the device) is one of this layer's mappings, makes the kernel re-read the
  * size of the device under it and grows the mapping to it.  0 when device_path is no
  * mapping.  Returns 0 or -errno with err filled. */
 int crypt_volume_grow(const char *device_path, struct error_info *err);
