@@ -9,7 +9,7 @@
 #   make bench BENCH_ARGS=--quick    smaller N and fewer repetitions, for trying the runner
 
 BENCH_DIR := $(BUILD)/tests/bench
-BENCH_BINS := $(BENCH_DIR)/volagent-bench $(BENCH_DIR)/csi-bench
+BENCH_BINS := $(BENCH_DIR)/volagent-bench $(BENCH_DIR)/csi-bench $(BENCH_DIR)/crypt-bench
 BENCH_ARGS ?=
 
 .PHONY: bench
@@ -27,3 +27,7 @@ $(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o $(BENCH_DIR)/bench-ut
 # (LIBAGENT is defined after this file is included: spelled out here.)
 $(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BENCH_DIR)/bench-util.o $(BUILD)/libvolagent.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA) -lgrpc -lgpr
+
+# The cost of opening an encrypted volume (lib/luks.c, docs/encryption.md).
+$(BENCH_DIR)/crypt-bench: $(BENCH_DIR)/crypt-bench.o $(BUILD)/libvolagent.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
