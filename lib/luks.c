@@ -53,6 +53,21 @@ static int init_device(const char *dev, struct crypt_device **ret, struct error_
 	return 0;
 }
 
+/* init_device() and the LUKS2 header read. */
+static int load_device(const char *dev, struct crypt_device **ret, struct error_info *err)
+{
+	int r = init_device(dev, ret, err);
+
+	if (r < 0)
+		return r;
+	r = crypt_load(*ret, CRYPT_LUKS2, NULL);
+	if (r < 0)
+		return err_set(err, r == -EINVAL ? -EMEDIUMTYPE : r,
+			       "%s carries no LUKS2 header libcryptsetup can read: %s", dev,
+			       strerror(-r));
+	return 0;
+}
+
 int luks_format(const char *dev, const char *pass, size_t pass_len, struct error_info *err)
 {
 	_cleanup_crypt_ struct crypt_device *cd = NULL;
@@ -83,14 +98,9 @@ int luks_open(const char *dev, const char *name, const char *pass, size_t pass_l
 	_cleanup_crypt_ struct crypt_device *cd = NULL;
 	int r;
 
-	r = init_device(dev, &cd, err);
+	r = load_device(dev, &cd, err);
 	if (r < 0)
 		return r;
-	r = crypt_load(cd, CRYPT_LUKS2, NULL);
-	if (r < 0)
-		return err_set(err, r == -EINVAL ? -EMEDIUMTYPE : r,
-			       "%s carries no LUKS2 header libcryptsetup can read: %s", dev,
-			       strerror(-r));
 	if (!luks_dm_available()) {
 		/* Only the check of the passphrase works without the kernel's support. */
 		r = crypt_activate_by_passphrase(cd, NULL, CRYPT_ANY_SLOT, pass, pass_len, 0);
@@ -188,14 +198,9 @@ int luks_verify(const char *dev, const char *pass, size_t pass_len, struct error
 	_cleanup_crypt_ struct crypt_device *cd = NULL;
 	int r;
 
-	r = init_device(dev, &cd, err);
+	r = load_device(dev, &cd, err);
 	if (r < 0)
 		return r;
-	r = crypt_load(cd, CRYPT_LUKS2, NULL);
-	if (r < 0)
-		return err_set(err, r == -EINVAL ? -EMEDIUMTYPE : r,
-			       "%s carries no LUKS2 header libcryptsetup can read: %s", dev,
-			       strerror(-r));
 	r = crypt_activate_by_passphrase(cd, NULL, CRYPT_ANY_SLOT, pass, pass_len, 0);
 	if (r == -EPERM)
 		return err_set(err, -EPERM, "wrong passphrase for the LUKS device %s", dev);

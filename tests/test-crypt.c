@@ -13,19 +13,18 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "check-util.h"
 #include "blkdev.h"
+#include "block-map.h"
 #include "crypt-volume.h"
 #include "csi-env.h"
 #include "luks.h"
@@ -48,25 +47,7 @@ static const char *const canaries[] = {
 
 static void assert_no_canary(const char *where, const char *text)
 {
-	assert_non_null(text);
-	for (size_t i = 0; i < sizeof(canaries) / sizeof(canaries[0]); i++)
-		if (strstr(text, canaries[i]))
-			fail_msg("%s holds the canary %s", where, canaries[i]);
-}
-
-static int state_files;
-
-static int check_state_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	char *text;
-
-	if (type != FTW_F || !S_ISREG(st->st_mode))
-		return 0;
-	text = test_read_file(path);
-	assert_no_canary(path, text ? text : "");
-	free(text);
-	state_files++;
-	return 0;
+	assert_no_canary_in(where, text, canaries, sizeof(canaries) / sizeof(canaries[0]));
 }
 
 /* The log, every file of the state dir, status in both forms, the metrics. */
@@ -96,9 +77,8 @@ static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volum
 			 0);
 	assert_no_canary("metrics", out);
 	free(out);
-	state_files = 0;
-	assert_int_equal(nftw(f->state, check_state_file, 16, FTW_PHYS), 0);
-	assert_true(state_files >= 1);
+	assert_true(assert_no_canary_in_files(f->state, canaries,
+					      sizeof(canaries) / sizeof(canaries[0])) >= 1);
 	out = test_read_file(f->agent.log_path);
 	assert_no_canary("agent log", out);
 	free(out);
@@ -532,12 +512,10 @@ static long long fs_bytes(const char *path)
 
 static long long bdev_bytes(const char *path)
 {
-	unsigned long long bytes = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct error_info err = { 0 };
+	uint64_t bytes = 0;
 
-	assert_true(fd >= 0);
-	assert_int_equal(ioctl(fd, BLKGETSIZE64, &bytes), 0);
-	close(fd);
+	assert_int_equal(block_map_size(path, &bytes, &err), 0);
 	return (long long)bytes;
 }
 

@@ -96,8 +96,9 @@ static bool image_is_luks(const char *image)
 static void test_encrypted_image_up_to_the_open(void **state)
 {
 	struct ctx *c = *state;
-	const char *extra[] = { "--rbd-timeout", "20s", "--rbd-attach-methods", "fuse",
-				"--log-level", "debug", "--backoff-max", "2s", NULL };
+	const char *extra[] = { "--rbd-timeout", "20s",		"--rbd-attach-methods",
+				"fuse",		 "--log-level", "debug",
+				"--backoff-max", "2s",		NULL };
 	char msg[300];
 	long off;
 
@@ -138,6 +139,5 @@ int main(void)
 
 	rt_init();
 	test_enter_private_mountns();
-	return cmocka_run_group_tests_name("encrypted rbd volumes on this host", tests, NULL,
-					   NULL);
+	return cmocka_run_group_tests_name("encrypted rbd volumes on this host", tests, NULL, NULL);
 }
