@@ -135,6 +135,7 @@ int luks_open(const char *dev, const char *name, const char *pass, size_t pass_l
 int luks_lookup(const char *name, dev_t *ret_backing, char *ret_backing_path)
 {
 	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	crypt_status_info st_info;
 	const char *dev;
 	struct stat st;
 	int r;
@@ -142,7 +143,8 @@ int luks_lookup(const char *name, dev_t *ret_backing, char *ret_backing_path)
 	if (!luks_dm_available())
 		return 0;
 	crypt_set_log_callback(NULL, log_crypt, NULL);
-	if (crypt_status(NULL, name) != CRYPT_ACTIVE && crypt_status(NULL, name) != CRYPT_BUSY)
+	st_info = crypt_status(NULL, name);
+	if (st_info != CRYPT_ACTIVE && st_info != CRYPT_BUSY)
 		return 0;
 	r = crypt_init_by_name(&cd, name);
 	if (r < 0)
