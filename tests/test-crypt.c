@@ -521,7 +521,7 @@ static long long bdev_bytes(const char *path)
 
 /* CSI through the real gRPC client: a Filesystem volume staged, published, grown (backing
  * file, then NodeExpandVolume: the mapping and ext4 grow), unpublished and unstaged (the
- * mapping closed); a Block volume whose published file is the mapping; a wrong passphrase
+ * mapping closed); a Block volume whose published file is the mapping, grown the same way; a wrong passphrase
  * refused as final with nothing opened. */
 static void test_vm_csi(void **state)
 {
@@ -571,11 +571,19 @@ static void test_vm_csi(void **state)
 	before = fs_bytes(tgt);
 	snprintf(img, sizeof(img), "%s/disk0.img", e->f->dir);
 	assert_int_equal(truncate(img, 128 << 20), 0);
+	snprintf(img, sizeof(img), "%s/disk1.img", e->f->dir);
+	assert_int_equal(truncate(img, 64 << 20), 0);
 	snprintf(calls, sizeof(calls),
-		 "Node/NodeExpandVolume {\"volume_id\": \"enc\", \"volume_path\": \"%s\"}\n", tgt);
+		 "Node/NodeExpandVolume {\"volume_id\": \"enc\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"blk\", \"volume_path\": \"%s\"}\n",
+		 tgt, btgt);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK");
+	/* Block mode: the mapping grown to the device less the header, and that is the answer. */
+	assert_line(out, 1, "OK");
+	assert_line(out, 1, "50331648");
 	free(out);
+	assert_int_equal(bdev_bytes(btgt), (64LL << 20) - LUKS2_HEADER_BYTES);
 	if (bdev_bytes(mapping) != (128LL << 20) - LUKS2_HEADER_BYTES) {
 		char *log = test_read_file(e->f->agent.log_path);
 		fail_msg("the mapping did not grow: %lld bytes; the log ends: %s",
