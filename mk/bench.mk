@@ -9,7 +9,7 @@
 #   make bench BENCH_ARGS=--quick    smaller N and fewer repetitions, for trying the runner
 
 BENCH_DIR := $(BUILD)/tests/bench
-BENCH_BINS := $(BENCH_DIR)/volagent-bench $(BENCH_DIR)/csi-bench $(BENCH_DIR)/quota-bench
+BENCH_BINS := $(BENCH_DIR)/volagent-bench $(BENCH_DIR)/csi-bench $(BENCH_DIR)/quota-bench $(BENCH_DIR)/crypt-bench
 BENCH_ARGS ?=
 
 .PHONY: bench
@@ -30,4 +30,8 @@ $(BENCH_DIR)/csi-bench: $(BENCH_DIR)/csi-bench.o $(BENCH_DIR)/bench-util.o $(BUI
 
 # lib/quota.c's calls on a real filesystem (the agent library for lib/quota.o).
 $(BENCH_DIR)/quota-bench: $(BENCH_DIR)/quota-bench.o $(BENCH_DIR)/bench-util.o $(BUILD)/libvolagent.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
+
+# The cost of opening an encrypted volume (lib/luks.c, docs/encryption.md).
+$(BENCH_DIR)/crypt-bench: $(BENCH_DIR)/crypt-bench.o $(BUILD)/libvolagent.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)

@@ -36,6 +36,7 @@
 #include "bind-util.h"
 #include "block-map.h"
 #include "blkdev.h"
+#include "crypt-volume.h"
 #include "device-fs.h"
 #include "macro.h"
 #include "mount-util.h"
@@ -102,6 +103,20 @@ static int validate_base_path(const struct volume_spec *spec, struct error_info 
 	return 0;
 }
 
+/* Encryption (crypt-volume.h) is for block devices only: a directory is never encrypted. */
+static int local_validate_crypt(const struct volume_spec *spec, struct error_info *err)
+{
+	const char *path = volume_spec_get(spec, "path");
+
+	if (crypt_volume_validate(spec, err) < 0)
+		return err->code;
+	if (crypt_volume_requested(spec) && (!path || !startswith(path, "/dev/")))
+		return err_set(err, -EINVAL,
+			       "encrypted: only a block device (a path under /dev) can be "
+			       "encrypted, not a directory");
+	return 0;
+}
+
 static int local_validate(const struct volume_spec *spec, struct error_info *err)
 {
 	const char *path = volume_spec_get(spec, "path");
@@ -110,10 +125,11 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 	for (size_t i = 0; i < spec->n_attrs; i++) {
 		const char *k = spec->attrs[i].key;
 		if (!streq(k, "path") && !streq(k, "fsType") && !streq(k, "size") &&
-		    !streq(k, "basePath") && !streq(k, "volumeId") && !streq(k, "ephemeral"))
+		    !streq(k, "basePath") && !streq(k, "volumeId") && !streq(k, "ephemeral") &&
+		    !crypt_volume_is_attr(k))
 			return err_set(err, -EINVAL,
 				       "%s: unknown field (local takes path, fsType, size, "
-				       "basePath, volumeId, ephemeral)",
+				       "basePath, volumeId, ephemeral, encrypted)",
 				       k);
 	}
 	if (volume_spec_get(spec, "ephemeral")) {
@@ -137,6 +153,8 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 				       "size: only a directory volume takes a size (a device's "
 				       "size is the device's)");
 	}
+	if (local_validate_crypt(spec, err) < 0)
+		return err->code;
 	if (is_ephemeral(spec))
 		return 0;
 	if (volume_spec_get(spec, "basePath"))
@@ -307,6 +325,10 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 		const char *path = dir_path(m->spec, target->path, buf);
 		struct stat st;
 
+		if (crypt_volume_requested(m->spec))
+			return err_set(err, -ENOTBLK,
+				       "path: %s is no block device; an encrypted volume needs one",
+				       path);
 		r = open_dir(m->spec, path, target->path, &src, err);
 		if (r == -ENOTDIR && path && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
 			return err_set(err, -EPERM,
@@ -357,13 +379,39 @@ static int local_construct_spec(const char *volume_name, const char *mount_path,
 static int local_attach(const struct volume_spec *spec, bool read_only,
 			struct device_attachment *ret, struct error_info *err)
 {
+	_cleanup_free_ char *volume_name = NULL;
 	char dev[PATH_MAX];
 	int r = resolve_device(volume_spec_get(spec, "path"), dev, err);
 
 	if (r < 0)
 		return r;
+	volume_name = local_get_volume_name(spec);
 	ret->device_path = strdup(dev);
-	return ret->device_path ? 0 : -ENOMEM;
+	if (!ret->device_path || !volume_name)
+		return -ENOMEM;
+	r = crypt_volume_attach(spec, volume_name, read_only, ret, err);
+	if (r < 0)
+		device_attachment_clear(ret);
+	return r;
+}
+
+/* Only an encrypted volume has something to undo: its mapping. */
+static int local_detach(const struct volume_spec *spec, const struct device_attachment *att,
+			struct error_info *err)
+{
+	return crypt_volume_detach(att, err);
+}
+
+/* Without an attachment (a journal of an older agent) the device is the spec's path: never
+ * for an encrypted volume, whose device is its mapping. */
+static int spec_device(const struct volume_spec *spec, const char *device_path, const char **ret,
+		       struct error_info *err)
+{
+	if (!device_path && crypt_volume_requested(spec))
+		return err_set(err, -EINVAL, "%s: encrypted, but no mapping is known for it",
+			       volume_spec_get(spec, "path"));
+	*ret = device_path ? device_path : volume_spec_get(spec, "path");
+	return 0;
 }
 
 static int local_mount_device(const struct volume_spec *spec, const char *device_path,
@@ -371,10 +419,13 @@ static int local_mount_device(const struct volume_spec *spec, const char *device
 			      struct error_info *err)
 {
 	char dev[PATH_MAX];
+	const char *path = NULL;
 	int r;
 
+	if (spec_device(spec, device_path, &path, err) < 0)
+		return err->code;
 	/* A journal of an older agent may have recorded the spec's path (a link) as the device. */
-	r = resolve_device(device_path ? device_path : volume_spec_get(spec, "path"), dev, err);
+	r = resolve_device(path, dev, err);
 	if (r < 0)
 		return r;
 	return device_fs_mount(dev, volume_spec_get(spec, "fsType"), NULL, spec->mount_options,
@@ -394,15 +445,18 @@ static int local_unmount_device(const char *path, struct error_info *err)
 static int local_map_device(const struct volume_spec *spec, const char *device_path, bool read_only,
 			    const struct mount_target *target, struct error_info *err)
 {
+	const char *path = NULL;
 	char dev[PATH_MAX];
 	int r;
 
 	if (!device_path) {
+		if (spec_device(spec, NULL, &path, err) < 0)
+			return err->code;
 		if (!local_uses_device(spec))
 			return err_set(err, -ENOTBLK,
 				       "%s is no block device; volumeMode Block needs one",
 				       volume_spec_get(spec, "path"));
-		r = resolve_device(volume_spec_get(spec, "path"), dev, err);
+		r = resolve_device(path, dev, err);
 		if (r < 0)
 			return r;
 		device_path = dev;
@@ -427,6 +481,9 @@ static int local_expand(const struct volume_spec *spec, const char *device_path,
 
 	if (!path)
 		return err_set(err, -EINVAL, "%s: no device is known for it", mount_path);
+	r = crypt_volume_grow(device_path, err);
+	if (r < 0)
+		return r;
 	r = resolve_device(path, dev, err);
 	if (r < 0)
 		return r;
@@ -451,6 +508,7 @@ static const struct device_mount_ops local_device_ops = {
 
 static const struct attach_ops local_attach_ops = {
 	.attach = local_attach,
+	.detach = local_detach,
 };
 
 static const struct block_ops local_block_ops = {

@@ -12,7 +12,6 @@
 #include <cmocka.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "check-util.h"
 #include "testlib.h"
 
 #define WAIT_MS 15000
@@ -61,29 +61,7 @@ static int teardown(void **state)
 /* Fails naming where a canary showed up, with the text around it. */
 static void assert_no_canary(const char *where, const char *text)
 {
-	assert_non_null(text);
-	for (size_t i = 0; i < sizeof(canaries) / sizeof(canaries[0]); i++) {
-		const char *p = strstr(text, canaries[i]);
-		if (p) {
-			const char *from = p - text > 200 ? p - 200 : text;
-			fail_msg("%s holds the canary %s: ...%.400s...", where, canaries[i], from);
-		}
-	}
-}
-
-static int state_files_checked;
-
-static int check_state_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	char *text;
-
-	if (type != FTW_F || !S_ISREG(st->st_mode))
-		return 0;
-	text = test_read_file(path);
-	assert_no_canary(path, text ? text : "");
-	free(text);
-	state_files_checked++;
-	return 0;
+	assert_no_canary_in(where, text, canaries, sizeof(canaries) / sizeof(canaries[0]));
 }
 
 /* Every place the agent writes to: log, state dir, status (both forms), metrics. */
@@ -120,9 +98,9 @@ static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volum
 	assert_non_null(strstr(out, "volagent_operations_started_total"));
 	free(out);
 
-	state_files_checked = 0;
-	assert_int_equal(nftw(f->state, check_state_file, 16, FTW_PHYS), 0);
-	assert_true(state_files_checked >= 1); /* the journal at least */
+	/* The journal at least. */
+	assert_true(assert_no_canary_in_files(f->state, canaries,
+					      sizeof(canaries) / sizeof(canaries[0])) >= 1);
 
 	log = test_read_file(f->agent.log_path);
 	assert_no_canary("agent log", log);

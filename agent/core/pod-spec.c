@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crypt-volume.h"
 #include "macro.h"
 #include "path-util.h"
 #include "pod-spec.h"
@@ -163,10 +164,47 @@ static int parse_mount_options(struct volume_spec *spec, json_t *opts, const cha
 	return 0;
 }
 
+/* "encryption": {"passphraseFile": "/etc/volagent/keys/<name>"}: the volume's block device is
+ * a LUKS2 volume (plugins/crypt-volume.h), its passphrase in that file, which must be a
+ * regular file owned by root with no group or other permission bits. */
+static int parse_encryption(struct volume_spec *spec, json_t *enc, const char *field,
+			    struct error_info *err)
+{
+	json_t *file = json_object_get(enc, "passphraseFile");
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(enc))
+		return err_set(err, -EINVAL, "%s.encryption: must be an object", field);
+	json_object_foreach(enc, key, v)
+	{
+		if (!streq(key, "passphraseFile"))
+			return err_set(err, -EINVAL,
+				       "%s.encryption.%s: unknown field (encryption has "
+				       "passphraseFile)",
+				       field, key);
+	}
+	if (!json_is_string(file))
+		return err_set(err, -EINVAL, "%s.encryption.passphraseFile: required, a path",
+			       field);
+	if (volume_spec_get(spec, CRYPT_VOLUME_ATTR) ||
+	    volume_spec_get(spec, CRYPT_VOLUME_ATTR_FILE))
+		return err_set(err, -EINVAL,
+			       "%s.encryption: the source sets " CRYPT_VOLUME_ATTR
+			       " itself; give encryption only",
+			       field);
+	if (crypt_volume_check_passphrase_file(json_string_value(file), err) < 0)
+		return err_prefix(err, "%s.encryption.passphraseFile", field);
+	if (volume_spec_set(spec, CRYPT_VOLUME_ATTR, "true") < 0 ||
+	    volume_spec_set(spec, CRYPT_VOLUME_ATTR_FILE, json_string_value(file)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struct error_info *err)
 {
 	_cleanup_volume_spec_ struct volume_spec *spec = NULL;
-	json_t *name, *ro = NULL, *opts = NULL, *src = NULL, *mode = NULL;
+	json_t *name, *ro = NULL, *opts = NULL, *src = NULL, *mode = NULL, *enc = NULL;
 	const char *key, *src_key = NULL;
 	char field[64];
 	json_t *v;
@@ -185,6 +223,8 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 			opts = v;
 		} else if (streq(key, "volumeMode")) {
 			mode = v;
+		} else if (streq(key, "encryption")) {
+			enc = v;
 		} else if (plugin_find_by_name(key)) {
 			if (src)
 				return err_set(err, -EINVAL,
@@ -195,7 +235,7 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 		} else {
 			return err_set(err, -EINVAL,
 				       "%s.%s: unknown field (a volume has name, readOnly, "
-				       "mountOptions, volumeMode and one source of: %s)",
+				       "mountOptions, volumeMode, encryption and one source of: %s)",
 				       field, key, plugin_names());
 		}
 	}
@@ -223,6 +263,8 @@ static int parse_volume(json_t *vol, size_t index, struct pod_volume *ret, struc
 		return r;
 	field[strcspn(field, ".")] = '\0';
 	if (opts && (r = parse_mount_options(spec, opts, field, err)) < 0)
+		return r;
+	if (enc && (r = parse_encryption(spec, enc, field, err)) < 0)
 		return r;
 	spec->block = mode && streq(json_string_value(mode), "Block");
 	if (spec->block && spec->mount_options[0])

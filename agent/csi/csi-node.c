@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "block-map.h"
+#include "crypt-volume.h"
 #include "csi-node.h"
 #include "csi.pb-c.h"
 #include "fs-probe.h"
@@ -89,6 +90,19 @@ static int add_options(struct volume_spec *spec, const char *csv)
 	return 0;
 }
 
+/* An encrypted CSI volume's passphrase comes in the secrets (crypt-volume.h), never from a
+ * file on the node that a volume_context could name. */
+static int refuse_passphrase_file(const char *key, struct csi_reply *reply)
+{
+	if (!streq(key, CRYPT_VOLUME_ATTR_FILE))
+		return 0;
+	csi_reply_set(reply, CSI_INVALID_ARGUMENT,
+		      "volume_context.%s: not taken over CSI; give the passphrase in "
+		      "secrets." CRYPT_VOLUME_SECRET,
+		      key);
+	return -EINVAL;
+}
+
 /* Builds the spec a volume_context, capability and secrets describe, and finds its plugin.
  * On a bad context, answers INVALID_ARGUMENT naming the key and returns -EINVAL. */
 static int spec_from_request(const char *volume_id, const struct csi_map *context,
@@ -116,6 +130,8 @@ static int spec_from_request(const char *volume_id, const struct csi_map *contex
 		 * metadata kubelet and provisioners add, not plugin fields. */
 		if (streq(kv->key, "type") || strchr(kv->key, '/'))
 			continue;
+		if (refuse_passphrase_file(kv->key, reply) < 0)
+			return -EINVAL;
 		if (streq(kv->key, "mountOptions"))
 			r = add_options(spec, kv->value);
 		else
@@ -570,6 +586,18 @@ static bool is_volume_device(const char *path, const char *device_path)
 	return same;
 }
 
+/* An encrypted raw block volume's device is its mapping: grown to its device first
+ * (crypt-volume.h; nothing to do for any other device). */
+static int grow_mapping(const struct volume_request_result *info, struct csi_reply *reply)
+{
+	struct error_info err = { 0 };
+	int r = crypt_volume_grow(info->device_path, &err);
+
+	if (r < 0)
+		csi_reply_set(reply, csi_code_from_errno(r), "%s", err_msg(&err));
+	return r;
+}
+
 /* Whether path is a block device node (a published or staged block volume). */
 static bool is_block_node(const char *path)
 {
@@ -725,8 +753,10 @@ static int node_expand(void *userdata, const struct csi_expand_request *in, stru
 	r = check_expand_capability(in, &info, reply);
 	if (r < 0)
 		return r;
-	if (is_block_node(in->volume_path))
-		return block_expand(in, reply);
+	if (is_block_node(in->volume_path)) {
+		r = grow_mapping(&info, reply);
+		return r < 0 ? r : block_expand(in, reply);
+	}
 	/* The plugin grows it (its expand op); the CSI call knows the device and the path. */
 	p = plugin_find_by_name(info.plugin);
 	if (!place.uses_device || !plugin_has_expand(p))

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "blkdev.h"
+#include "crypt-volume.h"
 #include "device-fs.h"
 #include "log.h"
 #include "macro.h"
@@ -90,7 +91,7 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 		for (size_t j = 0; j < ARRAY_SIZE(spec_keys); j++)
 			known = known || streq(k, spec_keys[j]);
 		/* CSI adds context keys of its own, all with a '/': csi.storage.k8s.io/... */
-		if (known || strchr(k, '/'))
+		if (known || strchr(k, '/') || crypt_volume_is_attr(k))
 			continue;
 		if (startswith(k, "secretRef"))
 			return err_set(err, -EINVAL,
@@ -99,9 +100,11 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 				       k);
 		return err_set(err, -EINVAL,
 			       "%s: unknown field (rbd takes monitors, pool, image, user, keyring, "
-			       "secretFile, fsType, readOnly)",
+			       "secretFile, fsType, readOnly, encrypted)",
 			       k);
 	}
+	if (crypt_volume_validate(spec, err) < 0)
+		return err->code;
 	if (!mons || !*mons)
 		return err_set(err, -EINVAL, "monitors: required (a list of host:port)");
 	for (const char *c = mons; *c; c++)
@@ -303,8 +306,8 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 	return 0;
 }
 
-static int rbd_attach(const struct volume_spec *spec, bool read_only, struct device_attachment *ret,
-		      struct error_info *err)
+static int attach_image(const struct volume_spec *spec, bool read_only,
+			struct device_attachment *ret, struct error_info *err)
 {
 	_cleanup_free_ char *methods = strdup(settings.attach_methods);
 	_cleanup_free_ struct rbd_watcher *before = NULL;
@@ -427,8 +430,8 @@ out:
 	return r;
 }
 
-static int rbd_detach(const struct volume_spec *spec, const struct device_attachment *att,
-		      struct error_info *err)
+static int detach_image(const struct volume_spec *spec, const struct device_attachment *att,
+			struct error_info *err)
 {
 	struct device_attachment rec = { 0 };
 	const struct device_attachment *use = att;
@@ -471,6 +474,42 @@ out:
 	device_attachment_clear(&rec);
 	params_done(&p);
 	return r;
+}
+
+/* The image mapped, then, for an encrypted volume, opened as a dm-crypt mapping
+ * (crypt-volume.h): the attachment's device_path is the mapping, and the record under the run
+ * dir keeps the image's own device. */
+static int rbd_attach(const struct volume_spec *spec, bool read_only, struct device_attachment *ret,
+		      struct error_info *err)
+{
+	_cleanup_free_ char *name = rbd_get_volume_name(spec);
+	int r;
+
+	if (!name)
+		return -ENOMEM;
+	r = attach_image(spec, read_only, ret, err);
+	if (r < 0)
+		return r;
+	r = crypt_volume_attach(spec, name, read_only, ret, err);
+	if (r < 0) {
+		struct error_info ignored = { 0 };
+		(void)detach_image(spec, ret, &ignored);
+		device_attachment_clear(ret);
+	}
+	return r;
+}
+
+/* The mapping closed first (crypt-volume.h), then the image's own device released. */
+static int rbd_detach(const struct volume_spec *spec, const struct device_attachment *att,
+		      struct error_info *err)
+{
+	struct device_attachment image = *att;
+	int r = crypt_volume_detach(att, err);
+
+	if (r < 0)
+		return r;
+	image.device_path = (char *)crypt_volume_backing_device(att);
+	return detach_image(spec, &image, err);
 }
 
 /* --- device mount and pod binds (as the local plugin's block devices) --- */
@@ -591,7 +630,9 @@ static int rbd_expand(const struct volume_spec *spec, const char *device_path,
 		      const char *mount_path, unsigned long long new_size,
 		      unsigned long long *ret_capacity, struct error_info *err)
 {
-	return device_fs_expand(device_path, mount_path, new_size, ret_capacity, err);
+	int r = crypt_volume_grow(device_path, err);
+
+	return r < 0 ? r : device_fs_expand(device_path, mount_path, new_size, ret_capacity, err);
 }
 
 /* volumeMode Block: the mapped image's device node onto the held file (node-wide), the held

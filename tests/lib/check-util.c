@@ -5,9 +5,11 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check-util.h"
@@ -78,4 +80,43 @@ bool test_direct_read_is(const char *path, char c)
 	free(buf);
 	close(fd);
 	return ok;
+}
+
+void assert_no_canary_in(const char *where, const char *text, const char *const *canaries, size_t n)
+{
+	assert_non_null(text);
+	for (size_t i = 0; i < n; i++) {
+		const char *p = strstr(text, canaries[i]);
+		if (p) {
+			const char *from = p - text > 200 ? p - 200 : text;
+			fail_msg("%s holds the canary %s: ...%.400s...", where, canaries[i], from);
+		}
+	}
+}
+
+/* nftw's callback takes no argument of ours. */
+static const char *const *tree_canaries;
+static size_t tree_n;
+static int tree_files;
+
+static int check_tree_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	char *text;
+
+	if (type != FTW_F || !S_ISREG(st->st_mode))
+		return 0;
+	text = test_read_file(path);
+	assert_no_canary_in(path, text ? text : "", tree_canaries, tree_n);
+	free(text);
+	tree_files++;
+	return 0;
+}
+
+int assert_no_canary_in_files(const char *dir, const char *const *canaries, size_t n)
+{
+	tree_canaries = canaries;
+	tree_n = n;
+	tree_files = 0;
+	assert_int_equal(nftw(dir, check_tree_file, 16, FTW_PHYS), 0);
+	return tree_files;
 }

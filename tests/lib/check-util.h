@@ -1,10 +1,12 @@
 /* check-util.h - cmocka checks that several tests make alike: whether a process has a library
  * mapped, that the kernel refuses a write through a read-only block device's file, and a
- * direct write and read of a pattern through a block device's file.  They
+ * direct write and read of a pattern through a block device's file, that no canary (a secret
+ * a test handed the agent) shows up in a text or a tree of files.  They
  * fail the running cmocka test when the check cannot be made. */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /* Whether /proc/<pid>/maps names what (a library's file name, e.g. "libgrpc"); fails the test
@@ -22,3 +24,9 @@ void assert_block_write_refused(const char *path);
 int test_direct_write(const char *path, char c);
 /* Whether the pattern read through path is all c. */
 bool test_direct_read_is(const char *path, char c);
+
+/* Fails the test naming where and the canary when text holds any of canaries[0..n). */
+void assert_no_canary_in(const char *where, const char *text, const char *const *canaries,
+			 size_t n);
+/* assert_no_canary_in() for every regular file below dir; returns how many were read. */
+int assert_no_canary_in_files(const char *dir, const char *const *canaries, size_t n);

@@ -272,6 +272,38 @@ check "krbd block: no record left in the run dir" no_record
 check "krbd block: no sanitizer error in the agent log" sh -c "! grep -q -e 'AddressSanitizer' -e 'runtime error' '$LOG'"
 stop_agent
 
+# --- an encrypted image (LUKS2 on /dev/rbdN, docs/encryption.md) -------------------------
+# Formatted once and opened as a dm-crypt mapping at stage, ext4 on the mapping; a plaintext
+# canary written through the pod is not in the image; the pod's removal closes the mapping
+# before the image is unmapped.
+stamp "krbd encrypted"
+ENC=vmenc
+PASSFILE=$W/enc.pass
+(umask 077 && echo "vm-enc-passphrase" >"$PASSFILE")
+check "modprobe dm_crypt and its crypto" modprobe -a dm_mod dm_crypt xts ecb af_alg algif_skcipher
+check "rbd create $CEPH_POOL/$ENC (64 MiB)" timeout 60 rbd create -s 64M "$CEPH_POOL/$ENC"
+echo "{\"pod\": {\"uid\": \"e1\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": {\"monitors\": [\"$MON\"], \"pool\": \"$CEPH_POOL\", \"image\": \"$ENC\", \"user\": \"admin\", \"secretFile\": \"$KEYFILE\", \"fsType\": \"ext4\"}, \"encryption\": {\"passphraseFile\": \"$PASSFILE\"}}]}" \
+	>"$PODS/.e1.tmp" && mv "$PODS/.e1.tmp" "$PODS/e1.json"
+start_agent krbd
+t=$(now_ms)
+d=$(pod_dir e1)
+if wait_for 120 mounted "$d"; then
+	pass "krbd encrypted: pod e1 mounted ($(secs_since "$t"))"
+	check "krbd encrypted: the image carries a LUKS header" \
+		sh -c "timeout 60 rbd export '$CEPH_POOL/$ENC' - 2>/dev/null | head -c 6 | grep -q LUKS"
+	check "krbd encrypted: the pod's filesystem is on a volagent-* dm-crypt mapping" \
+		sh -c "n=\$(cat /sys/dev/block/\$(mountpoint -d '$d')/dm/name) && case \$n in volagent-*) true ;; *) false ;; esac"
+	for i in $(seq 64); do echo "plaintextCanary-rbd-5e0c"; done >"$d/canary"
+	sync -f "$d/canary"
+	check "krbd encrypted: the canary written through the pod is not in the image" \
+		sh -c "! timeout 60 rbd export '$CEPH_POOL/$ENC' - 2>/dev/null | grep -qa plaintextCanary"
+fi
+rm -f "$PODS/e1.json"
+check "krbd encrypted: pod removed -> mapping closed and image unmapped" \
+	wait_for 60 sh -c "! ls /dev/mapper/volagent-* >/dev/null 2>&1 && [ -z \"\$(ls /sys/bus/rbd/devices)\" ]"
+check "krbd encrypted: the passphrase is not in the agent log" sh -c "! grep -q vm-enc-passphrase '$LOG'"
+stop_agent
+
 # --- teardown ---------------------------------------------------------------------------
 t=$(now_ms)
 "$REPO/scripts/ceph-cluster" down "$CL" >/dev/null 2>&1

@@ -1,0 +1,225 @@
+/* luks.c - see luks.h. */
+#include <errno.h>
+#include <libcryptsetup.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "luks.h"
+#include "macro.h"
+
+/* The misc device device-mapper registers; libdevmapper makes /dev/mapper/control from it
+ * (there is no udev in a container or the test VM). */
+#define DM_MISC_SYSFS "/sys/class/misc/device-mapper"
+
+static void crypt_freep(struct crypt_device **cd)
+{
+	if (*cd)
+		crypt_free(*cd);
+}
+#define _cleanup_crypt_ __attribute__((cleanup(crypt_freep)))
+
+static void log_crypt(int level, const char *msg, void *arg)
+{
+	(void)arg;
+	(void)level;
+	log_debug("crypt", "libcryptsetup", "message", msg);
+}
+
+static const struct crypt_pbkdf_type pbkdf = {
+	.type = LUKS_PBKDF,
+	.max_memory_kb = LUKS_PBKDF_MEMORY_KB,
+	.parallel_threads = LUKS_PBKDF_THREADS,
+	.iterations = LUKS_PBKDF_ITERATIONS,
+	.flags = CRYPT_PBKDF_NO_BENCHMARK,
+};
+
+bool luks_dm_available(void)
+{
+	return access(DM_MISC_SYSFS, F_OK) == 0;
+}
+
+static int init_device(const char *dev, struct crypt_device **ret, struct error_info *err)
+{
+	int r;
+
+	crypt_set_log_callback(NULL, log_crypt, NULL);
+	r = crypt_init(ret, dev);
+	if (r < 0)
+		return err_set(err, r, "LUKS device %s: %s", dev, strerror(-r));
+	crypt_set_log_callback(*ret, log_crypt, NULL);
+	return 0;
+}
+
+/* init_device() and the LUKS2 header read. */
+static int load_device(const char *dev, struct crypt_device **ret, struct error_info *err)
+{
+	int r = init_device(dev, ret, err);
+
+	if (r < 0)
+		return r;
+	r = crypt_load(*ret, CRYPT_LUKS2, NULL);
+	if (r < 0)
+		return err_set(err, r == -EINVAL ? -EMEDIUMTYPE : r,
+			       "%s carries no LUKS2 header libcryptsetup can read: %s", dev,
+			       strerror(-r));
+	return 0;
+}
+
+/* Unlocks a keyslot with pass without any device-mapper call (libcryptsetup's activation
+ * without a name still asks device-mapper, which makes /dev/mapper/control on a kernel that
+ * has none): the volume key comes out into a buffer wiped at once. */
+static int check_passphrase(struct crypt_device *cd, const char *dev, const char *pass,
+			    size_t pass_len, struct error_info *err)
+{
+	char vk[LUKS_KEY_BITS / 8];
+	size_t vk_len = sizeof(vk);
+	int r = crypt_volume_key_get(cd, CRYPT_ANY_SLOT, vk, &vk_len, pass, pass_len);
+
+	explicit_bzero(vk, sizeof(vk));
+	if (r == -EPERM)
+		return err_set(err, -EPERM, "wrong passphrase for the LUKS device %s", dev);
+	if (r < 0)
+		return err_set(err, r, "LUKS device %s: %s", dev, strerror(-r));
+	return 0;
+}
+
+int luks_format(const char *dev, const char *pass, size_t pass_len, struct error_info *err)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	struct crypt_params_luks2 params = { .sector_size = 512 };
+	struct crypt_pbkdf_type kdf = pbkdf;
+	int r;
+
+	r = init_device(dev, &cd, err);
+	if (r < 0)
+		return r;
+	r = crypt_set_pbkdf_type(cd, &kdf);
+	if (r < 0)
+		return err_set(err, r, "LUKS format %s: PBKDF %s: %s", dev, LUKS_PBKDF,
+			       strerror(-r));
+	r = crypt_format(cd, CRYPT_LUKS2, LUKS_CIPHER, LUKS_CIPHER_MODE, NULL, NULL,
+			 LUKS_KEY_BITS / 8, &params);
+	if (r < 0)
+		return err_set(err, r, "LUKS format %s: %s", dev, strerror(-r));
+	r = crypt_keyslot_add_by_volume_key(cd, CRYPT_ANY_SLOT, NULL, 0, pass, pass_len);
+	if (r < 0)
+		return err_set(err, r, "LUKS format %s: adding the keyslot: %s", dev, strerror(-r));
+	return 0;
+}
+
+int luks_open(const char *dev, const char *name, const char *pass, size_t pass_len, bool read_only,
+	      char *ret_path, struct error_info *err)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	int r;
+
+	r = load_device(dev, &cd, err);
+	if (r < 0)
+		return r;
+	if (!luks_dm_available()) {
+		/* Only the check of the passphrase works without the kernel's support. */
+		r = check_passphrase(cd, dev, pass, pass_len, err);
+		if (r < 0)
+			return r;
+		return err_set(err, -EOPNOTSUPP,
+			       "cannot open the LUKS device %s: this kernel has no device-mapper "
+			       "(dm_mod and dm_crypt; " DM_MISC_SYSFS
+			       " and /dev/mapper/control are "
+			       "missing)",
+			       dev);
+	}
+	/* The volume key in the dm table, not in a kernel keyring of this thread: a resize (on
+	 * another thread, after a restart) then needs no passphrase. */
+	(void)crypt_volume_key_keyring(cd, 0);
+	r = crypt_activate_by_passphrase(cd, name, CRYPT_ANY_SLOT, pass, pass_len,
+					 read_only ? CRYPT_ACTIVATE_READONLY : 0);
+	if (r == -EPERM)
+		return err_set(err, -EPERM, "wrong passphrase for the LUKS device %s", dev);
+	if (r == -ENOENT || r == -ENOTSUP)
+		return err_set(err, -EOPNOTSUPP,
+			       "cannot open the LUKS device %s as %s: the kernel refused the "
+			       "mapping (is dm_crypt loaded?): %s",
+			       dev, name, strerror(-r));
+	if (r < 0)
+		return err_set(err, r, "cannot open the LUKS device %s as %s: %s", dev, name,
+			       strerror(-r));
+	snprintf(ret_path, LUKS_PATH_MAX, LUKS_MAPPER_DIR "/%s", name);
+	return 0;
+}
+
+int luks_lookup(const char *name, dev_t *ret_backing, char *ret_backing_path)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	crypt_status_info st_info;
+	const char *dev;
+	struct stat st;
+	int r;
+
+	if (!luks_dm_available())
+		return 0;
+	crypt_set_log_callback(NULL, log_crypt, NULL);
+	st_info = crypt_status(NULL, name);
+	if (st_info != CRYPT_ACTIVE && st_info != CRYPT_BUSY)
+		return 0;
+	r = crypt_init_by_name(&cd, name);
+	if (r < 0)
+		return r == -ENODEV ? 0 : r;
+	dev = crypt_get_device_name(cd);
+	if (!dev || stat(dev, &st) < 0)
+		return -ENODEV;
+	*ret_backing = st.st_rdev;
+	snprintf(ret_backing_path, LUKS_PATH_MAX, "%s", dev);
+	return 1;
+}
+
+int luks_resize(const char *name, struct error_info *err)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	int r;
+
+	crypt_set_log_callback(NULL, log_crypt, NULL);
+	r = crypt_init_by_name(&cd, name);
+	if (r < 0)
+		return err_set(err, r, "mapping %s: %s", name, strerror(-r));
+	(void)crypt_volume_key_keyring(cd, 0);
+	r = crypt_resize(cd, name, 0);
+	if (r < 0)
+		return err_set(err, r, "growing the mapping %s: %s", name, strerror(-r));
+	return 0;
+}
+
+int luks_close(const char *name, struct error_info *err)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	int r;
+
+	if (!luks_dm_available())
+		return 0;
+	crypt_set_log_callback(NULL, log_crypt, NULL);
+	r = crypt_init_by_name(&cd, name);
+	if (r == -ENODEV)
+		return 0;
+	if (r < 0)
+		return err_set(err, r, "mapping %s: %s", name, strerror(-r));
+	r = crypt_deactivate(cd, name);
+	if (r == -ENODEV)
+		return 0;
+	if (r < 0)
+		return err_set(err, r, "closing the mapping %s: %s", name,
+			       r == -EBUSY ? "it is still in use" : strerror(-r));
+	return 0;
+}
+
+int luks_verify(const char *dev, const char *pass, size_t pass_len, struct error_info *err)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	int r;
+
+	r = load_device(dev, &cd, err);
+	if (r < 0)
+		return r;
+	return check_passphrase(cd, dev, pass, pass_len, err);
+}
