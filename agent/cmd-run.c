@@ -305,6 +305,7 @@ int cmd_run(int argc, char **argv)
 			.n_sources = dm ? 1 : 0,
 			.health_interval_ms = cfg.health_interval_ms,
 			.kubelet_root = cfg.kubelet_root_dir,
+			.driver_name = cfg.kubelet_root_dir ? cfg.driver_name : NULL,
 		},
 		&rec, &err);
 	if (r == 0) {

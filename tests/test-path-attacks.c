@@ -340,7 +340,7 @@ static void test_csi_target_dotdot_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/pods/../../outside/t", e->csi.kubelet);
 	csi_env_start(&e->csi);
@@ -348,7 +348,7 @@ static void test_csi_target_dotdot_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "is not normalized");
 	free(out);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->csi.kubelet);
-	snprintf(stg, sizeof(stg), "%s/staging/../../../outside", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/../../../../outside", e->csi.kubelet);
 	out = publish(e, "v", stg, tgt, src);
 	assert_refused(out, "INVALID_ARGUMENT", "staging_target_path");
 	free(out);
@@ -364,7 +364,7 @@ static void test_csi_target_outside_kubelet_root_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/t", e->outside);
 	csi_env_start(&e->csi);
@@ -387,7 +387,7 @@ static void test_csi_symlink_in_target_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(pods, sizeof(pods), "%s/pods", e->csi.kubelet);
 	mkdir_p(pods);
@@ -410,8 +410,9 @@ static void test_csi_symlink_in_staging_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	mkdir_p(e->csi.kubelet);
-	snprintf(link, sizeof(link), "%s/staging", e->csi.kubelet);
+	snprintf(link, sizeof(link), "%s/plugins", e->csi.kubelet);
+	mkdir_p(link);
+	snprintf(link, sizeof(link), "%s/plugins/staging", e->csi.kubelet);
 	assert_int_equal(symlink(e->outside, link), 0);
 	snprintf(stg, sizeof(stg), "%s/v", link);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->csi.kubelet);
@@ -435,7 +436,7 @@ static void test_csi_target_already_other_mount_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/volumes/kubernetes.io~csi/pv/mount", e->csi.kubelet);
 	mkdir_p(tgt);
@@ -466,7 +467,7 @@ static void test_csi_symlink_swapped_in_while_publishing(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	for (int i = 0; i < RACE_PODS; i++) {
 		snprintf(s.dirs[i], sizeof(s.dirs[i]), "%s/pods/u%d", e->csi.kubelet, i);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "block-map.h"
+#include "kubelet-record.h"
 #include "log.h"
 #include "macro.h"
 #include "mount-util.h"
@@ -80,6 +81,68 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 		journal_mark_dirty(r->journal);
 		log_warning("found a device mount the journal did not record, adopting it",
 			    "volume", name, "device", mi->source, "target", mi->target);
+	}
+}
+
+/* Whether the journal's device entry d is what the agent would have made: its mount path
+ * derived from the volume's name and the root dir (<root>/plugins/kubernetes.io/<plugin>/
+ * mounts/<name>, or the held file of a raw block volume), or for a CSI volume the staging
+ * path its own record holds (this boot's CSI entry, or one of an earlier boot) in kubelet's
+ * plugins/ or pods/ dir; and an attachment the plugin says it would have made.  -EBADMSG
+ * with the reason otherwise. */
+static int check_device_entry(struct reconciler *r, const struct asw_device *d,
+			      struct error_info *err)
+{
+	const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
+	_cleanup_free_ char *dir = NULL, *held = NULL;
+
+	if (startswith(d->volume_name, "csi:")) {
+		const struct dsw_volume *v = dsw_get_volume(r->dsw, d->volume_name);
+		const char *id = d->volume_name + strlen("csi:");
+
+		if (!r->kubelet_root || !kubelet_path_in_csi_dirs(r->kubelet_root, d->mount_path))
+			return err_set(
+				err, -EBADMSG,
+				"mount_path: %s is not in the kubelet's pods/ or plugins/ dir",
+				d->mount_path);
+		if (!(v && v->device_mount_path && streq(v->device_mount_path, d->mount_path)) &&
+		    !requests_journal_record(r, id, d->mount_path))
+			return err_set(err, -EBADMSG,
+				       "mount_path: %s is not the staging path the journal's CSI "
+				       "entry of the volume holds",
+				       d->mount_path);
+	} else {
+		dir = dsw_device_mount_dir(r->root_dir, d->plugin_name, d->volume_name);
+		held = dsw_device_held_path(r->root_dir, d->plugin_name, d->volume_name);
+		if (!dir || !held)
+			return -ENOMEM;
+		if (!streq(d->mount_path, dir) && !streq(d->mount_path, held))
+			return err_set(err, -EBADMSG, "mount_path: %s is not %s", d->mount_path,
+				       dir);
+	}
+	return plugin_check_attachment(p, d->volume_name, &d->att, err);
+}
+
+/* Refuses the journal's device entries that are not what the agent would have made (a
+ * corrupt or hand-edited journal, or a bug that wrote a wrong path): each is logged and
+ * forgotten, so that nothing it names is unmounted, detached or removed. */
+static void refuse_foreign_device_entries(struct reconciler *r)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
+		const struct asw_device *d = v;
+		struct error_info why = { 0 };
+		int k = check_device_entry(r, d, &why);
+
+		if (k == 0)
+			continue;
+		log_error("journal: device entry refused, leaving what it names alone", "volume",
+			  d->volume_name, "plugin", d->plugin_name, "mount_path", d->mount_path,
+			  "error", k == -EBADMSG ? err_msg(&why) : strerror(-k));
+		asw_remove_device(r->asw, d->volume_name);
+		journal_mark_dirty(r->journal);
 	}
 }
 
@@ -190,8 +253,10 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 		}
 	} else if (csi && !same_boot) {
 		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
+		requests_note_earlier_boot(r, csi);
 	}
 	json_decref(csi);
+	refuse_foreign_device_entries(r);
 	/* Written once at start even if nothing changes: proves the state dir works, and
 	 * records this boot's id. */
 	journal_mark_dirty(r->journal);

@@ -609,6 +609,52 @@ static int rbd_unmap_device(const char *target, struct error_info *err)
 	return block_map_unbind(target, err);
 }
 
+/* Whether dev is "/dev/<prefix><n>". */
+static bool device_named(const char *dev, const char *prefix)
+{
+	const char *n;
+
+	if (!dev || !startswith(dev, "/dev/") || !startswith(dev + 5, prefix))
+		return false;
+	n = dev + 5 + strlen(prefix);
+	return *n && strspn(n, "0123456789") == strlen(n);
+}
+
+/* What the journal recorded of an attach is what rbd_attach would have made for name: a
+ * device of its method's kind, the FUSE dir <state dir>/rbd/<escaped name>.fuse and the image
+ * file in it (a loop device is detached only when backed by that file, loop-device.h). */
+static int rbd_check_attachment(const char *name, const struct device_attachment *att,
+				struct error_info *err)
+{
+	const char *m = device_attachment_get_meta(att, "method");
+	const char *dir = device_attachment_get_meta(att, "fuse_dir");
+	const char *file = device_attachment_get_meta(att, "image_file");
+	const char *loop = device_attachment_get_meta(att, "loop");
+	const char *state_dir = plugin_state_dir();
+	_cleanup_free_ char *esc = path_escape_component(name), *want = NULL;
+
+	if (!esc || !(want = strdup_printf("%s/rbd/%s.fuse",
+					   state_dir ? state_dir : DEFAULT_STATE_DIR, esc)))
+		return -ENOMEM;
+	if (dir && !streq(dir, want))
+		return err_set(err, -EBADMSG, "meta.fuse_dir: %s is not this volume's (%s)", dir,
+			       want);
+	if (file && (!dir || !path_is_under(file, dir) || streq(file, dir) ||
+		     strchr(file + strlen(dir) + 1, '/')))
+		return err_set(err, -EBADMSG, "meta.image_file: %s is not in the FUSE dir", file);
+	if (loop && (!file || !device_named(loop, "loop")))
+		return err_set(err, -EBADMSG, "meta.loop: %s is not a loop device over the image",
+			       loop);
+	if (att->device_path && streq_ptr(m, "krbd") && !device_named(att->device_path, "rbd"))
+		return err_set(err, -EBADMSG, "device: %s is not an rbd device", att->device_path);
+	if (att->device_path && streq_ptr(m, "nbd") && !device_named(att->device_path, "nbd"))
+		return err_set(err, -EBADMSG, "device: %s is not an nbd device", att->device_path);
+	if (att->device_path && streq_ptr(m, "fuse") && !streq_ptr(att->device_path, loop))
+		return err_set(err, -EBADMSG, "device: %s is not the loop device over the image",
+			       att->device_path);
+	return 0;
+}
+
 static const struct volume_ops rbd_ops = {
 	.can_support = rbd_can_support,
 	.validate = rbd_validate,
@@ -628,6 +674,7 @@ static const struct device_mount_ops rbd_device_ops = {
 static const struct attach_ops rbd_attach_ops = {
 	.attach = rbd_attach,
 	.detach = rbd_detach,
+	.check_attachment = rbd_check_attachment,
 };
 
 static const struct block_ops rbd_block_ops = {
