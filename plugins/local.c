@@ -23,6 +23,7 @@
 #include "block-map.h"
 #include "blkdev.h"
 #include "device-fs.h"
+#include "local-path-policy.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -47,6 +48,8 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 	if (!path)
 		return err_set(err, -EINVAL, "path: required");
 	if (path_validate_absolute(path, "path", err) < 0)
+		return err->code;
+	if (local_path_policy_check(path, err) < 0)
 		return err->code;
 	if (fstype && spec->block)
 		return err_set(err, -EINVAL,
@@ -140,6 +143,9 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 				       path);
 		if (r < 0)
 			return err_prefix(err, "local path");
+		r = local_path_policy_check_dir(src, path, err);
+		if (r < 0)
+			return r;
 	}
 	if (src < 0)
 		return src;
@@ -285,4 +291,5 @@ const struct volume_plugin local_plugin = {
 	.attach = &local_attach_ops,
 	.block = &local_block_ops,
 	.expand = &local_expand_ops,
+	.options = local_path_policy_options,
 };
