@@ -570,6 +570,35 @@ static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 	umount2(victim, MNT_DETACH);
 }
 
+static bool dir_is_gone(void *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) < 0;
+}
+
+/* The stale pod-dir cleanup after a start walks by O_NOFOLLOW fds and removes with unlinkat:
+ * a pod dir that is a symlink out of the root is not followed (the empty dirs it leads to
+ * were removed before), while a real stale dir in the root goes. */
+static void test_stale_cleanup_symlinked_pod_dir_stays_inside(void **state)
+{
+	struct env *e = *state;
+	char pods[700], link[800], trap[800], stale[800];
+
+	snprintf(pods, sizeof(pods), "%s/pods", e->f->root);
+	snprintf(trap, sizeof(trap), "%s/volumes/kubernetes.io~local/x", e->outside);
+	mkdir_p(trap);
+	snprintf(stale, sizeof(stale), "%s/real/volumes/kubernetes.io~local/y", pods);
+	mkdir_p(stale);
+	snprintf(link, sizeof(link), "%s/evil", pods);
+	assert_int_equal(symlink(e->outside, link), 0);
+	assert_int_equal(fixture_start(e->f, NULL), 0);
+	assert_true(test_wait_until(dir_is_gone, stale, WAIT_MS));
+	assert_int_equal(access(trap, F_OK), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(access(trap, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -599,6 +628,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_journal_csi_target_outside_kubelet_root_ignored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_cleanup_symlinked_pod_dir_stays_inside,
+						setup, teardown),
 	};
 
 	test_enter_private_mountns();

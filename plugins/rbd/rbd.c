@@ -67,9 +67,11 @@ static const char *pool_of(const struct volume_spec *spec)
 }
 
 /* A pool or image name: what rbd accepts in "pool/image", without a snapshot. */
+/* A pool or image name as Ceph takes it, and never one a helper's command line could read
+ * as an option (a leading '-'). */
 static bool valid_name(const char *s)
 {
-	if (!*s || strlen(s) > 255 || strchr(s, '/') || strchr(s, '@'))
+	if (!*s || s[0] == '-' || strlen(s) > 255 || strchr(s, '/') || strchr(s, '@'))
 		return false;
 	for (const char *c = s; *c; c++)
 		if ((unsigned char)*c < 0x21 || *c == 0x7f)
@@ -113,9 +115,14 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 		return err_set(err, -EINVAL, "image: required");
 	if (!valid_name(image))
 		return err_set(err, -EINVAL,
-			       "image: \"%s\" is not an image name (no '/', '@', spaces)", image);
+			       "image: \"%s\" is not an image name (no '/', '@', spaces, no leading "
+			       "'-')",
+			       image);
 	if (!valid_name(pool_of(spec)))
-		return err_set(err, -EINVAL, "pool: \"%s\" is not a pool name", pool_of(spec));
+		return err_set(
+			err, -EINVAL,
+			"pool: \"%s\" is not a pool name (no '/', '@', spaces, no leading '-')",
+			pool_of(spec));
 	if (user && (!*user || !path_is_safe_component(user)))
 		return err_set(err, -EINVAL, "user: \"%s\" is not a CephX user name", user);
 	if (volume_spec_get(spec, "keyring") && volume_spec_get(spec, "secretFile"))
