@@ -1145,6 +1145,21 @@ static void note_recorded(struct reconciler *r, json_t *o)
 	json_array_foreach(json_object_get(o, "targets"), k, t) note_path(r, id, jstr(t, "target"));
 }
 
+/* Whether the journal's CSI entry o (the i-th) passes its checks: kept as the agent's record
+ * then; refused alone otherwise (logged), and what it names is left alone. */
+static bool entry_accepted(struct reconciler *r, json_t *o, size_t i)
+{
+	struct error_info why = { 0 };
+
+	if (check_volume(r, o, i, &why) < 0) {
+		log_error("journal: CSI entry refused, leaving what it names alone", "volume_id",
+			  jstr(o, "volume_id"), "error", err_msg(&why));
+		return false;
+	}
+	note_recorded(r, o);
+	return true;
+}
+
 void requests_note_earlier_boot(struct reconciler *r, json_t *csi)
 {
 	json_t *o;
@@ -1154,14 +1169,7 @@ void requests_note_earlier_boot(struct reconciler *r, json_t *csi)
 		return;
 	json_array_foreach(csi, i, o)
 	{
-		struct error_info why = { 0 };
-
-		if (check_volume(r, o, i, &why) < 0) {
-			log_error("journal: CSI entry refused, leaving what it names alone",
-				  "volume_id", jstr(o, "volume_id"), "error", err_msg(&why));
-			continue;
-		}
-		note_recorded(r, o);
+		(void)entry_accepted(r, o, i); /* kept as the record, or refused */
 	}
 }
 
@@ -1179,16 +1187,8 @@ int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *er
 		return 0; /* CSI is off now: nothing of it is restored */
 	json_array_foreach(csi, i, o)
 	{
-		struct error_info why = { 0 };
-
-		/* An entry that is not what the agent would have recorded is refused alone: the
-		 * others are restored, what it names is left alone. */
-		if (check_volume(r, o, i, &why) < 0) {
-			log_error("journal: CSI entry refused, leaving what it names alone",
-				  "volume_id", jstr(o, "volume_id"), "error", err_msg(&why));
-			continue;
-		}
-		note_recorded(r, o);
+		if (!entry_accepted(r, o, i))
+			continue; /* the others are restored */
 		k = import_volume(r, o, i, err);
 		if (k < 0)
 			return k; /* only ENOMEM or a spec no plugin accepts now */
