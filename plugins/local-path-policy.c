@@ -50,11 +50,18 @@ static const char *const pseudo_dirs[] = { "/proc", "/sys", "/dev" };
 
 int local_path_policy_check(const char *path, struct error_info *err)
 {
-	const char *dir;
+	const struct {
+		const char *dir, *what;
+	} own[] = {
+		{ plugin_state_dir(), "the agent's state dir" },
+		{ plugin_root_dir(), "the agent's root dir" },
+		{ plugin_kubelet_dir(), "the kubelet dir" },
+	};
 
 	if (streq(path, "/"))
-		return err_set(err, -EPERM, "path: / is the host's root directory; a local "
-					    "volume never exposes it");
+		return err_set(
+			err, -EPERM,
+			"path: / is the host's root directory; a local volume never exposes it");
 	for (size_t i = 0; i < ARRAY_SIZE(pseudo_dirs); i++)
 		if (streq(path, pseudo_dirs[i]) ||
 		    (path_is_under(path, pseudo_dirs[i]) && !streq(pseudo_dirs[i], "/dev")))
@@ -64,22 +71,13 @@ int local_path_policy_check(const char *path, struct error_info *err)
 				       path, pseudo_dirs[i]);
 	if (startswith(path, "/dev/"))
 		return 0; /* a device: local.c checks it is a block device */
-	if ((dir = plugin_state_dir()) && (path_is_under(path, dir) || path_is_under(dir, path)))
-		return err_set(err, -EPERM,
-			       "path: %s holds or is in the agent's state dir %s; a local volume "
-			       "never exposes it",
-			       path, dir);
-	if ((dir = plugin_root_dir()) && (path_is_under(path, dir) || path_is_under(dir, path)))
-		return err_set(err, -EPERM,
-			       "path: %s holds or is in the agent's root dir %s; a local volume "
-			       "never exposes it",
-			       path, dir);
-	if ((dir = plugin_kubelet_dir()) &&
-	    (path_is_under(path, dir) || path_is_under(dir, path)))
-		return err_set(err, -EPERM,
-			       "path: %s holds or is in the kubelet dir %s; a local volume never "
-			       "exposes it",
-			       path, dir);
+	for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+		if (own[i].dir &&
+		    (path_is_under(path, own[i].dir) || path_is_under(own[i].dir, path)))
+			return err_set(
+				err, -EPERM,
+				"path: %s holds or is in %s %s; a local volume never exposes it",
+				path, own[i].what, own[i].dir);
 	if (n_prefixes == 0)
 		return 0;
 	for (size_t i = 0; i < n_prefixes; i++)
