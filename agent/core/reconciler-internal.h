@@ -257,5 +257,7 @@ int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *er
 /* Keeps the targets and staging paths of csi, the journal's entries of an earlier boot (those
  * that pass the journal's checks), as the agent's record of what it made there. */
 void requests_note_earlier_boot(struct reconciler *r, json_t *csi);
+/* Frees what requests_import_csi and requests_note_earlier_boot kept of the journal. */
+void requests_record_fini(struct reconciler *r);
 /* Whether the journal's CSI entries recorded volume_id at path (a target or staging path). */
 bool requests_journal_record(struct reconciler *r, const char *volume_id, const char *path);

@@ -1160,6 +1160,11 @@ static bool entry_accepted(struct reconciler *r, json_t *o, size_t i)
 	return true;
 }
 
+void requests_record_fini(struct reconciler *r)
+{
+	r->csi_recorded = hashmap_free_values(r->csi_recorded, free);
+}
+
 void requests_note_earlier_boot(struct reconciler *r, json_t *csi)
 {
 	json_t *o;

@@ -711,7 +711,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	hashmap_free(r->inflight_dev);
 	rec_pass_fini(r);
 	requests_export_fini(r);
-	r->csi_recorded = hashmap_free_values(r->csi_recorded, free);
+	requests_record_fini(r);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);
