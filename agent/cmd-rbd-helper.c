@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -110,6 +111,8 @@ int cmd_rbd_helper(int argc, char **argv)
 	ssize_t n;
 	int r;
 
+	/* It holds the Ceph key: no core dump of it, and no ptrace by another user. */
+	(void)prctl(PR_SET_DUMPABLE, 0);
 	if (argc != 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
 		usage(argc == 2 ? stdout : stderr);
 		return argc == 2 ? 0 : EXIT_USAGE;

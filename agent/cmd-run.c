@@ -6,6 +6,7 @@
  * mount in place, as kubelet does: a restarted agent adopts them. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "devmon.h"
 #include "csi-server.h"
 #include "log.h"
+#include "process.h"
 #include "metrics-server.h"
 #include "macro.h"
 #include "path-util.h"
@@ -223,6 +225,22 @@ static void notify_start_failed(const struct error_info *err)
 		(void)sd_notify_barrier(0, 5 * 1000 * 1000ULL);
 }
 
+/* The helper programs, found once in the system dirs (never $PATH) and logged: what the
+ * agent will run, or that it is missing (the operation that needs it then fails). */
+static void log_helpers(void)
+{
+	static const char *const names[] = { "mkfs.ext4", "mkfs.xfs",	"mkfs.btrfs",
+					     "resize2fs", "xfs_growfs", "rbd",
+					     "rbd-nbd",	  "rbd-fuse",	"mount.nfs" };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		int r = process_find_helper(names[i], path);
+
+		log_info("helper", "name", names[i], "path", r == 0 ? path : "(not found)");
+	}
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct agent_config cfg;
@@ -276,8 +294,10 @@ int cmd_run(int argc, char **argv)
 	}
 	/* The plugins' own options were set by config_parse; their records go below this. */
 	plugin_set_state_dir(cfg.state_dir);
+	plugin_set_agent_dirs(cfg.root_dir, cfg.kubelet_root_dir);
 	log_info("starting", "version", VOLAGENT_VERSION, "root_dir", cfg.root_dir, "state_dir",
 		 cfg.state_dir, "pods_dir", cfg.pods_dir, "workers", LOG_INT(cfg.workers));
+	log_helpers();
 
 	if (cfg.device_inventory) {
 		struct error_info dm_err = { 0 };
@@ -307,6 +327,7 @@ int cmd_run(int argc, char **argv)
 			.health_interval_ms = cfg.health_interval_ms,
 			.stale_stage_after_ms = cfg.stale_stage_after_ms,
 			.kubelet_root = cfg.kubelet_root_dir,
+			.driver_name = cfg.kubelet_root_dir ? cfg.driver_name : NULL,
 		},
 		&rec, &err);
 	if (r == 0) {

@@ -1,5 +1,6 @@
 /* main.c - the volagent binary: picks a subcommand and hands it the rest of argv. */
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "commands.h"
@@ -50,6 +51,8 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* A descriptor inherited from whoever started the agent never reaches a helper. */
+	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	log_init_from_env();
 	if (argc < 2) {
 		usage(stderr);

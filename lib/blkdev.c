@@ -1,11 +1,20 @@
 /* blkdev.c - see blkdev.h. */
 #include <blkid.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libmount.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "blkdev.h"
 #include "macro.h"
+#include "path-util.h"
 #include "process.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(blkid_probe, blkid_free_probe)
@@ -16,6 +25,108 @@ static void copy_value(blkid_probe pr, const char *name, char *buf, size_t size)
 
 	if (blkid_probe_lookup_value(pr, name, &v, NULL) == 0 && v)
 		snprintf(buf, size, "%s", v);
+}
+
+/* The first holder of the device at sysfs dir sys (its holders/ dir) into buf. */
+static bool first_holder(const char *sys, char *buf, size_t size)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "%s/holders", sys);
+	d = opendir(path);
+	while (d && !found && (de = readdir(d)))
+		if (de->d_name[0] != '.') {
+			snprintf(buf, size, "%s", de->d_name);
+			found = true;
+		}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Whether devno is rdev or one of its partitions (sysfs: the partition's dir is below the
+ * whole disk's). */
+static bool is_or_part_of(dev_t devno, dev_t rdev)
+{
+	char p[64], whole[64], real_p[PATH_MAX], real_whole[PATH_MAX];
+
+	if (devno == rdev)
+		return true;
+	snprintf(p, sizeof(p), "/sys/dev/block/%u:%u", major(devno), minor(devno));
+	snprintf(whole, sizeof(whole), "/sys/dev/block/%u:%u", major(rdev), minor(rdev));
+	if (!realpath(p, real_p) || !realpath(whole, real_whole))
+		return false;
+	return path_is_under(real_p, real_whole) && !streq(real_p, real_whole);
+}
+
+/* Why dev (rdev) is busy, into buf: mounted (where), its holders, a partition's holders,
+ * or another process's exclusive open. */
+static void busy_reason(const char *dev, dev_t rdev, char *buf, size_t size)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	char sys[64], holder[256];
+	struct dirent *de;
+	DIR *d;
+
+	while (tb && it && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_devno(fs) && is_or_part_of(mnt_fs_get_devno(fs), rdev) &&
+		    mnt_fs_get_srcpath(fs) && mnt_fs_get_target(fs)) {
+			snprintf(buf, size, "%s is mounted at %s", mnt_fs_get_srcpath(fs),
+				 mnt_fs_get_target(fs));
+			goto out;
+		}
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(rdev), minor(rdev));
+	if (first_holder(sys, holder, sizeof(holder))) {
+		snprintf(buf, size, "%s has holders (%s: device-mapper, md or similar)", dev,
+			 holder);
+		goto out;
+	}
+	d = opendir(sys);
+	while (d && (de = readdir(d))) {
+		char part[PATH_MAX], flag[PATH_MAX + 16];
+
+		snprintf(part, sizeof(part), "%s/%s", sys, de->d_name);
+		snprintf(flag, sizeof(flag), "%s/partition", part);
+		if (de->d_name[0] == '.' || access(flag, F_OK) < 0)
+			continue;
+		if (first_holder(part, holder, sizeof(holder))) {
+			snprintf(buf, size, "its partition %s has holders (%s)", de->d_name,
+				 holder);
+			closedir(d);
+			goto out;
+		}
+	}
+	if (d)
+		closedir(d);
+	snprintf(buf, size,
+		 "%s is in use: mounted in another mount namespace, a partition in use, or open "
+		 "exclusively by another process",
+		 dev);
+out:
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+}
+
+int blkdev_claim(const char *dev, struct error_info *err)
+{
+	int fd = open(dev, O_RDONLY | O_EXCL | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	char why[PATH_MAX + 128];
+
+	if (fd >= 0)
+		return fd;
+	if (errno != EBUSY)
+		return err_set(err, -errno, "device %s: %s", dev, strerror(errno));
+	if (stat(dev, &st) < 0)
+		return err_set(err, -EBUSY, "device %s is in use", dev);
+	busy_reason(dev, st.st_rdev, why, sizeof(why));
+	return err_set(err, -EBUSY, "device %s cannot be claimed: %s; refusing to use it", dev,
+		       why);
 }
 
 int blkdev_probe(const char *dev, struct blkdev_probe *ret, struct error_info *err)
@@ -94,7 +205,7 @@ static int run_mkfs(const char *dev, const char *fstype, struct error_info *err)
 }
 
 int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
-			     struct error_info *err)
+			     int *claim_fd, struct error_info *err)
 {
 	struct blkdev_probe p;
 	int rc = blkdev_probe(dev, &p, err);
@@ -112,6 +223,10 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 		if (!blkdev_can_format(t))
 			return err_set(err, -EINVAL,
 				       "fsType %s: cannot create it (ext4, xfs, btrfs)", t);
+		/* mkfs claims the device itself (O_EXCL): ours is handed on to it. */
+		if (*claim_fd >= 0)
+			close(*claim_fd);
+		*claim_fd = -1;
 		rc = run_mkfs(dev, t, err);
 		if (rc < 0)
 			return rc;
@@ -134,6 +249,11 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 			       "%s holds a %s filesystem but fsType is %s; refusing to mount or "
 			       "reformat it",
 			       dev, p.type, fstype);
+	if (!fstype && !blkdev_can_format(p.type))
+		return err_set(err, -EMEDIUMTYPE,
+			       "%s holds a %s filesystem, not one the agent creates (ext4, xfs, "
+			       "btrfs); name it as fsType to mount it",
+			       dev, p.type);
 	snprintf(ret_type, 32, "%s", p.type);
 	return 0;
 }

@@ -20,6 +20,15 @@ struct blkdev_probe {
 	char uuid[64];
 };
 
+/* Claims dev for the agent: opens it O_EXCL, which the kernel refuses (EBUSY) while the
+ * device is mounted anywhere (any mount namespace), held by device-mapper or md (holders), has
+ * a partition in use, or is open O_EXCL by another process.  On EBUSY the error says which of
+ * these it is (the mount table of the agent's namespace through libmount, and sysfs holders).
+ * The caller holds the fd through its probe and closes it just before mkfs, which claims the
+ * device itself, as mount(2) does after it: no other exclusive holder can get in between
+ * without the next step failing.  Returns the fd, or a negative errno with err set. */
+int blkdev_claim(const char *dev, struct error_info *err);
+
 /* Probes dev (superblocks and partition tables, safe probe).  An ambiguous result (several
  * signatures) is -EUCLEAN with a message, never "blank". */
 int blkdev_probe(const char *dev, struct blkdev_probe *ret, struct error_info *err);
@@ -30,6 +39,8 @@ bool blkdev_can_format(const char *fstype);
 /* Decides how to mount dev: formats it when blank (and !read_only), then stores the
  * filesystem type to mount with in ret_type (>= 32 bytes).  Refuses devices holding a
  * partition table or a non-filesystem signature, and a filesystem other than fstype when
- * fstype is given. */
+ * fstype is given, and without fstype a filesystem the agent cannot create (only the types it
+ * formats are mounted: not a squashfs or vfat found on a device).  *claim_fd (blkdev_claim,
+ * or -1) is closed just before mkfs runs, and set to -1 then. */
 int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
-			     struct error_info *err);
+			     int *claim_fd, struct error_info *err);

@@ -21,8 +21,6 @@
 #include "process.h"
 #include "time-util.h"
 
-extern char **environ;
-
 /* How long a SIGKILLed child may take to die before a reaper thread takes it over. */
 #define STUCK_AFTER_MS 200
 
@@ -40,11 +38,44 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* The full path of name, searched in PATH when it has no '/'.  -ENOENT when not found. */
-static int find_program(const char *name, char *ret)
+char *const process_helper_env[] = {
+	(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	(char *)"LC_ALL=C",
+	NULL,
+};
+
+#define HELPER_CACHE 32
+
+/* Helpers found so far, by name: each is looked up once. */
+static struct {
+	char name[64];
+	char path[PATH_MAX];
+} helpers[HELPER_CACHE];
+static size_t n_helpers;
+static pthread_mutex_t helpers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int search_system_dirs(const char *name, char *ret)
 {
-	const char *path = getenv("PATH");
+	static const char *const dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+					    "/usr/bin",	       "/sbin",		 "/bin" };
 	int last = -ENOENT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		struct stat st;
+
+		snprintf(ret, PATH_MAX, "%s/%s", dirs[i], name);
+		if (stat(ret, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (access(ret, X_OK) == 0)
+				return 0;
+			last = -EACCES;
+		}
+	}
+	return last;
+}
+
+int process_find_helper(const char *name, char *ret)
+{
+	int r;
 
 	if (strchr(name, '/')) {
 		if (access(name, X_OK) < 0)
@@ -52,25 +83,21 @@ static int find_program(const char *name, char *ret)
 		snprintf(ret, PATH_MAX, "%s", name);
 		return 0;
 	}
-	if (!path)
-		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-	for (const char *s = path; *s;) {
-		size_t len = strcspn(s, ":");
-		struct stat st;
-
-		if (len > 0 && len + strlen(name) + 2 <= PATH_MAX) {
-			snprintf(ret, PATH_MAX, "%.*s/%s", (int)len, s, name);
-			if (stat(ret, &st) == 0 && S_ISREG(st.st_mode)) {
-				if (access(ret, X_OK) == 0)
-					return 0;
-				last = -EACCES;
-			}
+	pthread_mutex_lock(&helpers_lock);
+	for (size_t i = 0; i < n_helpers; i++)
+		if (streq(helpers[i].name, name)) {
+			snprintf(ret, PATH_MAX, "%s", helpers[i].path);
+			pthread_mutex_unlock(&helpers_lock);
+			return 0;
 		}
-		s += len;
-		if (*s == ':')
-			s++;
+	r = search_system_dirs(name, ret);
+	if (r == 0 && n_helpers < HELPER_CACHE && strlen(name) < sizeof(helpers[0].name)) {
+		snprintf(helpers[n_helpers].name, sizeof(helpers[0].name), "%s", name);
+		snprintf(helpers[n_helpers].path, PATH_MAX, "%s", ret);
+		n_helpers++;
 	}
-	return last;
+	pthread_mutex_unlock(&helpers_lock);
+	return r;
 }
 
 static void init(struct process *p, const struct process_options *opts)
@@ -131,6 +158,8 @@ static void child_setup(const struct child_pipes *cp)
 	}
 	(void)dup2(cp->out[1], 1);
 	(void)dup2(cp->out[1], 2);
+	/* Whatever the agent inherited or opened without O_CLOEXEC never reaches a helper. */
+	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 }
 
 /* The parent's half, after a successful fork. */
@@ -192,11 +221,11 @@ int process_start(struct process *p, const char *const argv[], const struct proc
 	int r;
 
 	init(p, opts);
-	envp = p->opts.envp ? p->opts.envp : environ;
-	r = find_program(argv[0], prog);
+	envp = p->opts.envp ? p->opts.envp : process_helper_env;
+	r = process_find_helper(argv[0], prog);
 	if (r < 0)
 		return err_set(err, r, "%s: %s", argv[0],
-			       r == -ENOENT ? "not found in PATH" : strerror(-r));
+			       r == -ENOENT ? "not found in the system dirs" : strerror(-r));
 	r = prepare_fork(p, &cp, err);
 	if (r < 0)
 		return r;

@@ -39,7 +39,7 @@ struct process_options {
 	const char *stdin_data; /* written to its stdin; NULL: stdin is /dev/null */
 	size_t stdin_len;
 	size_t output_max; /* bytes of output kept; 0: PROCESS_OUTPUT_MAX */
-	char *const *envp; /* programs only; NULL: the agent's environment */
+	char *const *envp; /* programs only; NULL: process_helper_env */
 };
 
 struct process {
@@ -66,8 +66,20 @@ struct process {
 	bool output_truncated;
 };
 
-/* Starts argv (argv[0] searched in PATH, resolved before the fork) in a child.  opts may be
- * NULL (no deadline, defaults).  Returns 0, -ENOENT when the program is not found, -EAGAIN
+/* The environment helpers run with unless the options give one: the system dirs as PATH and
+ * LC_ALL=C, nothing of the agent's own (no CEPH_ARGS, LD_PRELOAD, proxy or locale of the
+ * caller's). */
+extern char *const process_helper_env[];
+
+/* The absolute path of the helper program name into ret (PATH_MAX bytes): looked up in the
+ * system dirs (/usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin), never in
+ * $PATH, once, and kept for later calls; a name with a '/' is taken as it is.  Returns 0,
+ * -ENOENT or -EACCES. */
+int process_find_helper(const char *name, char *ret);
+
+/* Starts argv (argv[0] found by process_find_helper, before the fork) in a child, with
+ * process_helper_env unless opts has envp, and every inherited fd but 0-2 closed at exec
+ * (close_range CLOSE_RANGE_CLOEXEC).  opts may be NULL (no deadline, defaults).  Returns 0, -ENOENT when the program is not found, -EAGAIN
  * when too many children are stuck, or another -errno; err names what failed. */
 int process_start(struct process *p, const char *const argv[], const struct process_options *opts,
 		  struct error_info *err);

@@ -19,17 +19,27 @@
 int device_fs_join_options(char *const *mount_options, bool read_only, char **ret,
 			   struct error_info *err)
 {
-	size_t n = mount_options_count(mount_options), limit = (size_t)sysconf(_SC_PAGESIZE);
-	_cleanup_free_ char **v = calloc(n + 2, sizeof(*v));
+	size_t n = mount_options_count(mount_options), limit = (size_t)sysconf(_SC_PAGESIZE), k;
+	_cleanup_free_ char **v = calloc(n + 4, sizeof(*v));
+	bool suid = false, dev = false;
 	char *joined;
 
 	if (!v)
 		return -ENOMEM;
 	/* A vector of borrowed strings: mount_options_join only reads it. */
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		v[i] = mount_options[i];
+		suid = suid || streq(v[i], "suid");
+		dev = dev || streq(v[i], "dev");
+	}
+	k = n;
 	if (read_only)
-		v[n] = (char *)"ro";
+		v[k++] = (char *)"ro";
+	/* A volume's set-uid files and device nodes do not count on the host unless it asks. */
+	if (!suid)
+		v[k++] = (char *)"nosuid";
+	if (!dev)
+		v[k++] = (char *)"nodev";
 	joined = mount_options_join(v);
 	if (!joined)
 		return -ENOMEM;
@@ -51,6 +61,7 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 		    struct error_info *err)
 {
 	_cleanup_free_ char *options = NULL;
+	_cleanup_close_ int claim = -1;
 	struct stat st_dev, st_target;
 	char type[32];
 	int r;
@@ -70,9 +81,16 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	r = device_fs_join_options(mount_options, read_only, &options, err);
 	if (r < 0)
 		return r;
-	r = blkdev_prepare_for_mount(dev, fstype ? fstype : default_fstype, read_only, type, err);
+	/* Held from before the probe until mkfs or the mount claims the device itself. */
+	claim = blkdev_claim(dev, err);
+	if (claim < 0)
+		return claim;
+	r = blkdev_prepare_for_mount(dev, fstype ? fstype : default_fstype, read_only, type, &claim,
+				     err);
 	if (r < 0)
 		return r;
+	if (claim >= 0)
+		close(TAKE_FD(claim));
 	return mnt_util_mount_at(dev, target->parent_fd, target->name, type,
 				 options[0] ? options : NULL, err);
 }

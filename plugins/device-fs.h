@@ -12,7 +12,8 @@
 /* Mounts the block device dev on target.  fstype (may be NULL) is what the spec asked for,
  * default_fstype (may be NULL: leave it to the probe, ext4 for a blank device) what to
  * format with when the spec says nothing.  mount_options (NULL-terminated, may be NULL) are
- * passed on whole, "ro" added when read_only: a list the kernel cannot take whole (longer than
+ * passed on whole, "ro" added when read_only, "nosuid" and "nodev" unless the spec asks "suid"
+ * or "dev": a list the kernel cannot take whole (longer than
  * a page) is refused with -E2BIG naming mountOptions, never shortened.  Idempotent: 0 when
  * target already is a mount of dev; -EBUSY when it is a mount of something else.
  * Returns: 0 on success, negative errno with err filled on failure. */
@@ -20,8 +21,8 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 		    char *const *mount_options, bool read_only, const struct mount_target *target,
 		    struct error_info *err);
 
-/* The options device_fs_mount passes to mount(2): mount_options joined with ',' and ",ro"
- * when read_only.  Returns 0 with a new string in *ret ("" for none), -E2BIG (err names
+/* The options device_fs_mount passes to mount(2): mount_options joined with ',', ",ro"
+ * when read_only, and ",nosuid" and ",nodev" unless mount_options has "suid" or "dev".  Returns 0 with a new string in *ret ("" for none), -E2BIG (err names
  * mountOptions) when it is longer than the kernel takes, or -ENOMEM. */
 int device_fs_join_options(char *const *mount_options, bool read_only, char **ret,
 			   struct error_info *err);

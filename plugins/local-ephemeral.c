@@ -18,21 +18,13 @@
 
 static char base_dir[PATH_MAX]; /* "" until set: <state-dir>/local-ephemeral */
 
-static int set_base(const char *value, uint64_t ms, struct error_info *err)
+int local_ephemeral_set_dir(const char *value, uint64_t ms, struct error_info *err)
 {
 	if (*value && path_validate_absolute(value, "value", err) < 0)
 		return -EINVAL;
 	snprintf(base_dir, sizeof(base_dir), "%s", value);
 	return 0;
 }
-
-const struct plugin_option local_ephemeral_options[] = {
-	{ "local-ephemeral-dir", PLUGIN_OPTION_STRING, "",
-	  "where ephemeral local volumes get their directories (empty: <state-dir>/"
-	  "local-ephemeral); its own xfs or ext4 with project quotas for sizes",
-	  set_base },
-	{ 0 },
-};
 
 static const char *base(char *buf)
 {

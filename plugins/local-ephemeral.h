@@ -9,7 +9,9 @@
 #include "plugin-option.h"
 
 /* The local plugin's option table: the base directory, `--local-ephemeral-dir`. */
-extern const struct plugin_option local_ephemeral_options[];
+/* --local-ephemeral-dir: where ephemeral volumes get their directories ("": the default,
+ * <state-dir>/local-ephemeral).  Returns 0 or -EINVAL with err set. */
+int local_ephemeral_set_dir(const char *value, uint64_t ms, struct error_info *err);
 
 /* The directory for the volume published at target, as <base>/<name> into buf (PATH_MAX):
  * name is a hash of target, so set-up, adoption and tear-down find it from the target alone.

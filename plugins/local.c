@@ -38,6 +38,7 @@
 #include "blkdev.h"
 #include "crypt-volume.h"
 #include "device-fs.h"
+#include "local-path-policy.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -164,6 +165,8 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 	if (!path)
 		return err_set(err, -EINVAL, "path: required (or basePath)");
 	if (path_validate_absolute(path, "path", err) < 0)
+		return err->code;
+	if (local_path_policy_check(path, err) < 0)
 		return err->code;
 	if (fstype && spec->block)
 		return err_set(err, -EINVAL,
@@ -337,6 +340,10 @@ static int local_set_up_at(const struct volume_mounter *m, const struct mount_ta
 				       path);
 		if (r < 0)
 			return err_prefix(err, "local path");
+		/* An ephemeral volume's directory is the agent's own, made under its dir. */
+		r = is_ephemeral(m->spec) ? 0 : local_path_policy_check_dir(src, path, err);
+		if (r < 0)
+			return r;
 		r = apply_size(m->spec, src, path, err);
 		if (r < 0)
 			return r;
@@ -520,6 +527,19 @@ static const struct expand_ops local_expand_ops = {
 	.expand = local_expand,
 };
 
+/* The plugin's flags and config keys (plugin-option.h). */
+static const struct plugin_option local_options[] = {
+	{ "local-ephemeral-dir", PLUGIN_OPTION_STRING, "",
+	  "where ephemeral local volumes get their directories (empty: <state-dir>/"
+	  "local-ephemeral); its own xfs or ext4 with project quotas for sizes",
+	  local_ephemeral_set_dir },
+	{ "local-path-prefix", PLUGIN_OPTION_STRING, "",
+	  "local volumes only below this dir (repeatable; in the config file a string or a "
+	  "list); empty: any dir the path policy allows",
+	  local_path_policy_add_prefix },
+	{ 0 },
+};
+
 const struct volume_plugin local_plugin = {
 	.name = "local",
 	.flags = PLUGIN_NODE_LOCAL,
@@ -528,5 +548,5 @@ const struct volume_plugin local_plugin = {
 	.attach = &local_attach_ops,
 	.block = &local_block_ops,
 	.expand = &local_expand_ops,
-	.options = local_ephemeral_options,
+	.options = local_options,
 };

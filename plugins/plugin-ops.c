@@ -169,6 +169,14 @@ int plugin_detach(const struct volume_plugin *p, const struct volume_spec *spec,
 	return OP_CALL(p, "detach", att->device_path, err, p->attach->detach(spec, att, err));
 }
 
+int plugin_check_attachment(const struct volume_plugin *p, const char *volume_name,
+			    const struct device_attachment *att, struct error_info *err)
+{
+	if (!p || !p->attach || !p->attach->check_attachment)
+		return 0; /* never blocks: not timed */
+	return p->attach->check_attachment(volume_name, att, err);
+}
+
 bool plugin_has_block(const struct volume_plugin *p)
 {
 	return p && p->block;

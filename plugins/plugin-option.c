@@ -1,5 +1,5 @@
 /* plugin-option.c - setting the plugins' own options by name (see plugin-option.h) and the
- * state directory they keep their records under. */
+ * state directory they keep their records under, and the agent's own dirs. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "plugin.h"
 #include "time-util.h"
 
-static char state_dir[PATH_MAX];
+static char state_dir[PATH_MAX], root_dir[PATH_MAX], kubelet_dir[PATH_MAX];
 
 void plugin_set_state_dir(const char *dir)
 {
@@ -21,6 +21,22 @@ void plugin_set_state_dir(const char *dir)
 const char *plugin_state_dir(void)
 {
 	return state_dir[0] ? state_dir : NULL;
+}
+
+void plugin_set_agent_dirs(const char *root, const char *kubelet)
+{
+	snprintf(root_dir, sizeof(root_dir), "%s", root ? root : "");
+	snprintf(kubelet_dir, sizeof(kubelet_dir), "%s", kubelet ? kubelet : "");
+}
+
+const char *plugin_root_dir(void)
+{
+	return root_dir[0] ? root_dir : NULL;
+}
+
+const char *plugin_kubelet_dir(void)
+{
+	return kubelet_dir[0] ? kubelet_dir : NULL;
 }
 
 const struct plugin_option *plugin_option_find(const char *name)

@@ -45,3 +45,9 @@ int plugin_options_reset(struct error_info *err);
  * below it (rbd: <state-dir>/rbd).  Set (copied) once at startup; NULL until then. */
 void plugin_set_state_dir(const char *state_dir);
 const char *plugin_state_dir(void);
+
+/* The agent's root dir and the kubelet dir: dirs of the agent's own that no volume exposes
+ * (local-path-policy.h).  Set (copied) once at startup; NULL until then. */
+void plugin_set_agent_dirs(const char *root_dir, const char *kubelet_dir);
+const char *plugin_root_dir(void);
+const char *plugin_kubelet_dir(void);

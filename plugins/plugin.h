@@ -197,6 +197,14 @@ struct attach_ops {
 	 * undo (the device stays on the node). */
 	int (*detach)(const struct volume_spec *spec, const struct device_attachment *att,
 		      struct error_info *err);
+
+	/* Whether att, as a journal recorded it for volume_name, is what attach would have made
+	 * for that volume: its own dirs and files, devices of the kind its method makes.  A
+	 * journal is never trusted further than that (detach would act on what it names).
+	 * Never blocks.  Returns 0, or -EBADMSG naming the field that differs.  Optional: NULL
+	 * means there is nothing to check. */
+	int (*check_attachment)(const char *volume_name, const struct device_attachment *att,
+				struct error_info *err);
 };
 
 /* Raw block volumes (kubelet's BlockVolumePlugin, a spec with volumeMode Block): the
@@ -300,6 +308,8 @@ int plugin_attach(const struct volume_plugin *p, const struct volume_spec *spec,
 		  struct device_attachment *ret, struct error_info *err);
 int plugin_detach(const struct volume_plugin *p, const struct volume_spec *spec,
 		  const struct device_attachment *att, struct error_info *err);
+int plugin_check_attachment(const struct volume_plugin *p, const char *volume_name,
+			    const struct device_attachment *att, struct error_info *err);
 int plugin_mount_device(const struct volume_plugin *p, const struct volume_spec *spec,
 			const char *device_path, bool read_only, const struct mount_target *target,
 			struct error_info *err);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "macro.h"
 #include "volume-spec.h"
@@ -31,6 +32,30 @@ struct volume_spec *volume_spec_ref(struct volume_spec *s)
 	return s;
 }
 
+/* A secret entry's memory: pages of its own, left out of core dumps (MADV_DONTDUMP), so a
+ * dump of the daemon never holds a Ceph key; the length is kept before the entry. */
+static char *secret_alloc(size_t size)
+{
+	size_t total = size + sizeof(size_t);
+	size_t *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	(void)madvise(p, total, MADV_DONTDUMP);
+	*p = total;
+	return (char *)(p + 1);
+}
+
+static void secret_free(char *kv)
+{
+	size_t *p = kv ? (size_t *)kv - 1 : NULL;
+
+	if (!p)
+		return;
+	explicit_bzero(kv, *p - sizeof(size_t));
+	munmap(p, *p);
+}
+
 struct volume_spec *volume_spec_unref(struct volume_spec *s)
 {
 	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
@@ -38,10 +63,8 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 	for (size_t i = 0; i < s->n_attrs; i++)
 		free(s->attrs[i].key); /* the value is in the same allocation */
 	free(s->attrs);
-	for (size_t i = 0; i < s->n_secrets; i++) {
-		explicit_bzero(s->secrets[i].value, strlen(s->secrets[i].value));
-		free(s->secrets[i].key);
-	}
+	for (size_t i = 0; i < s->n_secrets; i++)
+		secret_free(s->secrets[i].key); /* wiped first */
 	free(s->secrets);
 	if (s->mount_options != no_mount_options) {
 		for (char **o = s->mount_options; o && *o; o++)
@@ -53,12 +76,13 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 }
 
 /* Adds or replaces key in the list *attrs of *n entries.  An entry's key and value are one
- * allocation ("key\0value\0", freed through the key). */
-static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, const char *value)
+ * allocation ("key\0value\0", freed through the key: free, or secret_free when secret). */
+static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, const char *value,
+		     bool secret)
 {
 	size_t nk = strlen(key) + 1, nv = strlen(value) + 1;
 	struct volume_attr *a;
-	char *kv = malloc(nk + nv);
+	char *kv = secret ? secret_alloc(nk + nv) : malloc(nk + nv);
 
 	if (!kv)
 		return -ENOMEM;
@@ -67,14 +91,20 @@ static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, con
 	for (size_t i = 0; i < *n; i++)
 		if (streq((*attrs)[i].key, key)) {
 			explicit_bzero((*attrs)[i].value, strlen((*attrs)[i].value));
-			free((*attrs)[i].key);
+			if (secret)
+				secret_free((*attrs)[i].key);
+			else
+				free((*attrs)[i].key);
 			(*attrs)[i].key = kv;
 			(*attrs)[i].value = kv + nk;
 			return 0;
 		}
 	a = realloc(*attrs, (*n + 1) * sizeof(*a));
 	if (!a) {
-		free(kv);
+		if (secret)
+			secret_free(kv);
+		else
+			free(kv);
 		return -ENOMEM;
 	}
 	*attrs = a;
@@ -94,7 +124,7 @@ static const char *attrs_get(const struct volume_attr *attrs, size_t n, const ch
 
 int volume_spec_set(struct volume_spec *s, const char *key, const char *value)
 {
-	return attrs_set(&s->attrs, &s->n_attrs, key, value);
+	return attrs_set(&s->attrs, &s->n_attrs, key, value, false);
 }
 
 const char *volume_spec_get(const struct volume_spec *s, const char *key)
@@ -104,7 +134,7 @@ const char *volume_spec_get(const struct volume_spec *s, const char *key)
 
 int volume_spec_set_secret(struct volume_spec *s, const char *key, const char *value)
 {
-	return attrs_set(&s->secrets, &s->n_secrets, key, value);
+	return attrs_set(&s->secrets, &s->n_secrets, key, value, true);
 }
 
 const char *volume_spec_get_secret(const struct volume_spec *s, const char *key)

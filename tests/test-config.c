@@ -241,6 +241,56 @@ static void test_csi_endpoint_turns_csi_on(void **state)
 	free(dir);
 }
 
+/* Whether a local volume at path passes the plugin's validation. */
+static bool local_path_ok(const char *path)
+{
+	struct volume_spec *s = volume_spec_new("local");
+	struct error_info err = { 0 };
+	int r;
+
+	assert_non_null(s);
+	assert_int_equal(volume_spec_set(s, "path", path), 0);
+	r = plugin_validate(plugin_find_by_name("local"), s, &err);
+	volume_spec_unref(s);
+	return r == 0;
+}
+
+/* --local-path-prefix is repeatable, a string or a list in the config file, and a new parse
+ * starts from none. */
+static void test_local_path_prefix(void **state)
+{
+	char *dir = test_mkdtemp("config"), file[600];
+	struct agent_config cfg;
+	struct error_info err = { 0 };
+
+	assert_int_equal(parse(&cfg, &err,
+			       (const char *[]){ "--local-path-prefix", "/mnt/disks",
+						 "--local-path-prefix", "/srv", NULL }),
+			 0);
+	assert_true(local_path_ok("/mnt/disks/ssd1"));
+	assert_true(local_path_ok("/srv/demo"));
+	assert_false(local_path_ok("/home/x"));
+	config_done(&cfg);
+	snprintf(file, sizeof(file), "%s/c.json", dir);
+	test_write_file(file, "{\"local-path-prefix\": [\"/data\"]}");
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", file, NULL }), 0);
+	assert_true(local_path_ok("/data/a"));
+	assert_false(local_path_ok("/srv/demo"));
+	config_done(&cfg);
+	test_write_file(file, "{\"local-path-prefix\": [1]}");
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--config", file, NULL }), -EINVAL);
+	assert_non_null(strstr(err_msg(&err), "must be a list of strings"));
+	config_done(&cfg);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ "--local-path-prefix", "/", NULL }),
+			 -EINVAL);
+	config_done(&cfg);
+	assert_int_equal(parse(&cfg, &err, (const char *[]){ NULL }), 0);
+	assert_true(local_path_ok("/home/x"));
+	config_done(&cfg);
+	test_rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_file_and_flags),
 		cmocka_unit_test(test_errors_name_the_culprit),
 		cmocka_unit_test(test_plugin_options),
+		cmocka_unit_test(test_local_path_prefix),
 		cmocka_unit_test(test_csi_endpoint_turns_csi_on),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -494,26 +494,27 @@ static void test_invalid_requests(void **state)
 	csi_env_target(e, "pod-a", "pv-x", t1);
 	snprintf(outside, sizeof(outside), "%s/outside", e->f->dir);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/s\", \"volume_capability\": " CAP_RW ", "
-		 "\"volume_context\": {\"path\": \"/srv\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/s\", \"volume_capability\": " CAP_RW ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"srv\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/s\", \"volume_capability\": " CAP_RW ", "
-		 "\"volume_context\": {\"type\": \"hostpath\", \"path\": \"/srv\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/s\", \"volume_capability\": {\"block\": {}, "
-		 "\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}, "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"/srv\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/s\", \"volume_capability\": " CAP_RW ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"/srv\"}}\n"
-		 "Node/NodeGetVolumeStats {\"volume_id\": \"x\", \"volume_path\": \"%s/nope\"}\n",
-		 t1, e->kubelet, t1, e->kubelet, t1, e->kubelet, t1, e->kubelet, outside,
-		 e->kubelet, e->kubelet);
+	snprintf(
+		calls, sizeof(calls),
+		"Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
+		"\"staging_target_path\": \"%s/plugins/s\", \"volume_capability\": " CAP_RW ", "
+		"\"volume_context\": {\"path\": \"/srv\"}}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
+		"\"staging_target_path\": \"%s/plugins/s\", \"volume_capability\": " CAP_RW ", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"srv\"}}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
+		"\"staging_target_path\": \"%s/plugins/s\", \"volume_capability\": " CAP_RW ", "
+		"\"volume_context\": {\"type\": \"hostpath\", \"path\": \"/srv\"}}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
+		"\"staging_target_path\": \"%s/plugins/s\", \"volume_capability\": {\"block\": {}, "
+		"\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}, "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"/srv\"}}\n"
+		"Node/NodePublishVolume {\"volume_id\": \"x\", \"target_path\": \"%s\", "
+		"\"staging_target_path\": \"%s/plugins/s\", \"volume_capability\": " CAP_RW ", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"/srv\"}}\n"
+		"Node/NodeGetVolumeStats {\"volume_id\": \"x\", \"volume_path\": \"%s/pods/nope\"}\n",
+		t1, e->kubelet, t1, e->kubelet, t1, e->kubelet, t1, e->kubelet, outside, e->kubelet,
+		e->kubelet);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "ERR INVALID_ARGUMENT volume_context.type: required");
 	assert_line(out, 1, "ERR INVALID_ARGUMENT volume_context.path: must be an absolute path");
@@ -556,7 +557,7 @@ static void test_many_volumes_at_once(void **state)
 					one, sizeof(one),
 					"Node/NodePublishVolume {\"volume_id\": \"v%d\", "
 					"\"target_path\": \"%s/pods/many/volumes/kubernetes.io~csi/"
-					"pv%d/mount\", \"staging_target_path\": \"%s/st%d\", "
+					"pv%d/mount\", \"staging_target_path\": \"%s/plugins/st%d\", "
 					"\"volume_capability\": " CAP_RW ", "
 					"\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 					i, e->kubelet, i, e->kubelet, i, src);
@@ -611,7 +612,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}, "
 		 "\"secrets\": {\"token\": \"" CANARY "\"}}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/dirstage\", "
+		 "\"staging_target_path\": \"%s/plugins/dirstage\", "
 		 "\"volume_capability\": " CAP_RW ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"mountOptions\": \"noatime,password=" CANARY "\"}}\n",
 		 stg, dev, stg, t1, dev, t2, e->kubelet, src);
@@ -1238,7 +1239,7 @@ static void test_journal_keeps_every_entry(void **state)
 			csi_env_target(e, "jpod", pv, tgt);
 			snprintf(one, sizeof(one),
 				 "Node/NodePublishVolume {\"volume_id\": \"v%d\", \"target_path\": "
-				 "\"%s\", \"staging_target_path\": \"%s/jst%d\", "
+				 "\"%s\", \"staging_target_path\": \"%s/plugins/jst%d\", "
 				 "\"volume_capability\": " CAP_MULTI
 				 ", \"volume_context\": {\"type\": "
 				 "\"local\", \"path\": \"%s\"}}\n",
@@ -1260,7 +1261,7 @@ static void test_journal_keeps_every_entry(void **state)
 		csi_env_target(e, "jpod2", pv, tgt);
 		snprintf(one, sizeof(one),
 			 "Node/NodePublishVolume {\"volume_id\": \"v%d\", \"target_path\": "
-			 "\"%s\", \"staging_target_path\": \"%s/jst%d\", "
+			 "\"%s\", \"staging_target_path\": \"%s/plugins/jst%d\", "
 			 "\"volume_capability\": " CAP_MULTI ", \"volume_context\": {\"type\": "
 			 "\"local\", \"path\": \"%s\"}}\n",
 			 i, tgt, e->kubelet, i, src);

@@ -4,7 +4,8 @@
  * Defect 2 of issue 11: the mount options were joined into a fixed 1024-byte buffer and
  * truncated silently; "ro", appended last, was lost first, so a read-only volume with a long
  * mountOptions list came out read-write.  A long list must now mount read-only, and one the
- * kernel cannot take whole must be refused naming mountOptions (and leave the device alone). */
+ * kernel cannot take whole must be refused naming mountOptions (and leave the device alone).
+ * The agent's own mounts are nosuid and nodev unless the volume asks "suid" or "dev". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "blkdev.h"
@@ -141,21 +143,56 @@ static void test_join_options(void **state)
 	char *opts[] = { "noatime", "discard", NULL }, *joined = NULL;
 	struct error_info err = { 0 };
 
+	char *asks[] = { "suid", "dev", NULL };
+
 	assert_int_equal(device_fs_join_options(opts, true, &joined, &err), 0);
-	assert_string_equal(joined, "noatime,discard,ro");
+	assert_string_equal(joined, "noatime,discard,ro,nosuid,nodev");
 	free(joined);
 	assert_int_equal(device_fs_join_options(opts, false, &joined, &err), 0);
-	assert_string_equal(joined, "noatime,discard");
+	assert_string_equal(joined, "noatime,discard,nosuid,nodev");
 	free(joined);
 	assert_int_equal(device_fs_join_options(NULL, true, &joined, &err), 0);
-	assert_string_equal(joined, "ro");
+	assert_string_equal(joined, "ro,nosuid,nodev");
 	free(joined);
+	assert_int_equal(device_fs_join_options(asks, false, &joined, &err), 0);
+	assert_string_equal(joined, "suid,dev");
+	free(joined);
+}
+
+/* The mount's flags as the kernel reports them (statvfs): nosuid and nodev by default, and
+ * neither when the volume asks "suid" and "dev". */
+static void test_mount_flags(void **state)
+{
+	struct env *e = *state;
+	const struct volume_plugin *p = plugin_find_by_name("local");
+	struct volume_spec *s = volume_spec_new("local");
+	struct error_info err = { 0 };
+	const struct mount_target t = { .path = e->target,
+					.parent_fd = e->parent_fd,
+					.name = "mnt" };
+	struct statvfs sv;
+
+	assert_non_null(s);
+	assert_int_equal(volume_spec_set(s, "path", e->dev), 0);
+	assert_int_equal(plugin_mount_device(p, s, e->dev, false, &t, &err), 0);
+	assert_int_equal(statvfs(e->target, &sv), 0);
+	assert_true(sv.f_flag & ST_NOSUID);
+	assert_true(sv.f_flag & ST_NODEV);
+	assert_int_equal(mnt_util_umount(e->target, 0, NULL), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "suid"), 0);
+	assert_int_equal(volume_spec_add_mount_option(s, "dev"), 0);
+	assert_int_equal(plugin_mount_device(p, s, e->dev, false, &t, &err), 0);
+	assert_int_equal(statvfs(e->target, &sv), 0);
+	assert_false(sv.f_flag & ST_NOSUID);
+	assert_false(sv.f_flag & ST_NODEV);
+	volume_spec_unref(s);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_join_options),
+		cmocka_unit_test_setup_teardown(test_mount_flags, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_local_long_options_stay_read_only, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rbd_long_options_stay_read_only, setup,

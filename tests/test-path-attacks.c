@@ -340,7 +340,7 @@ static void test_csi_target_dotdot_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/pods/../../outside/t", e->csi.kubelet);
 	csi_env_start(&e->csi);
@@ -348,7 +348,7 @@ static void test_csi_target_dotdot_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "is not normalized");
 	free(out);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->csi.kubelet);
-	snprintf(stg, sizeof(stg), "%s/staging/../../../outside", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/../../../../outside", e->csi.kubelet);
 	out = publish(e, "v", stg, tgt, src);
 	assert_refused(out, "INVALID_ARGUMENT", "staging_target_path");
 	free(out);
@@ -364,7 +364,7 @@ static void test_csi_target_outside_kubelet_root_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/t", e->outside);
 	csi_env_start(&e->csi);
@@ -387,7 +387,7 @@ static void test_csi_symlink_in_target_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(pods, sizeof(pods), "%s/pods", e->csi.kubelet);
 	mkdir_p(pods);
@@ -410,8 +410,9 @@ static void test_csi_symlink_in_staging_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	mkdir_p(e->csi.kubelet);
-	snprintf(link, sizeof(link), "%s/staging", e->csi.kubelet);
+	snprintf(link, sizeof(link), "%s/plugins", e->csi.kubelet);
+	mkdir_p(link);
+	snprintf(link, sizeof(link), "%s/plugins/staging", e->csi.kubelet);
 	assert_int_equal(symlink(e->outside, link), 0);
 	snprintf(stg, sizeof(stg), "%s/v", link);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/t", e->csi.kubelet);
@@ -435,7 +436,7 @@ static void test_csi_target_already_other_mount_refused(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/volumes/kubernetes.io~csi/pv/mount", e->csi.kubelet);
 	mkdir_p(tgt);
@@ -466,7 +467,7 @@ static void test_csi_symlink_swapped_in_while_publishing(void **state)
 
 	skip_without_client();
 	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/staging/v", e->csi.kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
 	mkdir_p(stg);
 	for (int i = 0; i < RACE_PODS; i++) {
 		snprintf(s.dirs[i], sizeof(s.dirs[i]), "%s/pods/u%d", e->csi.kubelet, i);
@@ -569,6 +570,35 @@ static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 	umount2(victim, MNT_DETACH);
 }
 
+static bool dir_is_gone(void *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) < 0;
+}
+
+/* The stale pod-dir cleanup after a start walks by O_NOFOLLOW fds and removes with unlinkat:
+ * a pod dir that is a symlink out of the root is not followed (the empty dirs it leads to
+ * were removed before), while a real stale dir in the root goes. */
+static void test_stale_cleanup_symlinked_pod_dir_stays_inside(void **state)
+{
+	struct env *e = *state;
+	char pods[700], link[800], trap[800], stale[800];
+
+	snprintf(pods, sizeof(pods), "%s/pods", e->f->root);
+	snprintf(trap, sizeof(trap), "%s/volumes/kubernetes.io~local/x", e->outside);
+	mkdir_p(trap);
+	snprintf(stale, sizeof(stale), "%s/real/volumes/kubernetes.io~local/y", pods);
+	mkdir_p(stale);
+	snprintf(link, sizeof(link), "%s/evil", pods);
+	assert_int_equal(symlink(e->outside, link), 0);
+	assert_int_equal(fixture_start(e->f, NULL), 0);
+	assert_true(test_wait_until(dir_is_gone, stale, WAIT_MS));
+	assert_int_equal(access(trap, F_OK), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(access(trap, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -598,6 +628,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_journal_csi_target_outside_kubelet_root_ignored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_cleanup_symlinked_pod_dir_stays_inside,
+						setup, teardown),
 	};
 
 	test_enter_private_mountns();

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "fs-probe.h"
 #include "process.h"
+#include "testlib.h"
 #include "time-util.h"
 
 static long scale(void)
@@ -288,6 +290,64 @@ static void test_fs_probe_through_the_runner(void **state)
 	assert_int_equal(res.error, -ENOENT);
 }
 
+/* A helper is found in the system dirs, never through $PATH, and runs with the minimal
+ * environment and no descriptor of ours beyond 0-2: a test helper script prints its
+ * environment and its open fds while the test has a secret in its environment, a planted
+ * program earlier in $PATH, and an fd open without O_CLOEXEC. */
+static void test_helper_env_fds_and_path(void **state)
+{
+	char dir[] = "/tmp/volagent-helper-XXXXXX", script[128], fake[128], out[4096];
+	const char *old_path = getenv("PATH");
+	char path_var[4096];
+	int leak, n_fds = 0;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(script, sizeof(script), "%s/show", dir);
+	assert_int_equal(test_write_file(script,
+					 "#!/bin/sh\n"
+					 "env | sort\n"
+					 "for f in /proc/self/fd/*; do echo \"fd ${f##*/}\"; "
+					 "done\n"),
+			 0);
+	assert_int_equal(chmod(script, 0755), 0);
+	/* "true" planted first in $PATH: the system's /usr/bin/true must run, not this. */
+	snprintf(fake, sizeof(fake), "%s/true", dir);
+	assert_int_equal(test_write_file(fake, "#!/bin/sh\nexit 42\n"), 0);
+	assert_int_equal(chmod(fake, 0755), 0);
+	snprintf(path_var, sizeof(path_var), "%s:%s", dir, old_path ? old_path : "/usr/bin");
+	setenv("PATH", path_var, 1);
+	setenv("VOLAGENT_TEST_SECRET", "s3cr3t", 1);
+	leak = open("/dev/null", O_RDONLY); /* no O_CLOEXEC, on purpose */
+	assert_true(leak > 2);
+	/* Out of the way of the fd the script's shell reads /proc/self/fd with. */
+	assert_int_equal(dup2(leak, 77), 77);
+	close(leak);
+	leak = 77;
+
+	assert_int_equal(process_run((const char *const[]){ "true", NULL }, NULL, NULL, 0), 0);
+	assert_int_equal(process_run((const char *const[]){ script, NULL }, NULL, out, sizeof(out)),
+			 0);
+	assert_null(strstr(out, "VOLAGENT_TEST_SECRET"));
+	assert_null(strstr(out, dir)); /* not our PATH either */
+	assert_non_null(strstr(out, "LC_ALL=C"));
+	assert_non_null(strstr(out, "PATH=/usr/local/sbin:"));
+	for (char *l = strstr(out, "fd "); l; l = strstr(l + 1, "\nfd ")) {
+		int fd = atoi(l + (l[0] == '\n' ? 4 : 3));
+
+		/* 0-2 and the fd the shell's glob reads /proc/self/fd with (above 2) */
+		if (fd == leak)
+			fail_msg("the helper got our fd %d", leak);
+		n_fds++;
+	}
+	assert_true(n_fds >= 3);
+
+	close(leak);
+	unsetenv("VOLAGENT_TEST_SECRET");
+	if (old_path)
+		setenv("PATH", old_path, 1);
+	test_rm_rf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +360,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_daemon_keeping_the_pipe, teardown),
 		cmocka_unit_test_teardown(test_function_children, teardown),
 		cmocka_unit_test_teardown(test_fs_probe_through_the_runner, teardown),
+		cmocka_unit_test_teardown(test_helper_env_fds_and_path, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

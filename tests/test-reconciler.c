@@ -915,10 +915,11 @@ static void test_dsw_pod_owner(void **state)
 				      "[{\"name\": \"v\", \"local\": {\"path\": \"/tmp\"}}]}",
 				      "one", &p1, &err),
 		0);
-	assert_int_equal(pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
-					       "[{\"name\": \"w\", \"local\": {\"path\": \"/\"}}]}",
-					       "two", &p2, &err),
-			 0);
+	assert_int_equal(
+		pod_spec_parse_string("{\"pod\": {\"uid\": \"u1\"}, \"volumes\": "
+				      "[{\"name\": \"w\", \"local\": {\"path\": \"/srv\"}}]}",
+				      "two", &p2, &err),
+		0);
 	assert_null(dsw_pod_owner(d, "u1"));
 	assert_int_equal(dsw_pod_set_owner(d, "u1", &owner), -ENOENT);
 	assert_int_equal(dsw_set_pod(d, p1, &err), 0);

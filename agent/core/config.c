@@ -258,7 +258,22 @@ static int load_file(struct agent_config *cfg, const char *path, bool must_exist
 		snprintf(where, sizeof(where), "config file %s, key \"%s\"", path, key);
 		if (!o || streq(key, "config"))
 			return err_set(err, -EINVAL, "%s: unknown key", where);
-		if (json_is_string(v)) {
+		if (json_is_array(v) && o->type == OPT_PLUGIN) {
+			/* A repeatable plugin option: each string is one occurrence. */
+			size_t i;
+			json_t *item;
+
+			json_array_foreach(v, i, item)
+			{
+				if (!json_is_string(item))
+					return err_set(err, -EINVAL,
+						       "%s: must be a list of strings", where);
+				r = set_option(cfg, e, json_string_value(item), where, err);
+				if (r < 0)
+					return r;
+			}
+			continue;
+		} else if (json_is_string(v)) {
 			value = json_string_value(v);
 		} else if (json_is_integer(v) && (o->type == OPT_UINT || o->type == OPT_COUNT)) {
 			snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));

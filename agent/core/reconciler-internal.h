@@ -122,11 +122,17 @@ struct reconciler {
 	void *call_arg;
 	bool call_done;
 	char *kubelet_root; /* NULL when CSI is off */
+	char *driver_name;  /* NULL when CSI is off */
 
 	uint64_t started_ms;	    /* for the uptime in status */
 	uint64_t csi_save_due_ms;   /* CSI entries changed: save by then (0: clean) */
 	struct hashmap *csi_export; /* reconciler-requests.c: each CSI volume's journal entry */
 	unsigned csi_export_gen;
+	/* reconciler-requests.c: "<volume_id>\x1f<path>" of each target and staging path the
+	 * journal's CSI entries recorded (those that passed its checks; of this boot, or of an
+	 * earlier one waiting for kubelet): the agent's own record of what it made there.  NULL:
+	 * none. */
+	struct hashmap *csi_recorded;
 	char journal_error[256]; /* the last save problem, "" when healthy */
 	char journal_note[512];	 /* what startup found wrong with it, or "" */
 };
@@ -251,3 +257,10 @@ char *reconciler_status_json(struct reconciler *r);
 json_t *requests_export_csi(struct reconciler *r);
 void requests_export_fini(struct reconciler *r);
 int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err);
+/* Keeps the targets and staging paths of csi, the journal's entries of an earlier boot (those
+ * that pass the journal's checks), as the agent's record of what it made there. */
+void requests_note_earlier_boot(struct reconciler *r, json_t *csi);
+/* Frees what requests_import_csi and requests_note_earlier_boot kept of the journal. */
+void requests_record_fini(struct reconciler *r);
+/* Whether the journal's CSI entries recorded volume_id at path (a target or staging path). */
+bool requests_journal_record(struct reconciler *r, const char *volume_id, const char *path);

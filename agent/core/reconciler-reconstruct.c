@@ -3,13 +3,17 @@
  * volume dirs left behind.  Pod mounts found in the table are checked by the first pass. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "block-map.h"
+#include "kubelet-record.h"
 #include "log.h"
 #include "macro.h"
 #include "mount-util.h"
@@ -83,63 +87,166 @@ static void adopt_untracked_device_mounts(struct reconciler *r)
 	}
 }
 
+/* Whether the journal's device entry d is what the agent would have made: its mount path
+ * derived from the volume's name and the root dir (<root>/plugins/kubernetes.io/<plugin>/
+ * mounts/<name>, or the held file of a raw block volume), or for a CSI volume the staging
+ * path its own record holds (this boot's CSI entry, or one of an earlier boot) in kubelet's
+ * plugins/ or pods/ dir; and an attachment the plugin says it would have made.  -EBADMSG
+ * with the reason otherwise. */
+static int check_device_entry(struct reconciler *r, const struct asw_device *d,
+			      struct error_info *err)
+{
+	const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
+	_cleanup_free_ char *dir = NULL, *held = NULL;
+
+	if (startswith(d->volume_name, "csi:")) {
+		const struct dsw_volume *v = dsw_get_volume(r->dsw, d->volume_name);
+		const char *id = d->volume_name + strlen("csi:");
+
+		if (!r->kubelet_root || !kubelet_path_in_csi_dirs(r->kubelet_root, d->mount_path))
+			return err_set(
+				err, -EBADMSG,
+				"mount_path: %s is not in the kubelet's pods/ or plugins/ dir",
+				d->mount_path);
+		if (!(v && v->device_mount_path && streq(v->device_mount_path, d->mount_path)) &&
+		    !requests_journal_record(r, id, d->mount_path))
+			return err_set(err, -EBADMSG,
+				       "mount_path: %s is not the staging path the journal's CSI "
+				       "entry of the volume holds",
+				       d->mount_path);
+	} else {
+		dir = dsw_device_mount_dir(r->root_dir, d->plugin_name, d->volume_name);
+		held = dsw_device_held_path(r->root_dir, d->plugin_name, d->volume_name);
+		if (!dir || !held)
+			return -ENOMEM;
+		if (!streq(d->mount_path, dir) && !streq(d->mount_path, held))
+			return err_set(err, -EBADMSG, "mount_path: %s is not %s", d->mount_path,
+				       dir);
+	}
+	return plugin_check_attachment(p, d->volume_name, &d->att, err);
+}
+
+/* Refuses the journal's device entries that are not what the agent would have made (a
+ * corrupt or hand-edited journal, or a bug that wrote a wrong path): each is logged and
+ * forgotten, so that nothing it names is unmounted, detached or removed. */
+static void refuse_foreign_device_entries(struct reconciler *r)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
+		const struct asw_device *d = v;
+		struct error_info why = { 0 };
+		int k = check_device_entry(r, d, &why);
+
+		if (k == 0)
+			continue;
+		log_error("journal: device entry refused, leaving what it names alone", "volume",
+			  d->volume_name, "plugin", d->plugin_name, "mount_path", d->mount_path,
+			  "error", k == -EBADMSG ? err_msg(&why) : strerror(-k));
+		asw_remove_device(r->asw, d->volume_name);
+		journal_mark_dirty(r->journal);
+	}
+}
+
+/* Opens name in the directory dir_fd as a directory, never through a symlink (O_NOFOLLOW):
+ * a pod dir or plugin dir planted as a link out of the root is skipped.  NULL otherwise. */
+static DIR *open_subdir(int dir_fd, const char *name)
+{
+	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+/* Removes the empty volume dirs of one plugin dir of a pod (names, opened; its path dir):
+ * those no spec wants and nothing mounts.  Returns how many it removed. */
+static unsigned remove_stale_names(struct reconciler *r, DIR *names, const char *dir)
+{
+	unsigned removed = 0;
+	struct dirent *n;
+	int here = -1;
+
+	(void)mnt_util_mount_id_at(dirfd(names), ".", &here);
+	while ((n = readdir(names))) {
+		char target[PATH_MAX];
+		struct stat st;
+		int id = -1;
+
+		if (!path_is_safe_component(n->d_name))
+			continue;
+		if (snprintf(target, sizeof(target), "%s/%s", dir, n->d_name) >=
+		    (int)sizeof(target))
+			continue;
+		if (dsw_get_pod_volume(r->dsw, target) || mount_table_get(r->table, target))
+			continue;
+		/* A directory of its own (not a link), on the same mount as its parent. */
+		if (fstatat(dirfd(names), n->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) ||
+		    mnt_util_mount_id_at(dirfd(names), n->d_name, &id) < 0 || id != here)
+			continue;
+		if (unlinkat(dirfd(names), n->d_name, AT_REMOVEDIR) == 0) {
+			removed++;
+			log_debug("reconcile", "removed empty pod volume dir", "dir", target);
+		}
+	}
+	return removed;
+}
+
 /* Removes empty pod volume dirs that nothing mounts and no spec wants (left by a crash
- * between mkdir and mount, or by pods deleted while the agent was down).  Called once, by
- * the pass that makes the agent ready, after READY: it reads every pod's dirs (a third of a
- * restart's time at 10,000 volumes) and nothing waits for it.  A dir the desired state wants
- * or the table shows mounted is kept, so the first pass's operations in flight are safe. */
+ * between mkdir and mount, or by pods deleted while the agent was down), and the empty
+ * parents of those it removed.  The walk goes by directory fds opened with O_NOFOLLOW and
+ * removes with unlinkat, so a pod dir that is a symlink (planted, or swapped in meanwhile)
+ * never leads it out of the root.  Called once, by the pass that makes the agent ready,
+ * after READY: it reads every pod's dirs (a third of a restart's time at 10,000 volumes) and
+ * nothing waits for it.  A dir the desired state wants or the table shows mounted is kept,
+ * so the first pass's operations in flight are safe. */
 void rec_remove_stale_pod_dirs(struct reconciler *r)
 {
-	DIR *pods = opendir(r->pods_root);
+	int root_fd = open(r->pods_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *pods = root_fd >= 0 ? fdopendir(root_fd) : NULL;
 	struct dirent *p;
 
-	if (!pods)
+	if (!pods) {
+		if (root_fd >= 0)
+			close(root_fd);
 		return;
+	}
 	while ((p = readdir(pods))) {
-		char vols[PATH_MAX];
-		DIR *plugins;
+		DIR *pod, *plugins;
 		struct dirent *pl;
+		unsigned removed = 0;
 
-		if (!path_is_safe_component(p->d_name))
+		if (!path_is_safe_component(p->d_name) ||
+		    !(pod = open_subdir(dirfd(pods), p->d_name)))
 			continue;
-		if (snprintf(vols, sizeof(vols), "%s/%s/volumes", r->pods_root, p->d_name) >=
-		    (int)sizeof(vols))
-			continue;
-		plugins = opendir(vols);
-		if (!plugins)
-			continue;
-		while ((pl = readdir(plugins))) {
+		plugins = open_subdir(dirfd(pod), "volumes");
+		while (plugins && (pl = readdir(plugins))) {
 			char dir[PATH_MAX];
 			DIR *names;
-			struct dirent *n;
+			unsigned n;
 
-			if (!startswith(pl->d_name, "kubernetes.io~"))
+			if (!startswith(pl->d_name, "kubernetes.io~") ||
+			    snprintf(dir, sizeof(dir), "%s/%s/volumes/%s", r->pods_root, p->d_name,
+				     pl->d_name) >= (int)sizeof(dir) ||
+			    !(names = open_subdir(dirfd(plugins), pl->d_name)))
 				continue;
-			if (snprintf(dir, sizeof(dir), "%s/%s", vols, pl->d_name) >=
-			    (int)sizeof(dir))
-				continue;
-			names = opendir(dir);
-			if (!names)
-				continue;
-			while ((n = readdir(names))) {
-				char target[PATH_MAX];
-
-				if (!path_is_safe_component(n->d_name))
-					continue;
-				if (snprintf(target, sizeof(target), "%s/%s", dir, n->d_name) >=
-				    (int)sizeof(target))
-					continue;
-				if (dsw_get_pod_volume(r->dsw, target) ||
-				    mount_table_get(r->table, target) ||
-				    mnt_util_is_mount_root(target) == 1)
-					continue;
-				if (path_rmdir_up_to(target, r->pods_root) == 0)
-					log_debug("reconcile", "removed empty pod volume dir",
-						  "dir", target);
-			}
+			n = remove_stale_names(r, names, dir);
 			closedir(names);
+			if (n > 0)
+				(void)unlinkat(dirfd(plugins), pl->d_name, AT_REMOVEDIR);
+			removed += n;
 		}
-		closedir(plugins);
+		if (plugins)
+			closedir(plugins);
+		if (removed > 0 && unlinkat(dirfd(pod), "volumes", AT_REMOVEDIR) == 0)
+			(void)unlinkat(dirfd(pods), p->d_name, AT_REMOVEDIR);
+		closedir(pod);
 	}
 	closedir(pods);
 }
@@ -190,8 +297,10 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 		}
 	} else if (csi && !same_boot) {
 		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
+		requests_note_earlier_boot(r, csi);
 	}
 	json_decref(csi);
+	refuse_foreign_device_entries(r);
 	/* Written once at start even if nothing changes: proves the state dir works, and
 	 * records this boot's id. */
 	journal_mark_dirty(r->journal);

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kubelet-record.h"
 #include "log.h"
 #include "macro.h"
 #include "mount-util.h"
@@ -408,20 +409,46 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 	wait_for(r, p);
 }
 
-/* A mount nothing in the desired state explains (the journal was lost, or the agent crashed
- * before recording it): made known as unverified, so the next pass unmounts it. */
-static void adopt_unknown_mount(struct reconciler *r, const char *path, bool pod)
+bool requests_journal_record(struct reconciler *r, const char *volume_id, const char *path)
+{
+	_cleanup_free_ char *key = NULL;
+
+	if (!r->csi_recorded || !(key = strdup_printf("%s\x1f%s", volume_id, path)))
+		return false;
+	return hashmap_get(r->csi_recorded, key) != NULL;
+}
+
+/* Whether a mount at path that nothing in the desired state explains is the agent's own
+ * (the journal was lost, the agent crashed before recording it, or the journal's entries are
+ * of an earlier boot and wait for kubelet): only when the agent's own record (the journal of
+ * an earlier boot) or kubelet's record of the path (vol_data.json: this driver) names
+ * volume_id there.  Anything else (a secret tmpfs, another driver's volume) is someone
+ * else's, is logged and left alone: for this volume the call is answered as for one not
+ * published (or staged) there. */
+static bool unknown_mount_is_own(struct reconciler *r, const char *path, const char *volume_id)
+{
+	if (mnt_util_is_mount_root(path) != 1)
+		return false;
+	if (requests_journal_record(r, volume_id, path) ||
+	    kubelet_record_owns(r->kubelet_root, path, r->driver_name, volume_id))
+		return true;
+	log_info("not this driver's mount by kubelet's record, leaving it alone", "volume_id",
+		 volume_id, "path", path);
+	return false;
+}
+
+/* A mount that is the agent's own by kubelet's record: made known as unverified, so the next
+ * pass unmounts it. */
+static void adopt_unknown_mount(struct reconciler *r, const char *path)
 {
 	char uid[256], name[256];
 	int id;
 
-	if (mnt_util_mount_id(path, &id) < 0 || mnt_util_is_mount_root(path) != 1)
+	if (mnt_util_mount_id(path, &id) < 0)
 		return;
 	target_owner(path, uid, name, sizeof(name));
-	if (pod) {
-		asw_track_target(r->asw, path, uid, name, "csi");
-		asw_set_pod_mount(r->asw, path, uid, name, "csi", NULL, false, id, 0);
-	}
+	asw_track_target(r->asw, path, uid, name, "csi");
+	asw_set_pod_mount(r->asw, path, uid, name, "csi", NULL, false, id, 0);
 }
 
 static void apply_unpublish(struct reconciler *r, struct pending_request *p)
@@ -439,11 +466,17 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 		dsw_csi_unpublish(r->dsw, target);
 		rec_csi_journal_changed(r);
 	} else if (!asw_get_pod_mount(r->asw, target)) {
-		adopt_unknown_mount(r, target, true);
+		if (unknown_mount_is_own(r, target, p->req->volume_id))
+			adopt_unknown_mount(r, target);
+		else if (mnt_util_is_mount_root(target) == 1)
+			return complete(r, p, 0, NULL); /* someone else's: not published here */
 	}
 	if (!asw_get_pod_mount(r->asw, target) && !hashmap_get(r->inflight_pod, target)) {
-		/* Not mounted: remove the target if it is an empty dir we may have made. */
-		(void)rmdir(target);
+		/* Not mounted: remove the target if it is an empty dir we may have made (only
+		 * where kubelet puts CSI targets: an empty dir of another volume stays). */
+		char record[4096];
+		if (kubelet_csi_record_path(r->kubelet_root, target, record, sizeof(record)))
+			(void)rmdir(target);
 		return complete(r, p, 0, NULL);
 	}
 	wait_for(r, p);
@@ -493,7 +526,7 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 		dsw_csi_unstage(r->dsw, v);
 		rec_csi_journal_changed(r);
 	}
-	if (!asw_get_device(r->asw, p->name) && mnt_util_is_mount_root(path) == 1) {
+	if (!asw_get_device(r->asw, p->name) && unknown_mount_is_own(r, path, p->req->volume_id)) {
 		/* Staged by an agent that lost its journal: release it all the same. */
 		struct asw_device *d = asw_add_device(r->asw, p->name, "csi", NULL, path);
 		int id = -1;
@@ -971,7 +1004,8 @@ static bool has_masked_option(json_t *o)
 }
 
 /* A path from the journal is trusted no more than one from a request: absolute, normalized,
- * below the kubelet root (else a tampered journal could get a host mount torn down). */
+ * below the kubelet root (else a tampered journal could get a host mount torn down), in its
+ * pods/ or plugins/ dir. */
 static int check_journal_path(struct reconciler *r, const char *path, const char *field,
 			      struct error_info *err)
 {
@@ -980,6 +1014,37 @@ static int check_journal_path(struct reconciler *r, const char *path, const char
 	if (!path_is_under(path, r->kubelet_root) || streq(path, r->kubelet_root))
 		return err_set(err, -EBADMSG, "%s: %s is not below the kubelet root %s", field,
 			       path, r->kubelet_root);
+	if (!kubelet_path_in_csi_dirs(r->kubelet_root, path))
+		return err_set(err, -EBADMSG,
+			       "%s: %s is not in the kubelet's pods/ or plugins/ dir", field, path);
+	return 0;
+}
+
+/* A journaled target matches its record: the pod and name the entry holds are those its
+ * path gives (target_owner), and a target in a pod's volume dirs is in the CSI plugin's dir,
+ * never in another volume plugin's (a secret's tmpfs, an emptyDir). */
+static int check_journal_target(struct reconciler *r, json_t *t, const char *field,
+				struct error_info *err)
+{
+	const char *target = jstr(t, "target"), *rel, *v;
+	char uid[256], name[256];
+
+	if (check_journal_path(r, target, field, err) < 0)
+		return -EBADMSG;
+	rel = target + strlen(r->kubelet_root);
+	if (startswith(rel, "/pods/") && (v = strchr(rel + strlen("/pods/"), '/')) &&
+	    (startswith(v, "/volumes/") || startswith(v, "/volumeDevices/"))) {
+		const char *dir = strchr(v + 1, '/') + 1;
+
+		if (!startswith(dir, "kubernetes.io~csi/"))
+			return err_set(err, -EBADMSG,
+				       "%s: %s is in another volume plugin's dir of the pod", field,
+				       target);
+	}
+	target_owner(target, uid, name, sizeof(name));
+	if (!streq(uid, jstr(t, "pod_uid")) || !streq(name, jstr(t, "name")))
+		return err_set(err, -EBADMSG, "%s: %s does not match its pod_uid and name", field,
+			       target);
 	return 0;
 }
 
@@ -991,9 +1056,10 @@ static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_
 	char field[64];
 	size_t k;
 
-	if (id && json_is_array(targets) && has_masked_option(o))
-		return 0; /* skipped at import */
-	if (!id || !json_is_object(json_object_get(o, "spec")) || !json_is_array(targets))
+	/* An entry with masked options is skipped at import; its paths are checked all the
+	 * same (they are the agent's record of what it made, kubelet-record.h). */
+	if (!id || !json_is_array(targets) ||
+	    (!has_masked_option(o) && !json_is_object(json_object_get(o, "spec"))))
 		return err_set(err, -EBADMSG, "csi[%zu]: volume_id, spec and targets are required",
 			       i);
 	if (staging) {
@@ -1007,7 +1073,7 @@ static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_
 		snprintf(field, sizeof(field), "csi[%zu].targets[%zu].target", i, k);
 		if (!target || !jstr(t, "pod_uid") || !jstr(t, "name") || !jstr(t, "fingerprint"))
 			return err_set(err, -EBADMSG, "csi[%zu].targets[%zu]: incomplete", i, k);
-		if (check_journal_path(r, target, field, err) < 0)
+		if (check_journal_target(r, t, field, err) < 0)
 			return -EBADMSG;
 	}
 	return 0;
@@ -1059,6 +1125,60 @@ static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error
 	return 0;
 }
 
+static void note_path(struct reconciler *r, const char *id, const char *path)
+{
+	char *key = path ? strdup_printf("%s\x1f%s", id, path) : NULL;
+
+	if (!key || hashmap_get(r->csi_recorded, key) || hashmap_put(r->csi_recorded, key, key) < 0)
+		free(key);
+}
+
+/* Keeps the staging path and targets of the checked entry o in r->csi_recorded. */
+static void note_recorded(struct reconciler *r, json_t *o)
+{
+	const char *id = jstr(o, "volume_id");
+	json_t *t;
+	size_t k;
+
+	if (!id || (!r->csi_recorded && !(r->csi_recorded = hashmap_new())))
+		return;
+	note_path(r, id, jstr(o, "staging_path"));
+	json_array_foreach(json_object_get(o, "targets"), k, t) note_path(r, id, jstr(t, "target"));
+}
+
+/* Whether the journal's CSI entry o (the i-th) passes its checks: kept as the agent's record
+ * then; refused alone otherwise (logged), and what it names is left alone. */
+static bool entry_accepted(struct reconciler *r, json_t *o, size_t i)
+{
+	struct error_info why = { 0 };
+
+	if (check_volume(r, o, i, &why) < 0) {
+		log_error("journal: CSI entry refused, leaving what it names alone", "volume_id",
+			  jstr(o, "volume_id"), "error", err_msg(&why));
+		return false;
+	}
+	note_recorded(r, o);
+	return true;
+}
+
+void requests_record_fini(struct reconciler *r)
+{
+	r->csi_recorded = hashmap_free_values(r->csi_recorded, free);
+}
+
+void requests_note_earlier_boot(struct reconciler *r, json_t *csi)
+{
+	json_t *o;
+	size_t i;
+
+	if (!r->kubelet_root || !json_is_array(csi))
+		return;
+	json_array_foreach(csi, i, o)
+	{
+		(void)entry_accepted(r, o, i); /* kept as the record, or refused */
+	}
+}
+
 int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err)
 {
 	json_t *o;
@@ -1073,12 +1193,8 @@ int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *er
 		return 0; /* CSI is off now: nothing of it is restored */
 	json_array_foreach(csi, i, o)
 	{
-		k = check_volume(r, o, i, err);
-		if (k < 0)
-			return k; /* nothing imported */
-	}
-	json_array_foreach(csi, i, o)
-	{
+		if (!entry_accepted(r, o, i))
+			continue; /* the others are restored */
 		k = import_volume(r, o, i, err);
 		if (k < 0)
 			return k; /* only ENOMEM or a spec no plugin accepts now */

@@ -571,6 +571,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		pthread_condattr_destroy(&ca);
 	}
 	r->kubelet_root = cfg->kubelet_root ? strdup(cfg->kubelet_root) : NULL;
+	r->driver_name = cfg->driver_name ? strdup(cfg->driver_name) : NULL;
 	r->cfg = *cfg;
 	r->root_dir = strdup(cfg->root_dir);
 	r->state_dir = strdup(cfg->state_dir);
@@ -581,6 +582,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->cfg.state_dir = r->state_dir;
 	r->cfg.pods_dir = r->pods_dir;
 	r->cfg.kubelet_root = r->kubelet_root;
+	r->cfg.driver_name = r->driver_name;
 	r->dsw = dsw_new(cfg->root_dir);
 	r->asw = asw_new(cfg->root_dir);
 	r->backoff = backoff_new(cfg->backoff_initial_ms, cfg->backoff_max_ms);
@@ -711,6 +713,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	hashmap_free(r->inflight_dev);
 	rec_pass_fini(r);
 	requests_export_fini(r);
+	requests_record_fini(r);
 	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);
@@ -726,6 +729,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	pthread_mutex_destroy(&r->req_lock);
 	pthread_cond_destroy(&r->req_cond);
 	free(r->kubelet_root);
+	free(r->driver_name);
 	free(r->root_dir);
 	free(r->state_dir);
 	free(r->pods_dir);

@@ -55,6 +55,9 @@ struct reconciler_config {
 	uint64_t stale_stage_after_ms;	  /* a stage with no pod this long is lost; 0: never */
 	bool mount_events_off;	  /* follow the table by libmount even where mount events exist */
 	const char *kubelet_root; /* CSI targets and staging paths lie below it; NULL: no CSI */
+	/* The CSI driver's name: a mount at a CSI path the agent has no record of is its own only
+	 * when kubelet's record there names it (kubelet-record.h).  NULL: none is. */
+	const char *driver_name;
 	/* Called once, on the reconciler thread, when the startup reconstruction is complete (the
 	 * daemon sends READY=1 from it, once the CSI server listens too). */
 	void (*on_ready)(void *userdata);

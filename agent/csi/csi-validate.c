@@ -59,6 +59,24 @@ static bool check_volume_id(struct csi_verdict *v, const char *id)
 	return true;
 }
 
+/* Whether path (below the kubelet root, checked) lies in one of the dirs kubelet hands to CSI
+ * drivers: <root>/pods/ (publish targets) and <root>/plugins/ (staging paths, raw block
+ * files).  Its other dirs (pki, plugins_registry, pod-resources, its checkpoints) are never
+ * a driver's to mount on or unmount. */
+static bool check_csi_dir(const struct csi_validate_config *cfg, struct csi_verdict *v,
+			  enum csi_code code, const char *field, const char *path)
+{
+	const char *rel = path + strlen(cfg->kubelet_root) + 1;
+
+	if ((strncmp(rel, "pods/", 5) == 0 && rel[5]) ||
+	    (strncmp(rel, "plugins/", 8) == 0 && rel[8]))
+		return true;
+	return refuse(v, code,
+		      "%s: %s is not in %s/pods/ or %s/plugins/, the dirs kubelet gives "
+		      "CSI drivers",
+		      field, path, cfg->kubelet_root, cfg->kubelet_root);
+}
+
 /* The lexical path rules; an absent path passes (presence is checked first).  A path that
  * breaks them is answered with code. */
 static bool check_path(const struct csi_validate_config *cfg, struct csi_verdict *v,
@@ -83,7 +101,7 @@ static bool check_path(const struct csi_validate_config *cfg, struct csi_verdict
 	if (strncmp(path, root, rl) != 0 || path[rl] != '/' || path[rl + 1] == '\0')
 		return refuse(v, code, "%s: %s is not under the kubelet root %s", field, path,
 			      rl ? root : "/");
-	return true;
+	return check_csi_dir(cfg, v, code, field, path);
 }
 
 /* The layout protobuf-c gives every map<string, string> entry. */

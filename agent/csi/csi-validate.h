@@ -5,7 +5,7 @@
  *
  * Order, as the CSI spec lists the codes: every missing required field first
  * (INVALID_ARGUMENT "<field>: required"), then malformed fields (INVALID_ARGUMENT naming the
- * field and the reason), then what depends on the driver's capabilities
+ * field and the reason; a path must lie in <kubelet>/pods/ or <kubelet>/plugins/), then what depends on the driver's capabilities
  * (FAILED_PRECONDITION).  NodeGetVolumeStats and NodeExpandVolume only look a volume up at
  * volume_path: a volume_path that cannot hold a volume (relative, not normalized, outside the
  * kubelet root) is NOT_FOUND, as for any path where the volume is not published. */

@@ -98,9 +98,23 @@ static int helper_run(struct rbd_cluster *c, const char *op, json_t *extra, json
 	_cleanup_free_ char *out = malloc(HELPER_OUTPUT_MAX);
 	char *body = NULL;
 	uint64_t deadline = c->timeout_ms + RBD_HELPER_SLACK_MS;
+	/* The helpers' environment, and the forced-failure switch of the tests when the daemon
+	 * has it (cmd-rbd-helper.c: a hang or crash of librados cannot be made on demand). */
+	const char *fault = getenv("VOLAGENT_RBD_HELPER_FAULT");
+	_cleanup_free_ char *fault_var =
+		fault ? strdup_printf("VOLAGENT_RBD_HELPER_FAULT=%s", fault) : NULL;
+	char *envp[8];
 	struct process_options opts = { .timeout_ms = deadline,
-					.output_max = HELPER_OUTPUT_MAX - 1 };
+					.output_max = HELPER_OUTPUT_MAX - 1,
+					.envp = envp };
+	size_t n = 0;
 	int r = -ENOMEM;
+
+	for (size_t i = 0; process_helper_env[i] && n < ARRAY_SIZE(envp) - 2; i++)
+		envp[n++] = process_helper_env[i];
+	if (fault_var)
+		envp[n++] = fault_var;
+	envp[n] = NULL;
 
 	if (!req || !out)
 		goto out;

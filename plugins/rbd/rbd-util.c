@@ -17,73 +17,25 @@
 #include "rbd-util.h"
 #include "time-util.h"
 
-extern char **environ;
-
-/* Our environment without the variables that would point a ceph tool at another cluster. */
-static char **helper_env(void)
-{
-	size_t n = 0, k = 0;
-	char **env;
-
-	while (environ[n])
-		n++;
-	env = calloc(n + 1, sizeof(*env));
-	if (!env)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!startswith(environ[i], "CEPH_ARGS=") && !startswith(environ[i], "CEPH_CONF="))
-			env[k++] = environ[i];
-	return env;
-}
-
 int rbd_exec(const char *const argv[], uint64_t timeout_ms, char *out, size_t outlen)
 {
-	_cleanup_free_ char **env = helper_env();
-
-	if (!env)
-		return -ENOMEM;
 	/* Its own process group: a timeout stops whatever it started too; a daemon it leaves
 	 * behind (rbd-nbd) keeps the pipe, and the run ends when the helper itself exits. */
 	return process_run(argv,
 			   &(struct process_options){ .timeout_ms = timeout_ms,
-						      .output_max = outlen ? outlen - 1 : 0,
-						      .envp = env },
+						      .output_max = outlen ? outlen - 1 : 0 },
 			   out, outlen);
-}
-
-/* The full path of a program found in PATH, for execve after fork. */
-static int find_program(const char *name, char *ret)
-{
-	const char *path = getenv("PATH");
-	_cleanup_free_ char *copy = NULL;
-	char *dir, *save = NULL;
-
-	if (strchr(name, '/')) {
-		snprintf(ret, PATH_MAX, "%s", name);
-		return access(ret, X_OK) < 0 ? -errno : 0;
-	}
-	copy = strdup(path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
-	if (!copy)
-		return -ENOMEM;
-	for (dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-		snprintf(ret, PATH_MAX, "%s/%s", dir, name);
-		if (access(ret, X_OK) == 0)
-			return 0;
-	}
-	return -ENOENT;
 }
 
 int rbd_spawn_daemon(const char *const argv[], const char *log_path, pid_t *ret_pid)
 {
-	_cleanup_free_ char **env = helper_env();
+	char *const *env = process_helper_env; /* nothing of ours: no CEPH_ARGS, CEPH_CONF */
 	char prog[PATH_MAX];
 	int p[2], status, r, child_err = 0;
 	pid_t mid, daemon_pid = -1;
 	ssize_t n;
 
-	if (!env)
-		return -ENOMEM;
-	r = find_program(argv[0], prog);
+	r = process_find_helper(argv[0], prog);
 	if (r < 0)
 		return r;
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -111,6 +63,7 @@ int rbd_spawn_daemon(const char *const argv[], const char *log_path, pid_t *ret_
 			    dup2(fd, 2) < 0)
 				goto fail;
 			sigset_t all;
+			(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 			sigemptyset(&all);
 			sigprocmask(SIG_SETMASK, &all, NULL);
 			execve(prog, (char *const *)argv, env);

@@ -68,9 +68,11 @@ static const char *pool_of(const struct volume_spec *spec)
 }
 
 /* A pool or image name: what rbd accepts in "pool/image", without a snapshot. */
+/* A pool or image name as Ceph takes it, and never one a helper's command line could read
+ * as an option (a leading '-'). */
 static bool valid_name(const char *s)
 {
-	if (!*s || strlen(s) > 255 || strchr(s, '/') || strchr(s, '@'))
+	if (!*s || s[0] == '-' || strlen(s) > 255 || strchr(s, '/') || strchr(s, '@'))
 		return false;
 	for (const char *c = s; *c; c++)
 		if ((unsigned char)*c < 0x21 || *c == 0x7f)
@@ -116,9 +118,14 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 		return err_set(err, -EINVAL, "image: required");
 	if (!valid_name(image))
 		return err_set(err, -EINVAL,
-			       "image: \"%s\" is not an image name (no '/', '@', spaces)", image);
+			       "image: \"%s\" is not an image name (no '/', '@', spaces, no leading "
+			       "'-')",
+			       image);
 	if (!valid_name(pool_of(spec)))
-		return err_set(err, -EINVAL, "pool: \"%s\" is not a pool name", pool_of(spec));
+		return err_set(
+			err, -EINVAL,
+			"pool: \"%s\" is not a pool name (no '/', '@', spaces, no leading '-')",
+			pool_of(spec));
 	if (user && (!*user || !path_is_safe_component(user)))
 		return err_set(err, -EINVAL, "user: \"%s\" is not a CephX user name", user);
 	if (volume_spec_get(spec, "keyring") && volume_spec_get(spec, "secretFile"))
@@ -650,6 +657,52 @@ static int rbd_unmap_device(const char *target, struct error_info *err)
 	return block_map_unbind(target, err);
 }
 
+/* Whether dev is "/dev/<prefix><n>". */
+static bool device_named(const char *dev, const char *prefix)
+{
+	const char *n;
+
+	if (!dev || !startswith(dev, "/dev/") || !startswith(dev + 5, prefix))
+		return false;
+	n = dev + 5 + strlen(prefix);
+	return *n && strspn(n, "0123456789") == strlen(n);
+}
+
+/* What the journal recorded of an attach is what rbd_attach would have made for name: a
+ * device of its method's kind, the FUSE dir <state dir>/rbd/<escaped name>.fuse and the image
+ * file in it (a loop device is detached only when backed by that file, loop-device.h). */
+static int rbd_check_attachment(const char *name, const struct device_attachment *att,
+				struct error_info *err)
+{
+	const char *m = device_attachment_get_meta(att, "method");
+	const char *dir = device_attachment_get_meta(att, "fuse_dir");
+	const char *file = device_attachment_get_meta(att, "image_file");
+	const char *loop = device_attachment_get_meta(att, "loop");
+	const char *state_dir = plugin_state_dir();
+	_cleanup_free_ char *esc = path_escape_component(name), *want = NULL;
+
+	if (!esc || !(want = strdup_printf("%s/rbd/%s.fuse",
+					   state_dir ? state_dir : DEFAULT_STATE_DIR, esc)))
+		return -ENOMEM;
+	if (dir && !streq(dir, want))
+		return err_set(err, -EBADMSG, "meta.fuse_dir: %s is not this volume's (%s)", dir,
+			       want);
+	if (file && (!dir || !path_is_under(file, dir) || streq(file, dir) ||
+		     strchr(file + strlen(dir) + 1, '/')))
+		return err_set(err, -EBADMSG, "meta.image_file: %s is not in the FUSE dir", file);
+	if (loop && (!file || !device_named(loop, "loop")))
+		return err_set(err, -EBADMSG, "meta.loop: %s is not a loop device over the image",
+			       loop);
+	if (att->device_path && streq_ptr(m, "krbd") && !device_named(att->device_path, "rbd"))
+		return err_set(err, -EBADMSG, "device: %s is not an rbd device", att->device_path);
+	if (att->device_path && streq_ptr(m, "nbd") && !device_named(att->device_path, "nbd"))
+		return err_set(err, -EBADMSG, "device: %s is not an nbd device", att->device_path);
+	if (att->device_path && streq_ptr(m, "fuse") && !streq_ptr(att->device_path, loop))
+		return err_set(err, -EBADMSG, "device: %s is not the loop device over the image",
+			       att->device_path);
+	return 0;
+}
+
 static const struct volume_ops rbd_ops = {
 	.can_support = rbd_can_support,
 	.validate = rbd_validate,
@@ -669,6 +722,7 @@ static const struct device_mount_ops rbd_device_ops = {
 static const struct attach_ops rbd_attach_ops = {
 	.attach = rbd_attach,
 	.detach = rbd_detach,
+	.check_attachment = rbd_check_attachment,
 };
 
 static const struct block_ops rbd_block_ops = {

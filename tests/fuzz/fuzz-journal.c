@@ -75,6 +75,7 @@ static void import_csi(json_t *csi)
 	k = requests_import_csi(&r, csi, &err);
 	if (k < 0)
 		FUZZ_CHECK(k == -ENOMEM || err.msg[0]);
+	requests_record_fini(&r);
 	dsw_free(r.dsw);
 	asw_free(r.asw);
 }
