@@ -1,5 +1,5 @@
 /* plugin-option.c - setting the plugins' own options by name (see plugin-option.h) and the
- * state directory they keep their records under. */
+ * state directory they keep their records under, and the secret directory (tmpfs). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "plugin.h"
 
 static char state_dir[PATH_MAX];
+static char secret_dir[PATH_MAX];
 
 void plugin_set_state_dir(const char *dir)
 {
@@ -20,6 +21,16 @@ void plugin_set_state_dir(const char *dir)
 const char *plugin_state_dir(void)
 {
 	return state_dir[0] ? state_dir : NULL;
+}
+
+void plugin_set_secret_dir(const char *dir)
+{
+	snprintf(secret_dir, sizeof(secret_dir), "%s", dir ? dir : "");
+}
+
+const char *plugin_secret_dir(void)
+{
+	return secret_dir[0] ? secret_dir : NULL;
 }
 
 int plugin_option_parse_duration(const char *s, uint64_t *ret_ms)

@@ -31,6 +31,7 @@ extern const struct volume_plugin rbd_plugin;
 struct ctx {
 	char *dir;
 	char run_dir[512];
+	char secret_dir[512]; /* key files: <dir>/secrets */
 	char mnt[512];
 	char keyfile[512];
 	char image[64];
@@ -47,6 +48,7 @@ static void set_methods(struct ctx *c, const char *methods, uint64_t timeout_ms)
 	assert_int_equal(plugin_option_set("rbd-attach-methods", methods, &err), 0);
 	assert_int_equal(plugin_option_set("rbd-timeout", timeout, &err), 0);
 	plugin_set_state_dir(c->dir); /* records under <dir>/rbd */
+	plugin_set_secret_dir(c->secret_dir);
 }
 
 static int setup(void **state)
@@ -55,6 +57,7 @@ static int setup(void **state)
 
 	c->dir = test_mkdtemp("rbdp");
 	snprintf(c->run_dir, sizeof(c->run_dir), "%s/rbd", c->dir);
+	snprintf(c->secret_dir, sizeof(c->secret_dir), "%s/secrets", c->dir);
 	snprintf(c->mnt, sizeof(c->mnt), "%s/mnt", c->dir);
 	snprintf(c->keyfile, sizeof(c->keyfile), "%s/admin.key", c->dir);
 	mkdir(c->mnt, 0755);
@@ -331,12 +334,14 @@ static void test_key_from_secrets(void **state)
 	volume_spec_set_secret(s, "userKey", rt.key);
 	volume_spec_set_secret(s, "userID", "admin");
 	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
-	/* No key file is left, and rbd-fuse's command line holds no key. */
-	{
-		DIR *d = opendir(c->run_dir);
+	/* No key file is left (none was ever in the run dir, and the secret dir is empty again),
+	 * and rbd-fuse's command line holds no key. */
+	for (int i = 0; i < 2; i++) {
+		DIR *d = opendir(i ? c->secret_dir : c->run_dir);
 		struct dirent *de;
+		assert_non_null(d);
 		while ((de = readdir(d)))
-			assert_false(startswith(de->d_name, "key."));
+			assert_true(i ? de->d_name[0] == '.' : !startswith(de->d_name, "key."));
 		closedir(d);
 	}
 	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 2), 1);

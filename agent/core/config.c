@@ -46,6 +46,9 @@ static const struct option_def options[] = {
 	  "pod volume dirs and node-wide device mounts live below this" },
 	{ "state-dir", OPT_PATH, OFF(state_dir), "/var/lib/volagent/state",
 	  "the journal and the instance lock" },
+	{ "secret-dir", OPT_PATH, OFF(secret_dir), "/run/volagent",
+	  "key files for helpers (rbd userKey), each removed once its helper has read it: keep it "
+	  "on a tmpfs so no key reaches a disk" },
 	{ "pods-dir", OPT_PATH, OFF(pods_dir), "/etc/volagent/pods.d",
 	  "pod spec files (*.json), one pod each" },
 	{ "log-level", OPT_LOG_LEVEL, OFF(log_level), "info", "debug, info, warning or error" },

@@ -19,6 +19,7 @@ struct agent_config {
 	char *config_path;
 	char *root_dir;
 	char *state_dir;
+	char *secret_dir;
 	char *pods_dir;
 	char *log_level;
 	unsigned workers;

@@ -16,6 +16,7 @@
 #include "helper-scope.h"
 #include "macro.h"
 #include "mount-util.h"
+#include "path-util.h"
 #include "rbd-attach.h"
 #include "loop-device.h"
 #include "rbd-util.h"
@@ -95,14 +96,18 @@ static void add_common(struct helper_args *a, const struct rbd_params *p, const 
 	}
 }
 
-/* The key file to hand a helper: the secretFile, or a temporary one written from the key
- * (*ret_tmp is then set, for rbd_key_file_remove), or NULL when a keyring is used. */
+/* The key file to hand a helper: the secretFile, or a temporary one written from the key into
+ * the secret dir, never the state dir (*ret_tmp is then set, for rbd_key_file_remove), or NULL
+ * when a keyring is used. */
 static int key_file_for(const struct rbd_params *p, const char **ret, char **ret_tmp)
 {
 	*ret = NULL;
 	*ret_tmp = NULL;
 	if (p->key) {
-		int r = rbd_key_file_write(p->run_dir, p->key, ret_tmp);
+		int r = path_mkdir_p(p->secret_dir, 0700);
+		if (r < 0)
+			return r;
+		r = rbd_key_file_write(p->secret_dir, p->key, ret_tmp);
 		if (r < 0)
 			return r;
 		*ret = *ret_tmp;
@@ -196,7 +201,7 @@ static int map_image(const struct rbd_params *p, const char *tool, const char *p
 		return -ENOMEM;
 	r = key_file_for(p, &key_file, &tmp_key);
 	if (r < 0)
-		return err_set(err, r, "cannot write a key file under %s: %s", p->run_dir,
+		return err_set(err, r, "cannot write a key file under %s: %s", p->secret_dir,
 			       strerror(-r));
 	snprintf(a->pool_image, sizeof(a->pool_image), "%s/%s", p->pool, p->image);
 	add(a, tool);
@@ -485,7 +490,8 @@ static int attach_fuse(const struct rbd_params *p, struct device_attachment *ret
 		close(fd);
 	r = key_file_for(p, &key_file, &tmp_key);
 	if (r < 0) {
-		err_set(err, r, "cannot write a key file under %s: %s", p->run_dir, strerror(-r));
+		err_set(err, r, "cannot write a key file under %s: %s", p->secret_dir,
+			strerror(-r));
 		goto out_release;
 	}
 	add(&a, "rbd-fuse");

@@ -33,7 +33,8 @@ struct rbd_params {
 	const char *fstype;
 	bool read_only;
 	char *name;	   /* "rbd:<pool>/<image>" */
-	char *run_dir;	   /* FUSE dirs, logs, key files, records */
+	char *run_dir;	   /* FUSE dirs, logs, records */
+	char *secret_dir;  /* key files, for the moment a helper reads them (a tmpfs) */
 	char *record_path; /* <run_dir>/<escaped name>.rec */
 	char *base;	   /* <run_dir>/<escaped name>: prefix of its files */
 	uint64_t timeout_ms;

@@ -46,6 +46,7 @@
 #define DEFAULT_KEYRING "/etc/ceph/keyring"
 #define DEFAULT_FSTYPE "ext4"
 #define DEFAULT_STATE_DIR "/var/lib/volagent/state" /* until the agent says (tests) */
+#define DEFAULT_SECRET_DIR "/run/volagent"	    /* likewise */
 /* How long a dead client of ours is remembered: its watcher lingers ~30 s unless fenced. */
 #define RELEASED_MAX_AGE_S 600
 #define BLOCKLIST_EXPIRE_S 3600
@@ -144,6 +145,7 @@ static void params_done(struct rbd_params *p)
 {
 	free(p->name);
 	free(p->run_dir);
+	free(p->secret_dir);
 	free(p->record_path);
 	free(p->base);
 	memset(p, 0, sizeof(*p));
@@ -162,7 +164,7 @@ static struct {
 /* Fills p from spec and the settings; strings are borrowed from spec except the paths. */
 static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p)
 {
-	const char *state_dir = plugin_state_dir();
+	const char *state_dir = plugin_state_dir(), *secret_dir = plugin_secret_dir();
 	const char *user_secret = volume_spec_get_secret(spec, "userID");
 	_cleanup_free_ char *esc = NULL;
 
@@ -185,14 +187,16 @@ static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p
 	p->read_only = spec->read_only;
 	p->timeout_ms = settings.op_timeout_ms;
 	p->name = rbd_get_volume_name(spec);
-	/* FUSE dirs, key files and records, under the agent's state dir. */
+	/* FUSE dirs, logs and records, under the agent's state dir; key files in the secret dir
+	 * (a tmpfs), never on the state dir's disk. */
 	p->run_dir = strdup_printf("%s/rbd", state_dir ? state_dir : DEFAULT_STATE_DIR);
+	p->secret_dir = strdup(secret_dir ? secret_dir : DEFAULT_SECRET_DIR);
 	esc = p->name ? path_escape_component(p->name) : NULL;
 	if (esc) {
 		p->base = strdup_printf("%s/%s", p->run_dir, esc);
 		p->record_path = strdup_printf("%s.rec", p->base);
 	}
-	if (!p->name || !p->run_dir || !p->base || !p->record_path) {
+	if (!p->name || !p->run_dir || !p->secret_dir || !p->base || !p->record_path) {
 		params_done(p);
 		return -ENOMEM;
 	}
