@@ -184,7 +184,7 @@ static int start_local_services(const struct agent_config *cfg, struct reconcile
 			return r;
 	}
 	if (!streq(metrics, "off")) {
-		r = metrics_server_start(metrics, group, ret_metrics, err);
+		r = metrics_server_start(metrics, group, cfg->metrics_network, ret_metrics, err);
 		if (r < 0)
 			return r;
 		log_info("metrics served", "address", metrics);

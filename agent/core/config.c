@@ -97,6 +97,9 @@ static const struct option_def options[] = {
 	{ "metrics-address", OPT_STRING, OFF(metrics_address), "",
 	  "Prometheus metrics at /metrics: unix:/path or a loopback host:port; empty: "
 	  "unix:<state-dir>/metrics.sock; \"off\": none" },
+	{ "metrics-network", OPT_BOOL, OFF(metrics_network), "false",
+	  "let metrics-address be any IP address:port of the node (0.0.0.0:PORT, a node IP), "
+	  "for Prometheus on the network; without it only loopback" },
 };
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)

@@ -45,6 +45,7 @@ struct agent_config {
 	char *admin_socket;
 	char *admin_socket_group;
 	char *metrics_address;
+	bool metrics_network;
 };
 
 /* Parses `volagent run` arguments (argv[0] is "run") into cfg and the plugins' options (set
