@@ -3,14 +3,16 @@
  * and the refusal must be reported); format, mount, write, unmount, detach and the watcher
  * gone; the single-writer guard; errors for a bad pool, image, key and an unreachable cluster
  * with nothing left behind; the CSI key in secrets never written anywhere lasting; the health
- * check and a second attach after kill -9 of rbd-fuse.  Run by tests/rbd/run.sh; root, private
- * mount namespace. */
+ * check and a second attach after kill -9 of rbd-fuse; the mount carries _netdev, kept from
+ * the kernel and recorded in utab, as libmount's merged mount table shows, and gone from utab
+ * once unmounted.  Run by tests/rbd/run.sh; root, private mount namespace (its own utab). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libmount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,22 @@ static int mount_dev(const struct ctx *c, struct volume_spec *s, const char *dev
 	return r;
 }
 
+/* The options of the mount at target as libmount merges them from mountinfo and utab:
+ * *ret_user gets its userspace options (utab), *ret_fs the kernel's ("" and NULL when not
+ * mounted); callers free both. */
+static void merged_options(const char *target, char **ret_user, char **ret_vfs)
+{
+	struct libmnt_table *tb = mnt_new_table();
+	struct libmnt_fs *fs;
+
+	assert_non_null(tb);
+	assert_int_equal(mnt_table_parse_mtab(tb, NULL), 0);
+	fs = mnt_table_find_target(tb, target, MNT_ITER_BACKWARD);
+	*ret_user = strdup(fs && mnt_fs_get_user_options(fs) ? mnt_fs_get_user_options(fs) : "");
+	*ret_vfs = fs ? strdup(mnt_fs_get_options(fs)) : NULL;
+	mnt_unref_table(tb);
+}
+
 static void test_validate(void **state)
 {
 	struct ctx *c = *state;
@@ -199,10 +217,29 @@ static void test_attach_format_mount_detach(void **state)
 	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 4), 1);
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
 	assert_true(test_is_mountpoint(c->mnt));
+	/* _netdev: a userspace option in utab (systemd unmounts it before the network goes),
+	 * never given to the kernel (ext4 would refuse it). */
+	{
+		char *user, *all;
+		merged_options(c->mnt, &user, &all);
+		print_message("options of %s: %s (userspace: %s)\n", c->mnt, all, user);
+		assert_non_null(strstr(user, "_netdev"));
+		free(user);
+		free(all);
+	}
 	snprintf(path, sizeof(path), "%s/hello", c->mnt);
 	assert_int_equal(test_write_file(path, "written through rbd-fuse\n"), 0);
 	assert_int_equal(plugin_check_health(&rbd_plugin, s, c->mnt, &err), 0);
 	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	/* utab forgot it: no entry for the target is left to a later mount. */
+	{
+		struct libmnt_table *utab = mnt_new_table();
+		assert_non_null(utab);
+		if (access("/run/mount/utab", F_OK) == 0)
+			assert_int_equal(mnt_table_parse_file(utab, "/run/mount/utab"), 0);
+		assert_null(mnt_table_find_target(utab, c->mnt, MNT_ITER_BACKWARD));
+		mnt_unref_table(utab);
+	}
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 10000));

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "blkdev.h"
+#include "mount-options.h"
 #include "device-fs.h"
 #include "log.h"
 #include "macro.h"
@@ -482,8 +483,24 @@ out:
 static int rbd_mount_device(const struct volume_spec *spec, const char *device_path, bool read_only,
 			    const struct mount_target *target, struct error_info *err)
 {
-	return device_fs_mount(device_path, volume_spec_get(spec, "fsType"), DEFAULT_FSTYPE,
-			       spec->mount_options, read_only, target, err);
+	char **opts = NULL;
+	int r;
+
+	/* _netdev: the filesystem lives on the network.  A userspace option (libmount keeps it
+	 * from the kernel and records it in utab), which tells systemd to unmount it before the
+	 * network goes down at shutdown, as for an rbdmap or iSCSI mount. */
+	for (char **o = spec->mount_options; o && *o; o++)
+		if (mount_options_append(&opts, *o) < 0)
+			goto oom;
+	if (!mount_options_get(opts, "_netdev") && mount_options_append(&opts, "_netdev") < 0)
+		goto oom;
+	r = device_fs_mount(device_path, volume_spec_get(spec, "fsType"), DEFAULT_FSTYPE, opts,
+			    read_only, target, err);
+	mount_options_free(opts);
+	return r;
+oom:
+	mount_options_free(opts);
+	return -ENOMEM;
 }
 
 static int rbd_unmount_device(const char *path, struct error_info *err)
