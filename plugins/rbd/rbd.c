@@ -155,11 +155,13 @@ static void params_done(struct rbd_params *p)
 /* The plugin's options (its table is at the end of this file): set before the agent starts,
  * read-only afterwards. */
 static struct {
-	char attach_methods[64]; /* tried in order: "krbd,nbd,fuse" */
-	uint64_t op_timeout_ms;	 /* librados/librbd calls and attach helpers */
+	char attach_methods[64];  /* tried in order: "krbd,nbd,fuse" */
+	uint64_t op_timeout_ms;	  /* librados/librbd calls and attach helpers */
+	uint64_t nbd_reattach_ms; /* how long the kernel waits for a new rbd-nbd */
 } settings = {
 	.attach_methods = "krbd,nbd,fuse",
 	.op_timeout_ms = 30000,
+	.nbd_reattach_ms = 300000,
 };
 
 /* Fills p from spec and the settings; strings are borrowed from spec except the paths. */
@@ -187,6 +189,7 @@ static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p
 						    : DEFAULT_FSTYPE;
 	p->read_only = spec->read_only;
 	p->timeout_ms = settings.op_timeout_ms;
+	p->nbd_reattach_ms = settings.nbd_reattach_ms;
 	p->name = rbd_get_volume_name(spec);
 	/* FUSE dirs, logs and records, under the agent's state dir; key files in the secret dir
 	 * (a tmpfs), never on the state dir's disk. */
@@ -292,13 +295,24 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 	bool was_dead = false;
 	int r;
 
-	if (old->device_path && rbd_attach_check(old, p->timeout_ms, &why) == 0) {
+	if (old->device_path) {
+		struct error_info ignored = { 0 };
+		int k = rbd_attach_check(old, p->timeout_ms, &why);
+		/* A dead rbd-nbd whose device the kernel still holds: attach a new one to it. */
+		if (k == -ENOTCONN && rbd_attach_reattach(p, old, &ignored) == 0 &&
+		    rbd_record_write(p->record_path, old) == 0) {
+			err_clear(&why);
+			k = rbd_attach_check(old, p->timeout_ms, &why);
+		}
+		if (k != 0)
+			goto release;
 		*ret = *old;
 		memset(old, 0, sizeof(*old));
 		log_debug("rbd", "adopted an attachment the journal did not know", "volume",
 			  p->name, "device", ret->device_path);
 		return 1;
 	}
+release:
 	r = rbd_attach_release(old, p->timeout_ms, &was_dead, err);
 	if (r < 0)
 		return err_prefix(err, "releasing the previous attachment of %s", p->name);
@@ -594,6 +608,25 @@ static int rbd_check_health(const struct volume_spec *spec, const char *path,
 		return -ENOMEM;
 	if (rbd_record_read(p.record_path, &rec) == 0) {
 		r = rbd_attach_check(&rec, p.timeout_ms, err);
+		if (r == -ENOTCONN &&
+		    streq_ptr(device_attachment_get_meta(&rec, "method"), "nbd")) {
+			/* rbd-nbd died (with a restarted agent's container, say), but the kernel
+			 * still holds the device: a new rbd-nbd on it, and the filesystem mounted
+			 * there (also in running pods) never notices.  Only if that fails is the
+			 * volume broken (and healed by remounting, which pods do notice). */
+			struct error_info why = { 0 };
+			int k = rbd_attach_reattach(&p, &rec, &why);
+			if (k == 0 && rbd_record_write(p.record_path, &rec) == 0) {
+				log_info("rbd-nbd reattached to the device it served", "volume",
+					 p.name, "device", rec.device_path, "pid",
+					 device_attachment_get_meta(&rec, "pid"));
+				err_clear(err);
+				r = rbd_attach_check(&rec, p.timeout_ms, err);
+			} else if (k < 0) {
+				log_warning("rbd-nbd could not be reattached", "volume", p.name,
+					    "device", rec.device_path, "error", err_msg(&why));
+			}
+		}
 		device_attachment_clear(&rec);
 		if (r < 0)
 			goto out;
@@ -685,6 +718,14 @@ static int set_op_timeout(const char *value, uint64_t ms, struct error_info *err
 	return 0;
 }
 
+static int set_nbd_reattach(const char *value, uint64_t ms, struct error_info *err)
+{
+	if (ms < 1000)
+		return err_set(err, -EINVAL, "\"%s\" is less than 1s", value);
+	settings.nbd_reattach_ms = ms;
+	return 0;
+}
+
 /* The defaults here and in the settings' initializer above agree (test-config checks). */
 static const struct plugin_option rbd_options[] = {
 	{ "rbd-attach-methods", PLUGIN_OPTION_STRING, "krbd,nbd,fuse",
@@ -692,6 +733,9 @@ static const struct plugin_option rbd_options[] = {
 	  set_attach_methods },
 	{ "rbd-timeout", PLUGIN_OPTION_DURATION, "30s",
 	  "librados/librbd calls and attach helpers give up after this", set_op_timeout },
+	{ "rbd-nbd-reattach-timeout", PLUGIN_OPTION_DURATION, "5m",
+	  "a dead rbd-nbd's device holds its I/O this long for a new rbd-nbd (an agent restart)",
+	  set_nbd_reattach },
 	{ 0 }
 };
 
