@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -57,6 +59,24 @@ static int ensure_dir(const char *what, const char *dir, mode_t mode, struct err
 }
 
 /* One agent per state dir: a second one would fight the first over every mount. */
+/* Key files live in the secret dir only while a helper reads them, but even that moment must
+ * not put a key on a disk (backups, disk images, a stolen drive).  A secret dir that is not
+ * memory-backed (a bare host whose /run is not a tmpfs, or a --secret-dir on a disk) is said
+ * in the log at every start, and the agent runs on: refusing would stop every volume, and
+ * the files are still short-lived, mode 0600 and zeroed before they are removed. */
+static void check_secret_dir(const char *dir)
+{
+	struct statfs sf;
+
+	if (statfs(dir, &sf) < 0)
+		log_warning("cannot tell whether the secret dir is a tmpfs", "dir", dir, "error",
+			    strerror(errno));
+	else if (sf.f_type != TMPFS_MAGIC && sf.f_type != RAMFS_MAGIC)
+		log_warning("the secret dir is not a tmpfs: key files for helpers reach its disk "
+			    "for a moment; mount a tmpfs there or set --secret-dir",
+			    "dir", dir);
+}
+
 static int take_instance_lock(const char *state_dir, int *ret_fd, struct error_info *err)
 {
 	_cleanup_free_ char *path = strdup_printf("%s/volagent.lock", state_dir);
@@ -166,7 +186,7 @@ static int start_local_services(const struct agent_config *cfg, struct reconcile
 			return r;
 	}
 	if (!streq(metrics, "off")) {
-		r = metrics_server_start(metrics, group, ret_metrics, err);
+		r = metrics_server_start(metrics, group, cfg->metrics_network, ret_metrics, err);
 		if (r < 0)
 			return r;
 		log_info("metrics served", "address", metrics);
@@ -279,7 +299,8 @@ int cmd_run(int argc, char **argv)
 
 	if (ensure_dir("root-dir", cfg.root_dir, 0750, &err) < 0 ||
 	    ensure_dir("state-dir", cfg.state_dir, 0700, &err) < 0 ||
-	    ensure_dir("pods-dir", cfg.pods_dir, 0755, &err) < 0) {
+	    ensure_dir("pods-dir", cfg.pods_dir, 0755, &err) < 0 ||
+	    ensure_dir("secret-dir", cfg.secret_dir, 0700, &err) < 0) {
 		fprintf(stderr, "volagent run: %s\n", err_msg(&err));
 		notify_start_failed(&err);
 		config_done(&cfg);
@@ -295,8 +316,11 @@ int cmd_run(int argc, char **argv)
 	/* The plugins' own options were set by config_parse; their records go below this. */
 	plugin_set_state_dir(cfg.state_dir);
 	plugin_set_agent_dirs(cfg.root_dir, cfg.kubelet_root_dir);
+	plugin_set_secret_dir(cfg.secret_dir);
+	check_secret_dir(cfg.secret_dir);
 	log_info("starting", "version", VOLAGENT_VERSION, "root_dir", cfg.root_dir, "state_dir",
-		 cfg.state_dir, "pods_dir", cfg.pods_dir, "workers", LOG_INT(cfg.workers));
+		 cfg.state_dir, "secret_dir", cfg.secret_dir, "pods_dir", cfg.pods_dir, "workers",
+		 LOG_INT(cfg.workers));
 	log_helpers();
 
 	if (cfg.device_inventory) {

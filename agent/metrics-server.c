@@ -131,11 +131,17 @@ static void *metrics_main(void *userdata)
 	return NULL;
 }
 
-/* A loopback host:port into ret.  Returns 0 or -EINVAL. */
-static int parse_loopback(const char *address, struct sockaddr_storage *ret, socklen_t *ret_len)
+/* host:port into ret: a loopback address (127.0.0.1, localhost, [::1]), or with network any
+ * IPv4 or bracketed IPv6 literal (0.0.0.0, [::], a node address); names other than localhost
+ * are never resolved.  Returns 0 or -EINVAL. */
+static int parse_address(const char *address, bool network, struct sockaddr_storage *ret,
+			 socklen_t *ret_len)
 {
 	const char *colon = strrchr(address, ':');
+	struct sockaddr_in *in = (struct sockaddr_in *)ret;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ret;
 	char host[64];
+	size_t hlen;
 	long port;
 	char *end;
 
@@ -146,38 +152,48 @@ static int parse_loopback(const char *address, struct sockaddr_storage *ret, soc
 	if (*end || port <= 0 || port > 65535)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
-	if (streq(host, "127.0.0.1") || streq(host, "localhost")) {
-		struct sockaddr_in *in = (struct sockaddr_in *)ret;
+	if (streq(host, "localhost") || inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+		if (streq(host, "localhost"))
+			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		else if (!network && !streq(host, "127.0.0.1"))
+			return -EINVAL;
 		in->sin_family = AF_INET;
 		in->sin_port = htons((uint16_t)port);
-		in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		*ret_len = sizeof(*in);
 		return 0;
 	}
-	if (streq(host, "[::1]")) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ret;
+	hlen = strlen(host);
+	if (hlen > 2 && host[0] == '[' && host[hlen - 1] == ']') {
+		host[hlen - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &in6->sin6_addr) != 1 ||
+		    (!network && !IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)))
+			return -EINVAL;
 		in6->sin6_family = AF_INET6;
 		in6->sin6_port = htons((uint16_t)port);
-		in6->sin6_addr = in6addr_loopback;
 		*ret_len = sizeof(*in6);
 		return 0;
 	}
 	return -EINVAL;
 }
 
-/* A listening TCP socket on a loopback address.  Returns the fd or -errno with err set. */
-static int tcp_listen(const char *address, struct error_info *err)
+/* A listening TCP socket on a loopback address, or with network on any address of the node.
+ * Returns the fd or -errno with err set. */
+static int tcp_listen(const char *address, bool network, struct error_info *err)
 {
 	_cleanup_close_ int fd = -1;
 	struct sockaddr_storage sa;
 	socklen_t len;
 	int one = 1;
 
-	if (parse_loopback(address, &sa, &len) < 0)
-		return err_set(err, -EINVAL,
-			       "metrics-address: \"%s\" is not unix:/path or a loopback "
-			       "host:port (127.0.0.1, localhost, [::1])",
-			       address);
+	if (parse_address(address, network, &sa, &len) < 0)
+		return err_set(
+			err, -EINVAL,
+			network ? "metrics-address: \"%s\" is not unix:/path or an IP "
+				  "address:port (0.0.0.0, 10.0.0.5, [::], [fd00::5], localhost)"
+				: "metrics-address: \"%s\" is not unix:/path or a loopback "
+				  "host:port (127.0.0.1, localhost, [::1]); another address "
+				  "needs metrics-network: true",
+			address);
 	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return err_set(err, -errno, "metrics-address: %s: socket: %s", address,
@@ -190,8 +206,8 @@ static int tcp_listen(const char *address, struct error_info *err)
 	return TAKE_FD(fd);
 }
 
-int metrics_server_start(const char *address, const char *group, struct metrics_server **ret,
-			 struct error_info *err)
+int metrics_server_start(const char *address, const char *group, bool network,
+			 struct metrics_server **ret, struct error_info *err)
 {
 	struct metrics_server *s = calloc(1, sizeof(*s));
 	int fd, k;
@@ -217,7 +233,7 @@ int metrics_server_start(const char *address, const char *group, struct metrics_
 			return -ENOMEM;
 		}
 	} else {
-		fd = tcp_listen(address, err);
+		fd = tcp_listen(address, network, err);
 		if (fd < 0) {
 			free(s);
 			return fd;

@@ -29,13 +29,16 @@ int mnt_util_bind_new_dir(int source_fd, int dir_fd, const char *name, bool read
 
 /* Mounts source (a device or "server:/path") with fstype and options ("ro,noatime", may be
  * NULL) onto the directory name in dir_fd, opened without following symlinks.  For types with
- * a /sbin/mount.<type> helper (nfs) libmount runs it, as mount(8) would. */
+ * a /sbin/mount.<type> helper (nfs) libmount runs it, as mount(8) would.  Userspace options
+ * (_netdev, x-*) never reach the kernel: libmount records them in utab (/run/mount/utab),
+ * where systemd and findmnt see them. */
 int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const char *fstype,
 		      const char *options, struct error_info *err);
 
 /* Unmounts target with umount2(2) flags (0, MNT_FORCE, MNT_DETACH; UMOUNT_NOFOLLOW is always
  * added).  Without MNT_DETACH, a busy mount is tried again a few times over some 60 ms (a
  * stat by another process makes it busy for a moment) before -EBUSY.  May block that long.
+ * Once unmounted, utab's entry for target (userspace options) is dropped, if it has one.
  * Returns 0 when unmounted, -EINVAL when target is not a mount point. */
 int mnt_util_umount(const char *target, int flags, struct error_info *err);
 

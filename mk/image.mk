@@ -6,7 +6,7 @@
 #   make check-image           builds it, then runs tests/container/test-image.sh alone
 #
 # `make check` builds the image too and runs the test, which starts it under podman with the
-# mounts of deploy/daemonset.yaml.  Where the image cannot be built (not root, no mmdebstrap
+# mounts of the DaemonSet `kubectl kustomize deploy/base` renders.  Where the image cannot be built (not root, no mmdebstrap
 # or podman) the build is left out and the test skips with the reason, except under CI=true.
 
 IMAGE_TAR := $(BUILD)/volagent-image.tar

@@ -124,4 +124,3 @@ int local_path_policy_add_prefix(const char *value, uint64_t ms, struct error_in
 	snprintf(prefixes[n_prefixes++], PATH_MAX, "%s", value);
 	return 0;
 }
-

@@ -1,5 +1,6 @@
 /* plugin-option.c - setting the plugins' own options by name (see plugin-option.h) and the
- * state directory they keep their records under, and the agent's own dirs. */
+ * state directory they keep their records under, the agent's own dirs, and the secret
+ * directory (tmpfs). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "time-util.h"
 
 static char state_dir[PATH_MAX], root_dir[PATH_MAX], kubelet_dir[PATH_MAX];
+static char secret_dir[PATH_MAX];
 
 void plugin_set_state_dir(const char *dir)
 {
@@ -21,6 +23,16 @@ void plugin_set_state_dir(const char *dir)
 const char *plugin_state_dir(void)
 {
 	return state_dir[0] ? state_dir : NULL;
+}
+
+void plugin_set_secret_dir(const char *dir)
+{
+	snprintf(secret_dir, sizeof(secret_dir), "%s", dir ? dir : "");
+}
+
+const char *plugin_secret_dir(void)
+{
+	return secret_dir[0] ? secret_dir : NULL;
 }
 
 void plugin_set_agent_dirs(const char *root, const char *kubelet)

@@ -51,3 +51,9 @@ const char *plugin_state_dir(void);
 void plugin_set_agent_dirs(const char *root_dir, const char *kubelet_dir);
 const char *plugin_root_dir(void);
 const char *plugin_kubelet_dir(void);
+
+/* Where plugins write secret material a helper must read from a file (rbd: key files), for
+ * the moment the helper reads it: a tmpfs (--secret-dir), never below the state or root dir.
+ * Set (copied) once at startup; NULL until then (a plugin then uses /run/volagent). */
+void plugin_set_secret_dir(const char *secret_dir);
+const char *plugin_secret_dir(void);

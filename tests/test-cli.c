@@ -1,6 +1,7 @@
 /* test-cli.c - the volagent binary's command line: version, help, and exit code 2 with a clear
  * message for unknown commands and flags, bad values and unusable dirs; exit 1 for a second
- * instance on the same state dir, which must not disturb the first. */
+ * instance on the same state dir, which must not disturb the first; a secret dir that is not a
+ * tmpfs is said in the log. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
@@ -73,10 +77,34 @@ static void test_second_instance_refused(void **state)
 	assert_int_equal(fixture_start(f, NULL), 0);
 	assert_true(fixture_wait_log(f, "startup reconstruction complete", 10000));
 	expect((const char *[]){ "run", "--config", f->config, "--root-dir", f->root, "--state-dir",
-				 f->state, "--pods-dir", f->pods, NULL },
+				 f->state, "--pods-dir", f->pods, "--secret-dir", f->secrets,
+				 NULL },
 	       1, "another volagent");
 	/* The first one is still there and still works. */
 	assert_int_equal(kill(f->agent.pid, 0), 0);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* A secret dir on a disk is said in the log at start, and the agent runs on; on a tmpfs it
+ * is not (the fixture's secret dir is on $TMPDIR's filesystem, a tmpfs is mounted there). */
+static void test_secret_dir_not_tmpfs_is_logged(void **state)
+{
+	struct agent_fixture *f = *state;
+	struct statfs sf;
+
+	assert_int_equal(mkdir(f->secrets, 0700), 0);
+	assert_int_equal(statfs(f->secrets, &sf), 0);
+	if (sf.f_type != TMPFS_MAGIC) {
+		assert_int_equal(fixture_start(f, NULL), 0);
+		assert_true(fixture_wait_log(f, "startup reconstruction complete", 10000));
+		assert_true(test_agent_log_contains(&f->agent, "the secret dir is not a tmpfs"));
+		assert_int_equal(fixture_stop(f, SIGTERM), 0);
+		unlink(f->agent.log_path);
+	}
+	assert_int_equal(mount("tmpfs", f->secrets, "tmpfs", 0, "mode=0700"), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_log(f, "startup reconstruction complete", 10000));
+	assert_false(test_agent_log_contains(&f->agent, "the secret dir is not a tmpfs"));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -122,6 +150,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unusable_dirs_exit_2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_instance_refused, setup, teardown),
 		cmocka_unit_test(test_csi_false_with_endpoint_exits_2),
+		cmocka_unit_test_setup_teardown(test_secret_dir_not_tmpfs_is_logged, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_status_finds_the_agent, setup, teardown),
 	};
 

@@ -748,10 +748,20 @@ static void test_second_instance_and_registration(void **state)
 	csi_env_start(e);
 	snprintf(state2, sizeof(state2), "%s/state2", e->f->dir);
 	{
-		const char *args[] = { "run",	     "--config",	   e->f->config,
-				       "--root-dir", e->f->root,	   "--state-dir",
-				       state2,	     "--pods-dir",	   e->f->pods,
-				       "--csi",	     "--kubelet-root-dir", e->kubelet,
+		const char *args[] = { "run",
+				       "--config",
+				       e->f->config,
+				       "--root-dir",
+				       e->f->root,
+				       "--state-dir",
+				       state2,
+				       "--pods-dir",
+				       e->f->pods,
+				       "--secret-dir",
+				       e->f->secrets,
+				       "--csi",
+				       "--kubelet-root-dir",
+				       e->kubelet,
 				       NULL };
 		int r = test_volagent2(args, &out, &err);
 		assert_int_equal(r, 1);

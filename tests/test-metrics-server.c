@@ -2,7 +2,8 @@
  * process and read with curl, a real HTTP client, and with plain sockets where a client must
  * misbehave: GET and HEAD of /metrics (the text is metrics_render()'s), 404 for another path,
  * 405 for another method, the unix socket's mode and group, loopback TCP addresses, refused
- * addresses naming the field, clients that send nothing or never read not holding up the next
+ * addresses naming the field, network addresses only with metrics-network (and still only
+ * /metrics served), clients that send nothing or never read not holding up the next
  * scrape, and a stop that closes every connection and removes the socket. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,7 +254,7 @@ static void test_unix_socket(void **state)
 
 	/* "unix:" + path, as the agent's default; the socket is root-only. */
 	snprintf(addr, sizeof(addr), "unix:%s", f->sock);
-	assert_int_equal(metrics_server_start(addr, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s, &err), 0);
 	assert_int_equal(stat(f->sock, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
 	assert_int_equal(st.st_mode & 07777, 0600);
@@ -283,11 +284,11 @@ static void test_unix_socket(void **state)
 	assert_int_equal(access(f->sock, F_OK), -1);
 
 	/* A bare path, and unix:/// form. */
-	assert_int_equal(metrics_server_start(f->sock, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(f->sock, NULL, false, &s, &err), 0);
 	assert_int_equal(access(f->sock, F_OK), 0);
 	s = metrics_server_free(s);
 	snprintf(addr, sizeof(addr), "unix://%s", f->sock);
-	assert_int_equal(metrics_server_start(addr, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s, &err), 0);
 	assert_int_equal(access(f->sock, F_OK), 0);
 	s = metrics_server_free(s);
 }
@@ -304,13 +305,15 @@ static void test_unix_socket_group(void **state)
 		skip();
 	}
 	/* With a group: 0660 and that group (as for the admin socket). */
-	assert_int_equal(metrics_server_start(f->sock, "65534", &s, &err), 0);
+	assert_int_equal(metrics_server_start(f->sock, "65534", false, &s, &err), 0);
 	assert_int_equal(stat(f->sock, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0660);
 	assert_int_equal(st.st_gid, 65534);
 	s = metrics_server_free(s);
 	/* A group that does not exist is an error that names it; nothing is left behind. */
-	assert_int_not_equal(metrics_server_start(f->sock, "no-such-group-volagent", &s, &err), 0);
+	assert_int_not_equal(metrics_server_start(f->sock, "no-such-group-volagent", false, &s,
+						  &err),
+			     0);
 	assert_null(s);
 	assert_non_null(strstr(err_msg(&err), "no-such-group-volagent"));
 	assert_int_equal(access(f->sock, F_OK), -1);
@@ -326,12 +329,12 @@ static void test_tcp_loopback(void **state)
 
 	assert_true(port > 0);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	assert_int_equal(metrics_server_start(addr, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s, &err), 0);
 	snprintf(f->url_base, sizeof(f->url_base), "http://127.0.0.1:%d", port);
 	check_get_head_404_405(NULL, f->url_base);
 
 	/* The port is taken: an error naming the field and the address. */
-	assert_int_equal(metrics_server_start(addr, NULL, &s2, &err), -EADDRINUSE);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s2, &err), -EADDRINUSE);
 	assert_null(s2);
 	assert_non_null(strstr(err_msg(&err), "metrics-address"));
 	assert_non_null(strstr(err_msg(&err), addr));
@@ -340,7 +343,7 @@ static void test_tcp_loopback(void **state)
 	/* localhost means 127.0.0.1. */
 	port = free_port(AF_INET);
 	snprintf(addr, sizeof(addr), "localhost:%d", port);
-	assert_int_equal(metrics_server_start(addr, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s, &err), 0);
 	snprintf(f->url_base, sizeof(f->url_base), "http://127.0.0.1:%d", port);
 	{
 		struct reply r;
@@ -357,7 +360,7 @@ static void test_tcp_loopback(void **state)
 		return;
 	}
 	snprintf(addr, sizeof(addr), "[::1]:%d", port);
-	assert_int_equal(metrics_server_start(addr, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s, &err), 0);
 	snprintf(f->url_base, sizeof(f->url_base), "http://[::1]:%d", port);
 	check_get_head_404_405(NULL, f->url_base);
 	s = metrics_server_free(s);
@@ -375,13 +378,52 @@ static void test_refused_addresses(void **state)
 		struct metrics_server *s = NULL;
 		struct error_info err = { 0 };
 
-		assert_int_equal(metrics_server_start(bad[i], NULL, &s, &err), -EINVAL);
+		assert_int_equal(metrics_server_start(bad[i], NULL, false, &s, &err), -EINVAL);
 		assert_null(s);
 		assert_non_null(strstr(err_msg(&err), "metrics-address"));
 		assert_non_null(strstr(err_msg(&err), "is not unix:/path or a loopback"));
 		if (bad[i][0])
 			assert_non_null(strstr(err_msg(&err), bad[i]));
 	}
+}
+
+/* With network (metrics-network: true) any IP literal of the node is taken, 0.0.0.0 too, and
+ * the endpoint still serves /metrics alone; names are still not resolved. */
+static void test_network_only_when_asked(void **state)
+{
+	static const char *const bad[] = { "example.com:80", "0.0.0.0",	    "0.0.0.0:0", "[::]",
+					   "::1:9100",	     "[nohost]:80", "" };
+	struct fixture *f = *state;
+	struct metrics_server *s = NULL;
+	struct error_info err = { 0 };
+	char addr[64];
+	int port = free_port(AF_INET);
+
+	assert_true(port > 0);
+	snprintf(addr, sizeof(addr), "0.0.0.0:%d", port);
+	assert_int_equal(metrics_server_start(addr, NULL, false, &s, &err), -EINVAL);
+	assert_non_null(strstr(err_msg(&err), "needs metrics-network: true"));
+	assert_int_equal(metrics_server_start(addr, NULL, true, &s, &err), 0);
+	snprintf(f->url_base, sizeof(f->url_base), "http://127.0.0.1:%d", port);
+	check_get_head_404_405(NULL, f->url_base);
+	s = metrics_server_free(s);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(metrics_server_start(bad[i], NULL, true, &s, &err), -EINVAL);
+		assert_null(s);
+		assert_non_null(strstr(err_msg(&err), "is not unix:/path or an IP address:port"));
+	}
+
+	port = free_port(AF_INET6);
+	if (port < 0) {
+		fprintf(stderr, "no IPv6 here: [::] not checked\n");
+		return;
+	}
+	snprintf(addr, sizeof(addr), "[::]:%d", port);
+	assert_int_equal(metrics_server_start(addr, NULL, true, &s, &err), 0);
+	snprintf(f->url_base, sizeof(f->url_base), "http://[::1]:%d", port);
+	check_get_head_404_405(NULL, f->url_base);
+	s = metrics_server_free(s);
 }
 
 /* Whether fd was closed by the server (EOF or reset), waiting up to timeout_ms. */
@@ -414,7 +456,7 @@ static void test_stuck_clients_do_not_block_a_scrape(void **state)
 	int silent, partial, greedy;
 	size_t sent = 0;
 
-	assert_int_equal(metrics_server_start(f->sock, NULL, &s, &err), 0);
+	assert_int_equal(metrics_server_start(f->sock, NULL, false, &s, &err), 0);
 	/* One connects and sends nothing, one sends half a request line ... */
 	silent = unix_connect(f->sock);
 	partial = unix_connect(f->sock);
@@ -464,6 +506,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unix_socket_group, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tcp_loopback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_addresses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_network_only_when_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stuck_clients_do_not_block_a_scrape, setup,
 						teardown),
 	};

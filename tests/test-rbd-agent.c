@@ -5,7 +5,11 @@
  * works; a restart adopts everything without remounting or re-attaching; kill -9 of rbd-fuse
  * is healed with the data intact; bad inputs are reported with nothing left behind; the key
  * never reaches the log; and the CSI path (NodeStage with the key in secrets, NodePublish,
- * NodeUnpublish, NodeUnstage).  Run by tests/rbd/run.sh; root, private mount namespace. */
+ * NodeUnpublish, NodeUnstage).  In every test no byte of the key is ever written to a file
+ * under the state dir or the root dir (a fanotify watcher reads each file there when it is
+ * written and before anyone opens it, secret-watch.h); a key from secrets goes to the secret
+ * dir (a tmpfs here, as /run/volagent is), mode 0600, and is gone once the helper read it.
+ * Run by tests/rbd/run.sh; root, private mount namespace. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +29,7 @@
 #include "check-util.h"
 #include "macro.h"
 #include "rbd/rbd-testlib.h"
+#include "secret-watch.h"
 #include "testlib.h"
 
 #define WAIT_MS 60000
@@ -33,7 +39,9 @@ struct ctx {
 	char run_dir[600];
 	char keyfile[600];
 	char image[64];
-	char kubelet[64]; /* short: the CSI socket's path must fit in 107 bytes */
+	char kubelet[64];	      /* short: the CSI socket's path must fit in 107 bytes */
+	struct secret_watch *disk;    /* the fixture's dir: state, root, the test's key file */
+	struct secret_watch *secrets; /* the secret dir, a tmpfs */
 };
 
 static int image_seq;
@@ -49,8 +57,46 @@ static int setup(void **state)
 	chmod(c->keyfile, 0600);
 	snprintf(c->image, sizeof(c->image), "agent%d-%d", (int)getpid(), image_seq++);
 	assert_int_equal(rt_create_image(c->image, 64), 0);
+	/* The watcher first: it bind-mounts the fixture's dir onto itself, and the secret dir's
+	 * tmpfs must be a mount on top of that, outside what it watches. */
+	c->disk = secret_watch_start(c->f->dir, rt.key);
+	assert_non_null(c->disk);
+	assert_int_equal(mkdir(c->f->secrets, 0700), 0);
+	assert_int_equal(mount("tmpfs", c->f->secrets, "tmpfs", 0, "mode=0700"), 0);
+	c->secrets = secret_watch_start(c->f->secrets, rt.key);
+	assert_non_null(c->secrets);
 	*state = c;
 	return 0;
+}
+
+/* No byte of the key was ever in a file under the state dir or the root dir, and the watcher
+ * did see files there (the journal at least), so it was watching. */
+static void assert_key_never_on_disk(struct ctx *c)
+{
+	char found[4096];
+	unsigned n_state = 0;
+
+	for (int i = 0; i < 2; i++) {
+		const char *dir = i ? c->f->root : c->f->state;
+		if (secret_watch_found(c->disk, dir, found, sizeof(found), i ? NULL : &n_state,
+				       NULL))
+			fail_msg("the key was written to %s", found);
+	}
+	assert_true(n_state > 0);
+}
+
+/* Whether dir holds no entry. */
+static bool dir_is_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool empty = true;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		empty = empty && (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."));
+	closedir(d);
+	return empty;
 }
 
 static int teardown(void **state)
@@ -98,8 +144,11 @@ static int teardown(void **state)
 		test_run(argv);
 		test_rm_rf(c->kubelet);
 	}
-	/* The key must never reach the log. */
+	/* The key must never reach the log, nor a file on the disk. */
 	assert_false(test_agent_log_contains(&c->f->agent, rt.key));
+	assert_key_never_on_disk(c);
+	secret_watch_stop(c->secrets);
+	secret_watch_stop(c->disk);
 	fixture_free(c->f);
 	free(c);
 	return 0;
@@ -500,6 +549,16 @@ static void test_csi_stage_publish(void **state)
 	assert_non_null(j);
 	assert_null(strstr(j, rt.key));
 	free(j);
+	/* It was handed to the helper through the secret dir, mode 0600, and removed once read;
+	 * never through the state or root dir (teardown). */
+	{
+		char found[4096];
+		unsigned mode = 0;
+		assert_non_null(secret_watch_found(c->secrets, c->f->secrets, found, sizeof(found),
+						   NULL, &mode));
+		assert_int_equal(mode, 0600);
+		assert_true(dir_is_empty(c->f->secrets));
+	}
 
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": \"%s\"}\n"

@@ -3,14 +3,16 @@
  * and the refusal must be reported); format, mount, write, unmount, detach and the watcher
  * gone; the single-writer guard; errors for a bad pool, image, key and an unreachable cluster
  * with nothing left behind; the CSI key in secrets never written anywhere lasting; the health
- * check and a second attach after kill -9 of rbd-fuse.  Run by tests/rbd/run.sh; root, private
- * mount namespace. */
+ * check and a second attach after kill -9 of rbd-fuse; the mount carries _netdev, kept from
+ * the kernel and recorded in utab, as libmount's merged mount table shows, and gone from utab
+ * once unmounted.  Run by tests/rbd/run.sh; root, private mount namespace (its own utab). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libmount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@ extern const struct volume_plugin rbd_plugin;
 struct ctx {
 	char *dir;
 	char run_dir[512];
+	char secret_dir[512]; /* key files: <dir>/secrets */
 	char mnt[512];
 	char keyfile[512];
 	char image[64];
@@ -47,6 +50,7 @@ static void set_methods(struct ctx *c, const char *methods, uint64_t timeout_ms)
 	assert_int_equal(plugin_option_set("rbd-attach-methods", methods, &err), 0);
 	assert_int_equal(plugin_option_set("rbd-timeout", timeout, &err), 0);
 	plugin_set_state_dir(c->dir); /* records under <dir>/rbd */
+	plugin_set_secret_dir(c->secret_dir);
 }
 
 static int setup(void **state)
@@ -55,6 +59,7 @@ static int setup(void **state)
 
 	c->dir = test_mkdtemp("rbdp");
 	snprintf(c->run_dir, sizeof(c->run_dir), "%s/rbd", c->dir);
+	snprintf(c->secret_dir, sizeof(c->secret_dir), "%s/secrets", c->dir);
 	snprintf(c->mnt, sizeof(c->mnt), "%s/mnt", c->dir);
 	snprintf(c->keyfile, sizeof(c->keyfile), "%s/admin.key", c->dir);
 	mkdir(c->mnt, 0755);
@@ -102,6 +107,22 @@ static int mount_dev(const struct ctx *c, struct volume_spec *s, const char *dev
 				err);
 	close(parent);
 	return r;
+}
+
+/* The options of the mount at target as libmount merges them from mountinfo and utab:
+ * *ret_user gets its userspace options (utab), *ret_fs the kernel's ("" and NULL when not
+ * mounted); callers free both. */
+static void merged_options(const char *target, char **ret_user, char **ret_vfs)
+{
+	struct libmnt_table *tb = mnt_new_table();
+	struct libmnt_fs *fs;
+
+	assert_non_null(tb);
+	assert_int_equal(mnt_table_parse_mtab(tb, NULL), 0);
+	fs = mnt_table_find_target(tb, target, MNT_ITER_BACKWARD);
+	*ret_user = strdup(fs && mnt_fs_get_user_options(fs) ? mnt_fs_get_user_options(fs) : "");
+	*ret_vfs = fs ? strdup(mnt_fs_get_options(fs)) : NULL;
+	mnt_unref_table(tb);
 }
 
 static void test_validate(void **state)
@@ -196,10 +217,29 @@ static void test_attach_format_mount_detach(void **state)
 	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 4), 1);
 	assert_int_equal(mount_dev(c, s, att.device_path, false, &err), 0);
 	assert_true(test_is_mountpoint(c->mnt));
+	/* _netdev: a userspace option in utab (systemd unmounts it before the network goes),
+	 * never given to the kernel (ext4 would refuse it). */
+	{
+		char *user, *all;
+		merged_options(c->mnt, &user, &all);
+		print_message("options of %s: %s (userspace: %s)\n", c->mnt, all, user);
+		assert_non_null(strstr(user, "_netdev"));
+		free(user);
+		free(all);
+	}
 	snprintf(path, sizeof(path), "%s/hello", c->mnt);
 	assert_int_equal(test_write_file(path, "written through rbd-fuse\n"), 0);
 	assert_int_equal(plugin_check_health(&rbd_plugin, s, c->mnt, &err), 0);
 	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
+	/* utab forgot it: no entry for the target is left to a later mount. */
+	{
+		struct libmnt_table *utab = mnt_new_table();
+		assert_non_null(utab);
+		if (access("/run/mount/utab", F_OK) == 0)
+			assert_int_equal(mnt_table_parse_file(utab, "/run/mount/utab"), 0);
+		assert_null(mnt_table_find_target(utab, c->mnt, MNT_ITER_BACKWARD));
+		mnt_unref_table(utab);
+	}
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 10000));
@@ -331,12 +371,14 @@ static void test_key_from_secrets(void **state)
 	volume_spec_set_secret(s, "userKey", rt.key);
 	volume_spec_set_secret(s, "userID", "admin");
 	assert_int_equal(plugin_attach(&rbd_plugin, s, s->read_only, &att, &err), 0);
-	/* No key file is left, and rbd-fuse's command line holds no key. */
-	{
-		DIR *d = opendir(c->run_dir);
+	/* No key file is left (none was ever in the run dir, and the secret dir is empty again),
+	 * and rbd-fuse's command line holds no key. */
+	for (int i = 0; i < 2; i++) {
+		DIR *d = opendir(i ? c->secret_dir : c->run_dir);
 		struct dirent *de;
+		assert_non_null(d);
 		while ((de = readdir(d)))
-			assert_false(startswith(de->d_name, "key."));
+			assert_true(i ? de->d_name[0] == '.' : !startswith(de->d_name, "key."));
 		closedir(d);
 	}
 	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 2), 1);

@@ -47,6 +47,9 @@ static const struct option_def options[] = {
 	  "pod volume dirs and node-wide device mounts live below this" },
 	{ "state-dir", OPT_PATH, OFF(state_dir), "/var/lib/volagent/state",
 	  "the journal and the instance lock" },
+	{ "secret-dir", OPT_PATH, OFF(secret_dir), "/run/volagent",
+	  "key files for helpers (rbd userKey), each removed once its helper has read it: keep it "
+	  "on a tmpfs so no key reaches a disk" },
 	{ "pods-dir", OPT_PATH, OFF(pods_dir), "/etc/volagent/pods.d",
 	  "pod spec files (*.json), one pod each" },
 	{ "insecure-pods-dir", OPT_BOOL, OFF(insecure_pods_dir), "false",
@@ -102,6 +105,9 @@ static const struct option_def options[] = {
 	{ "metrics-address", OPT_STRING, OFF(metrics_address), "",
 	  "Prometheus metrics at /metrics: unix:/path or a loopback host:port; empty: "
 	  "unix:<state-dir>/metrics.sock; \"off\": none" },
+	{ "metrics-network", OPT_BOOL, OFF(metrics_network), "false",
+	  "let metrics-address be any IP address:port of the node (0.0.0.0:PORT, a node IP), "
+	  "for Prometheus on the network; without it only loopback" },
 };
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)

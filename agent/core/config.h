@@ -19,6 +19,7 @@ struct agent_config {
 	char *config_path;
 	char *root_dir;
 	char *state_dir;
+	char *secret_dir;
 	char *pods_dir;
 	bool insecure_pods_dir; /* tests only: spec files believed whoever wrote them */
 	char *log_level;
@@ -46,6 +47,7 @@ struct agent_config {
 	char *admin_socket;
 	char *admin_socket_group;
 	char *metrics_address;
+	bool metrics_network;
 };
 
 /* Parses `volagent run` arguments (argv[0] is "run") into cfg and the plugins' options (set

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <linux/nbd.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "helper-scope.h"
 #include "macro.h"
 #include "mount-util.h"
+#include "path-util.h"
 #include "rbd-attach.h"
 #include "loop-device.h"
 #include "rbd-util.h"
@@ -83,14 +85,18 @@ static void add_common(struct helper_args *a, const struct rbd_params *p, const 
 	}
 }
 
-/* The key file to hand a helper: the secretFile, or a temporary one written from the key
- * (*ret_tmp is then set, for rbd_key_file_remove), or NULL when a keyring is used. */
+/* The key file to hand a helper: the secretFile, or a temporary one written from the key into
+ * the secret dir, never the state dir (*ret_tmp is then set, for rbd_key_file_remove), or NULL
+ * when a keyring is used. */
 static int key_file_for(const struct rbd_params *p, const char **ret, char **ret_tmp)
 {
 	*ret = NULL;
 	*ret_tmp = NULL;
 	if (p->key) {
-		int r = rbd_key_file_write(p->run_dir, p->key, ret_tmp);
+		int r = path_mkdir_p(p->secret_dir, 0700);
+		if (r < 0)
+			return r;
+		r = rbd_key_file_write(p->secret_dir, p->key, ret_tmp);
 		if (r < 0)
 			return r;
 		*ret = *ret_tmp;
@@ -172,19 +178,18 @@ static int map_outcome(const char *helper, const char *package, int r, const cha
 /* Runs "<tool> map POOL/IMAGE [--read-only] <extra...> <common options>" (a: its argv, kept
  * for the caller) and reads the device it made, named prefix..., into dev.  package names what
  * to install when tool is missing.  Returns 0 or a negative errno with err set. */
-static int map_image(const struct rbd_params *p, const char *tool, const char *package,
-		     const char *const *extra, bool op_timeouts, const char *prefix,
-		     struct helper_args *a, char *dev, size_t dev_size, struct error_info *err)
+static int map_image_out(const struct rbd_params *p, const char *tool, const char *package,
+			 const char *const *extra, bool op_timeouts, const char *prefix,
+			 struct helper_args *a, char *dev, size_t dev_size, char *out,
+			 struct error_info *err)
 {
-	_cleanup_free_ char *tmp_key = NULL, *out = calloc(1, HELPER_OUT);
+	_cleanup_free_ char *tmp_key = NULL;
 	const char *key_file;
 	int r;
 
-	if (!out)
-		return -ENOMEM;
 	r = key_file_for(p, &key_file, &tmp_key);
 	if (r < 0)
-		return err_set(err, r, "cannot write a key file under %s: %s", p->run_dir,
+		return err_set(err, r, "cannot write a key file under %s: %s", p->secret_dir,
 			       strerror(-r));
 	snprintf(a->pool_image, sizeof(a->pool_image), "%s/%s", p->pool, p->image);
 	add(a, tool);
@@ -198,6 +203,19 @@ static int map_image(const struct rbd_params *p, const char *tool, const char *p
 	r = rbd_exec(a->argv, p->timeout_ms, out, HELPER_OUT);
 	rbd_key_file_remove(tmp_key);
 	return map_outcome(tool, package, r, out, prefix, dev, dev_size, p->timeout_ms, err);
+}
+
+/* map_image_out with the helper's output dropped. */
+static int map_image(const struct rbd_params *p, const char *tool, const char *package,
+		     const char *const *extra, bool op_timeouts, const char *prefix,
+		     struct helper_args *a, char *dev, size_t dev_size, struct error_info *err)
+{
+	_cleanup_free_ char *out = calloc(1, HELPER_OUT);
+
+	if (!out)
+		return -ENOMEM;
+	return map_image_out(p, tool, package, extra, op_timeouts, prefix, a, dev, dev_size, out,
+			     err);
 }
 
 static int attach_krbd(const struct rbd_params *p, struct device_attachment *ret,
@@ -279,23 +297,60 @@ static pid_t nbd_device_pid(const char *dev)
 	return (pid_t)pid;
 }
 
+/* Whether the rbd-nbd process pid serves dev: the one that mapped it (the kernel's pid
+ * attribute names the mapping process, and keeps naming it after a reattach), or one attached
+ * to it since (`rbd-nbd attach --device dev` in its command line). */
+static bool nbd_served_by(const char *dev, pid_t pid)
+{
+	return rbd_pid_is(pid, "rbd-nbd", NULL) &&
+	       (nbd_device_pid(dev) == pid || rbd_pid_is(pid, "rbd-nbd", dev));
+}
+
 static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
 		       struct error_info *err);
+
+/* The cookie rbd-nbd map --show-cookie printed after the device ("/dev/nbd0 <cookie>"), into
+ * buf; "" when there is none (a kernel without the backend attribute). */
+static void nbd_cookie(const char *out, const char *dev, char *buf, size_t len)
+{
+	const char *p = strstr(out, dev);
+
+	buf[0] = '\0';
+	if (!p)
+		return;
+	p += strlen(dev);
+	p += strspn(p, " \t");
+	snprintf(buf, len, "%.*s", (int)strcspn(p, " \t\n"), p);
+}
 
 static int attach_nbd(const struct rbd_params *p, struct device_attachment *ret,
 		      struct error_info *err)
 {
-	static const char *const none[] = { NULL };
+	/* Mapped through netlink with a reattach timeout: when rbd-nbd dies (a container
+	 * restart kills it with the agent), the kernel holds the device's I/O for that long
+	 * instead of failing it, and a new rbd-nbd attached to the same device (the health
+	 * check's rbd_attach_reattach) carries on; the filesystem on it never notices. */
+	char secs[32];
+	const char *const extra[] = { "--try-netlink", "--reattach-timeout", secs, "--show-cookie",
+				      NULL };
 	struct helper_args a = { .n = 0 };
-	char dev[64], pid[32];
-	int r = map_image(p, "rbd-nbd", "rbd-nbd", none, false, "/dev/nbd", &a, dev, sizeof(dev),
-			  err);
+	char dev[64], pid[32], cookie[128];
+	_cleanup_free_ char *out = calloc(1, HELPER_OUT);
+	int r;
 
+	if (!out)
+		return -ENOMEM;
+	snprintf(secs, sizeof(secs), "%llu", (unsigned long long)(p->nbd_reattach_ms / 1000));
+	r = map_image_out(p, "rbd-nbd", "rbd-nbd", extra, false, "/dev/nbd", &a, dev, sizeof(dev),
+			  out, err);
 	if (r < 0)
 		return r;
+	nbd_cookie(out, dev, cookie, sizeof(cookie));
 	snprintf(pid, sizeof(pid), "%d", (int)nbd_device_pid(dev));
 	if (device_attachment_set_meta(ret, "method", "nbd") < 0 ||
-	    device_attachment_set_meta(ret, "pid", pid) < 0 || !(ret->device_path = strdup(dev)))
+	    device_attachment_set_meta(ret, "pid", pid) < 0 ||
+	    (cookie[0] && device_attachment_set_meta(ret, "cookie", cookie) < 0) ||
+	    !(ret->device_path = strdup(dev)))
 		return -ENOMEM;
 	/* Out of volagent.service's cgroup, or its restart kills the daemon (helper-scope.h). */
 	r = nbd_device_pid(dev) > 0
@@ -317,8 +372,7 @@ static int release_nbd(const struct device_attachment *att, uint64_t timeout_ms,
 
 	if (!dev || !startswith(dev, "/dev/nbd"))
 		return 0;
-	if (pid > 0 && nbd_device_pid(dev) == pid && rbd_pid_is(pid, "rbd-nbd", NULL) &&
-	    rbd_exec(argv, timeout_ms, out, sizeof(out)) == 0)
+	if (pid > 0 && nbd_served_by(dev, pid) && rbd_exec(argv, timeout_ms, out, sizeof(out)) == 0)
 		return 0;
 	/* The daemon is gone (or would not unmap): disconnect the device in the kernel. */
 	(void)rbd_pid_stop(pid, "rbd-nbd", NULL, 2000);
@@ -473,7 +527,8 @@ static int attach_fuse(const struct rbd_params *p, struct device_attachment *ret
 		close(fd);
 	r = key_file_for(p, &key_file, &tmp_key);
 	if (r < 0) {
-		err_set(err, r, "cannot write a key file under %s: %s", p->run_dir, strerror(-r));
+		err_set(err, r, "cannot write a key file under %s: %s", p->secret_dir,
+			strerror(-r));
 		goto out_release;
 	}
 	add(&a, "rbd-fuse");
@@ -581,6 +636,102 @@ int rbd_attach_release(const struct device_attachment *att, uint64_t timeout_ms,
 	return err_set(err, -EINVAL, "unknown attach method \"%s\" in the record", m);
 }
 
+/* The pid of the rbd-nbd serving dev, from `rbd-nbd list-mapped --format json` (after an
+ * attach the kernel's pid attribute still names the dead mapper); 0 when none is listed. */
+static pid_t nbd_listed_pid(const char *dev, uint64_t timeout_ms)
+{
+	const char *argv[] = { "rbd-nbd", "list-mapped", "--format", "json", NULL };
+	_cleanup_free_ char *out = calloc(1, HELPER_OUT);
+	json_t *list, *e;
+	pid_t pid = 0;
+	size_t i;
+
+	if (!out || rbd_exec(argv, timeout_ms, out, HELPER_OUT) != 0)
+		return 0;
+	list = json_loads(out, 0, NULL);
+	json_array_foreach(list, i, e)
+	{
+		if (streq_ptr(json_string_value(json_object_get(e, "device")), dev))
+			pid = (pid_t)json_integer_value(json_object_get(e, "id"));
+	}
+	json_decref(list);
+	return pid;
+}
+
+/* Sets key in att's meta to value, replacing the value it had (set_meta appends). */
+static int meta_replace(struct device_attachment *att, const char *key, const char *value)
+{
+	for (size_t i = 0; i < att->n_meta; i++)
+		if (streq(att->meta[i].key, key)) {
+			char *v = strdup(value);
+			if (!v)
+				return -ENOMEM;
+			free(att->meta[i].value);
+			att->meta[i].value = v;
+			return 0;
+		}
+	return device_attachment_set_meta(att, key, value);
+}
+
+int rbd_attach_reattach(const struct rbd_params *p, struct device_attachment *att,
+			struct error_info *err)
+{
+	const char *dev = att->device_path, *cookie = device_attachment_get_meta(att, "cookie");
+	const char *pid_s = device_attachment_get_meta(att, "pid");
+	_cleanup_free_ char *tmp_key = NULL, *out = calloc(1, HELPER_OUT);
+	struct helper_args a = { .n = 0 };
+	const char *key_file;
+	char why[1024], pid_now[32];
+	pid_t pid;
+	int r;
+
+	if (!out)
+		return -ENOMEM;
+	if (!streq_ptr(device_attachment_get_meta(att, "method"), "nbd") || !dev ||
+	    !startswith(dev, "/dev/nbd"))
+		return -EOPNOTSUPP;
+	if (pid_s && nbd_served_by(dev, (pid_t)atoi(pid_s)))
+		return 0;
+	/* The kernel's pid attribute exists while the device is configured: within the reattach
+	 * timeout after its daemon died.  Once it is gone the device is disconnected for good. */
+	if (nbd_device_pid(dev) <= 0)
+		return err_set(err, -ENOTCONN, "%s is no longer connected: too late to reattach",
+			       dev);
+	r = key_file_for(p, &key_file, &tmp_key);
+	if (r < 0)
+		return err_set(err, r, "cannot write a key file under %s: %s", p->secret_dir,
+			       strerror(-r));
+	snprintf(a.pool_image, sizeof(a.pool_image), "%s/%s", p->pool, p->image);
+	add(&a, "rbd-nbd");
+	add(&a, "attach");
+	add(&a, "--device");
+	add(&a, dev);
+	if (cookie) {
+		add(&a, "--cookie");
+		add(&a, cookie);
+	}
+	if (p->read_only)
+		add(&a, "--read-only");
+	add(&a, a.pool_image);
+	add_common(&a, p, key_file, false);
+	r = rbd_exec(a.argv, p->timeout_ms, out, HELPER_OUT);
+	rbd_key_file_remove(tmp_key);
+	if (r != 0) {
+		summarize(out, why, sizeof(why));
+		return err_set(err, r < 0 ? r : -EIO,
+			       "rbd-nbd attach --device %s exited with %d: %s", dev, r, why);
+	}
+	pid = nbd_listed_pid(dev, p->timeout_ms);
+	if (pid <= 0 || !nbd_served_by(dev, pid))
+		return err_set(err, -EIO, "rbd-nbd attach --device %s: no rbd-nbd serves it after",
+			       dev);
+	snprintf(pid_now, sizeof(pid_now), "%d", (int)pid);
+	if (meta_replace(att, "pid", pid_now) < 0)
+		return -ENOMEM;
+	/* Out of volagent.service's cgroup, as the mapping one was (helper-scope.h). */
+	return helper_scope_move(pid, "rbd-nbd", a.pool_image, NULL, 0, err);
+}
+
 int rbd_attach_check(const struct device_attachment *att, uint64_t timeout_ms,
 		     struct error_info *err)
 {
@@ -607,7 +758,7 @@ int rbd_attach_check(const struct device_attachment *att, uint64_t timeout_ms,
 		if (rbd_loop_backing_file(dev, back, sizeof(back)) < 0 || !streq(back, file))
 			return err_set(err, -ENOTCONN, "%s is no longer backed by %s", dev, file);
 	} else if (streq(m, "nbd")) {
-		if (!rbd_pid_is(pid, "rbd-nbd", NULL) || nbd_device_pid(dev) != pid)
+		if (!nbd_served_by(dev, pid))
 			return err_set(err, -ENOTCONN, "rbd-nbd (pid %d) serving %s has exited",
 				       (int)pid, dev);
 	} else if (streq(m, "krbd")) {

@@ -33,10 +33,12 @@ struct rbd_params {
 	const char *fstype;
 	bool read_only;
 	char *name;	   /* "rbd:<pool>/<image>" */
-	char *run_dir;	   /* FUSE dirs, logs, key files, records */
+	char *run_dir;	   /* FUSE dirs, logs, records */
+	char *secret_dir;  /* key files, for the moment a helper reads them (a tmpfs) */
 	char *record_path; /* <run_dir>/<escaped name>.rec */
 	char *base;	   /* <run_dir>/<escaped name>: prefix of its files */
 	uint64_t timeout_ms;
+	uint64_t nbd_reattach_ms; /* rbd-nbd map --reattach-timeout */
 };
 
 enum rbd_method {
@@ -58,6 +60,15 @@ int rbd_attach_method(const struct rbd_params *p, enum rbd_method m, struct devi
  * its lingering watcher may be fenced. */
 int rbd_attach_release(const struct device_attachment *att, uint64_t timeout_ms, bool *ret_was_dead,
 		       struct error_info *err);
+
+/* An nbd attachment whose rbd-nbd died (killed with the agent's container, say) while the
+ * kernel still holds the device for its reattach timeout: starts `rbd-nbd attach --device` on
+ * the same device with p's credentials, so that the filesystem mounted on it carries on, and
+ * sets att's "pid" to the new daemon.  0 when it serves the device again (or already did);
+ * -EOPNOTSUPP for other methods; -ENOTCONN when the device was disconnected (too late);
+ * another -errno with err set when the attach failed. */
+int rbd_attach_reattach(const struct rbd_params *p, struct device_attachment *att,
+			struct error_info *err);
 
 /* Whether the attachment still works: its helper alive, its device still ours and answering.
  * Returns 0, or -ENOTCONN / -EIO / -ETIMEDOUT with a message. */

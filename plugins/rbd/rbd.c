@@ -29,6 +29,7 @@
 
 #include "blkdev.h"
 #include "crypt-volume.h"
+#include "mount-options.h"
 #include "device-fs.h"
 #include "log.h"
 #include "macro.h"
@@ -47,6 +48,7 @@
 #define DEFAULT_KEYRING "/etc/ceph/keyring"
 #define DEFAULT_FSTYPE "ext4"
 #define DEFAULT_STATE_DIR "/var/lib/volagent/state" /* until the agent says (tests) */
+#define DEFAULT_SECRET_DIR "/run/volagent"	    /* likewise */
 /* How long a dead client of ours is remembered: its watcher lingers ~30 s unless fenced. */
 #define RELEASED_MAX_AGE_S 600
 #define BLOCKLIST_EXPIRE_S 3600
@@ -154,6 +156,7 @@ static void params_done(struct rbd_params *p)
 {
 	free(p->name);
 	free(p->run_dir);
+	free(p->secret_dir);
 	free(p->record_path);
 	free(p->base);
 	memset(p, 0, sizeof(*p));
@@ -162,17 +165,19 @@ static void params_done(struct rbd_params *p)
 /* The plugin's options (its table is at the end of this file): set before the agent starts,
  * read-only afterwards. */
 static struct {
-	char attach_methods[64]; /* tried in order: "krbd,nbd,fuse" */
-	uint64_t op_timeout_ms;	 /* librados/librbd calls and attach helpers */
+	char attach_methods[64];  /* tried in order: "krbd,nbd,fuse" */
+	uint64_t op_timeout_ms;	  /* librados/librbd calls and attach helpers */
+	uint64_t nbd_reattach_ms; /* how long the kernel waits for a new rbd-nbd */
 } settings = {
 	.attach_methods = "krbd,nbd,fuse",
 	.op_timeout_ms = 30000,
+	.nbd_reattach_ms = 300000,
 };
 
 /* Fills p from spec and the settings; strings are borrowed from spec except the paths. */
 static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p)
 {
-	const char *state_dir = plugin_state_dir();
+	const char *state_dir = plugin_state_dir(), *secret_dir = plugin_secret_dir();
 	const char *user_secret = volume_spec_get_secret(spec, "userID");
 	_cleanup_free_ char *esc = NULL;
 
@@ -194,15 +199,18 @@ static int params_from_spec(const struct volume_spec *spec, struct rbd_params *p
 						    : DEFAULT_FSTYPE;
 	p->read_only = spec->read_only;
 	p->timeout_ms = settings.op_timeout_ms;
+	p->nbd_reattach_ms = settings.nbd_reattach_ms;
 	p->name = rbd_get_volume_name(spec);
-	/* FUSE dirs, key files and records, under the agent's state dir. */
+	/* FUSE dirs, logs and records, under the agent's state dir; key files in the secret dir
+	 * (a tmpfs), never on the state dir's disk. */
 	p->run_dir = strdup_printf("%s/rbd", state_dir ? state_dir : DEFAULT_STATE_DIR);
+	p->secret_dir = strdup(secret_dir ? secret_dir : DEFAULT_SECRET_DIR);
 	esc = p->name ? path_escape_component(p->name) : NULL;
 	if (esc) {
 		p->base = strdup_printf("%s/%s", p->run_dir, esc);
 		p->record_path = strdup_printf("%s.rec", p->base);
 	}
-	if (!p->name || !p->run_dir || !p->base || !p->record_path) {
+	if (!p->name || !p->run_dir || !p->secret_dir || !p->base || !p->record_path) {
 		params_done(p);
 		return -ENOMEM;
 	}
@@ -297,13 +305,24 @@ static int handle_old_record(const struct rbd_params *p, struct rbd_cluster *c,
 	bool was_dead = false;
 	int r;
 
-	if (old->device_path && rbd_attach_check(old, p->timeout_ms, &why) == 0) {
+	if (old->device_path) {
+		struct error_info ignored = { 0 };
+		int k = rbd_attach_check(old, p->timeout_ms, &why);
+		/* A dead rbd-nbd whose device the kernel still holds: attach a new one to it. */
+		if (k == -ENOTCONN && rbd_attach_reattach(p, old, &ignored) == 0 &&
+		    rbd_record_write(p->record_path, old) == 0) {
+			err_clear(&why);
+			k = rbd_attach_check(old, p->timeout_ms, &why);
+		}
+		if (k != 0)
+			goto release;
 		*ret = *old;
 		memset(old, 0, sizeof(*old));
 		log_debug("rbd", "adopted an attachment the journal did not know", "volume",
 			  p->name, "device", ret->device_path);
 		return 1;
 	}
+release:
 	r = rbd_attach_release(old, p->timeout_ms, &was_dead, err);
 	if (r < 0)
 		return err_prefix(err, "releasing the previous attachment of %s", p->name);
@@ -524,8 +543,24 @@ static int rbd_detach(const struct volume_spec *spec, const struct device_attach
 static int rbd_mount_device(const struct volume_spec *spec, const char *device_path, bool read_only,
 			    const struct mount_target *target, struct error_info *err)
 {
-	return device_fs_mount(device_path, volume_spec_get(spec, "fsType"), DEFAULT_FSTYPE,
-			       spec->mount_options, read_only, target, err);
+	char **opts = NULL;
+	int r;
+
+	/* _netdev: the filesystem lives on the network.  A userspace option (libmount keeps it
+	 * from the kernel and records it in utab), which tells systemd to unmount it before the
+	 * network goes down at shutdown, as for an rbdmap or iSCSI mount. */
+	for (char **o = spec->mount_options; o && *o; o++)
+		if (mount_options_append(&opts, *o) < 0)
+			goto oom;
+	if (!mount_options_get(opts, "_netdev") && mount_options_append(&opts, "_netdev") < 0)
+		goto oom;
+	r = device_fs_mount(device_path, volume_spec_get(spec, "fsType"), DEFAULT_FSTYPE, opts,
+			    read_only, target, err);
+	mount_options_free(opts);
+	return r;
+oom:
+	mount_options_free(opts);
+	return -ENOMEM;
 }
 
 static int rbd_unmount_device(const char *path, struct error_info *err)
@@ -619,6 +654,25 @@ static int rbd_check_health(const struct volume_spec *spec, const char *path,
 		return -ENOMEM;
 	if (rbd_record_read(p.record_path, &rec) == 0) {
 		r = rbd_attach_check(&rec, p.timeout_ms, err);
+		if (r == -ENOTCONN &&
+		    streq_ptr(device_attachment_get_meta(&rec, "method"), "nbd")) {
+			/* rbd-nbd died (with a restarted agent's container, say), but the kernel
+			 * still holds the device: a new rbd-nbd on it, and the filesystem mounted
+			 * there (also in running pods) never notices.  Only if that fails is the
+			 * volume broken (and healed by remounting, which pods do notice). */
+			struct error_info why = { 0 };
+			int k = rbd_attach_reattach(&p, &rec, &why);
+			if (k == 0 && rbd_record_write(p.record_path, &rec) == 0) {
+				log_info("rbd-nbd reattached to the device it served", "volume",
+					 p.name, "device", rec.device_path, "pid",
+					 device_attachment_get_meta(&rec, "pid"));
+				err_clear(err);
+				r = rbd_attach_check(&rec, p.timeout_ms, err);
+			} else if (k < 0) {
+				log_warning("rbd-nbd could not be reattached", "volume", p.name,
+					    "device", rec.device_path, "error", err_msg(&why));
+			}
+		}
 		device_attachment_clear(&rec);
 		if (r < 0)
 			goto out;
@@ -759,6 +813,14 @@ static int set_op_timeout(const char *value, uint64_t ms, struct error_info *err
 	return 0;
 }
 
+static int set_nbd_reattach(const char *value, uint64_t ms, struct error_info *err)
+{
+	if (ms < 1000)
+		return err_set(err, -EINVAL, "\"%s\" is less than 1s", value);
+	settings.nbd_reattach_ms = ms;
+	return 0;
+}
+
 /* The defaults here and in the settings' initializer above agree (test-config checks). */
 static const struct plugin_option rbd_options[] = {
 	{ "rbd-attach-methods", PLUGIN_OPTION_STRING, "krbd,nbd,fuse",
@@ -766,6 +828,9 @@ static const struct plugin_option rbd_options[] = {
 	  set_attach_methods },
 	{ "rbd-timeout", PLUGIN_OPTION_DURATION, "30s",
 	  "librados/librbd calls and attach helpers give up after this", set_op_timeout },
+	{ "rbd-nbd-reattach-timeout", PLUGIN_OPTION_DURATION, "5m",
+	  "a dead rbd-nbd's device holds its I/O this long for a new rbd-nbd (an agent restart)",
+	  set_nbd_reattach },
 	{ 0 }
 };
 

@@ -1,7 +1,12 @@
 #!/bin/bash
 # test-image.sh - the DaemonSet made real: the image of `make image` runs under podman (runc)
-# with the mounts, environment, arguments and liveness command of deploy/daemonset.yaml, and
-# this script plays kubelet on the host side over the CSI socket (tests/csi/csi_client.py).
+# with the mounts, environment, arguments and probes of the DaemonSet that `kubectl kustomize
+# deploy/base` renders (what `kubectl apply -k deploy/base` installs), and this script plays
+# kubelet on the host side over the CSI socket (tests/csi/csi_client.py).
+#
+# It waits for the readiness probe as `kubectl rollout status` would, scrapes the metrics port
+# on the host network, sees the secret dir on a tmpfs, and stops the container with the pod's
+# terminationGracePeriodSeconds.
 #
 # It checks that the image holds what each plugin runs, stages and publishes a local directory
 # and a local block volume (a loop device), sees the mounts and bytes on the host, stops and
@@ -11,7 +16,8 @@
 # Everything runs in a private mount namespace; podman's store and state live in a temporary
 # directory (--root, --runroot, --tmpdir, file events), so nothing is left behind: containers,
 # the image and the loop device are removed on every exit path.  Skips (77) only when podman
-# cannot run here, never under CI=true.  Needs: podman, runc, python3-yaml, python3-grpcio.
+# cannot run here, never under CI=true.  Needs: podman, runc, python3-yaml, python3-grpcio,
+# kubectl (kubernetes-client; $KUBECTL picks another), curl.
 set -u
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +38,7 @@ skip() {
 
 if [ "${1:-}" != --inner ]; then
 	[ "$(id -u)" = 0 ] || skip "needs root"
-	for c in podman runc unshare losetup findmnt /usr/bin/python3; do
+	for c in podman runc unshare losetup findmnt curl "${KUBECTL:-kubectl}" /usr/bin/python3; do
 		command -v "$c" >/dev/null || skip "$c is not installed (scripts/install-deps test)"
 	done
 	/usr/bin/python3 -c 'import yaml, grpc' 2>/dev/null || skip "python3-yaml or python3-grpcio missing"
@@ -62,6 +68,11 @@ if [ "${1:-}" != --inner ]; then
 		skip "podman cannot run here: $(echo "$out" | tail -1)"
 	fi
 	rm -rf "$T/probe"
+	"${KUBECTL:-kubectl}" kustomize "$top/deploy/base" >"$T/rendered.yaml" 2>"$T/kustomize.err" || {
+		echo "test-image: kubectl kustomize deploy/base failed: $(cat "$T/kustomize.err")"
+		echo "0 passed, 1 failed"
+		exit 1
+	}
 	truncate -s 64M "$T/disk.img"
 	dev=$(losetup --find --show "$T/disk.img") || {
 		echo "test-image: losetup failed"
@@ -135,12 +146,17 @@ wait_for() {
 # The manifest's host directories live under $H; making $H a shared mount is what lets the
 # container's Bidirectional (rshared) mounts propagate back to this namespace, the "host".
 mount --bind "$H" "$H" && mount --make-rshared "$H" || fatal "cannot make $H a shared mount"
-json=$(/usr/bin/python3 "$top/tests/container/daemonset-run.py" --manifest "$top/deploy/daemonset.yaml" \
-	--host-root "$H" --node-name test-node) || fatal "cannot read deploy/daemonset.yaml"
+# A free port for the metrics (the manifest's own may be taken on a shared machine).
+mport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+json=$(/usr/bin/python3 "$top/tests/container/daemonset-run.py" --manifest "$T/rendered.yaml" \
+	--host-root "$H" --node-name test-node --metrics-port "$mport") ||
+	fatal "cannot read the DaemonSet kubectl kustomize deploy/base rendered"
 jq() { /usr/bin/python3 -c "import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print('\n'.join(v) if isinstance(v, list) else v)" "$1" <<<"$json"; }
 mapfile -t run_args < <(jq run_args)
 mapfile -t command < <(jq command)
 mapfile -t probe < <(jq probe)
+mapfile -t readiness < <(jq readiness)
+stop_timeout=$(jq stop_timeout)
 image=$(jq image)
 kubelet=$(jq kubelet_dir)
 sock=$(jq csi_socket)
@@ -190,8 +206,8 @@ start_agent() { # starts a fresh container as kubelet would and waits until it s
 	containers+=("$name")
 	ctr=$name
 	wait_for 30 test -S "$sock" || fatal "$name: no CSI socket at $sock"
-	wait_for 30 pod exec "$ctr" "${probe[@]}" >/dev/null 2>&1 ||
-		fatal "$name: the liveness command ${probe[*]} never answered ready"
+	wait_for 30 pod exec "$ctr" "${readiness[@]}" >/dev/null 2>&1 ||
+		fatal "$name: the readiness command ${readiness[*]} never answered ready"
 }
 
 csi() { # one call a line on stdin, one answer a line out
@@ -210,6 +226,15 @@ out=$(echo 'Registration/GetInfo {}' | /usr/bin/python3 "$top/tests/csi/csi_clie
 check "kubelet's registration: $out" grep -q '"name": "csi.volagent.io"' <<<"$out"
 out=$(pod exec "$ctr" "${probe[@]}" 2>&1)
 check "podman exec ... ${probe[*]} answers ready: $out" test $? = 0
+out=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$mport/metrics")
+check "metrics on the host network at the port named metrics ($mport)" \
+	eval 'grep -q "^volagent_reconcile_passes_total " <<<"$out" && test "${out##* }" = 200'
+check "the metrics port serves nothing but /metrics" \
+	test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/status")" = 404
+out=$(pod exec "$ctr" stat -f -c %T /run/volagent 2>&1)
+check "the secret dir is on a tmpfs (the memory emptyDir): $out" test "$out" = tmpfs
+check "the agent did not warn about the secret dir" \
+	eval '! pod logs "$ctr" 2>&1 | grep -q "secret dir is not a tmpfs"'
 
 # Kubelet's paths: staging dirs and publish targets (their parents made as kubelet does).
 src=$H/mnt/disks/dir-src
@@ -257,7 +282,7 @@ adopt() { # $1: how the previous container went away
 	check "$1: the bytes are still there" grep -qx block-bytes "$tgt_blk/data"
 }
 
-pod stop --time 20 "$ctr" >/dev/null
+pod stop --time "$stop_timeout" "$ctr" >/dev/null
 adopt "podman stop"
 pod kill --signal KILL "$ctr" >/dev/null
 wait_for 10 test "$(pod inspect --format '{{.State.Running}}' "$ctr")" = false
@@ -276,6 +301,6 @@ check "no mount left under the kubelet dir on the host" \
 check "the directory's data stays in its source" grep -qx from-the-pod "$src/written"
 out=$(pod exec "$ctr" "${probe[@]}" 2>&1)
 check "the liveness command still answers ready: $out" test $? = 0
-pod stop --time 20 "$ctr" >/dev/null
+pod stop --time "$stop_timeout" "$ctr" >/dev/null
 check "the agent stops cleanly on SIGTERM (exit code 0)" \
 	test "$(pod inspect --format '{{.State.ExitCode}}' "$ctr")" = 0

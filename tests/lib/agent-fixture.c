@@ -61,6 +61,7 @@ struct agent_fixture *fixture_new(const char *tag)
 	f->dir = test_mkdtemp(tag);
 	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
 	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
+	snprintf(f->secrets, sizeof(f->secrets), "%s/secrets", f->dir);
 	snprintf(f->pods, sizeof(f->pods), "%s/pods", f->dir);
 	snprintf(f->config, sizeof(f->config), "%s/config.json", f->dir);
 	snprintf(f->agent.log_path, sizeof(f->agent.log_path), "%s/agent.log", f->dir);
@@ -157,6 +158,8 @@ int fixture_start(struct agent_fixture *f, const char *const extra[])
 	args[n++] = f->root;
 	args[n++] = "--state-dir";
 	args[n++] = f->state;
+	args[n++] = "--secret-dir";
+	args[n++] = f->secrets;
 	args[n++] = "--pods-dir";
 	args[n++] = f->pods;
 	args[n++] = "--config";

@@ -12,6 +12,7 @@ struct agent_fixture {
 	char *dir;
 	char root[512];
 	char state[512];
+	char secrets[512]; /* --secret-dir */
 	char pods[512];
 	char config[512];
 	struct test_agent agent;

@@ -59,6 +59,16 @@ void test_enter_private_mountns(void)
 		perror("make / private");
 		exit(1);
 	}
+	/* libmount's utab (userspace options such as _netdev) of this namespace only: the
+	 * test's mounts are not the host's. */
+	if (mkdir("/run/mount", 0755) < 0 && errno != EEXIST) {
+		perror("mkdir /run/mount");
+		exit(1);
+	}
+	if (mount("tmpfs", "/run/mount", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) {
+		perror("tmpfs on /run/mount");
+		exit(1);
+	}
 }
 
 char *test_mkdtemp(const char *tag)

@@ -12,7 +12,8 @@
 #include <sys/types.h>
 
 /* Exit 77 (skipped) unless root with CAP_SYS_ADMIN; then unshare(CLONE_NEWNS) and make every
- * mount private, so nothing this process mounts is seen by the host. */
+ * mount private, so nothing this process mounts is seen by the host, and put a tmpfs on
+ * /run/mount, so that libmount's utab entries of the test's mounts stay in it too. */
 void test_enter_private_mountns(void);
 bool test_have_root(void);
 /* Whether the kernel lacks mount events (mount_notify_probe()); if so, says on stderr that the

@@ -11,10 +11,14 @@
 # Then the agent under test ($VOLAGENT_BIN) runs from pod spec files:
 #   krbd: --rbd-attach-methods krbd; the pod dir is ext4 from /dev/rbdN; write, read back;
 #         pod removed -> unmounted, unmapped (no /dev/rbd*, `rbd showmapped` empty), no watcher.
-#   nbd:  --rbd-attach-methods nbd on the same image; /dev/nbdN; the krbd data is there (no
-#         second mkfs); kill -9 of rbd-nbd -> healed (new rbd-nbd, data synced before the kill
-#         intact, writable again); pod removed -> `rbd-nbd list-mapped` empty, no rbd-nbd
-#         left, no watcher.
+#   nbd:  --rbd-attach-methods nbd on the same image; /dev/nbdN (mapped through netlink with
+#         a reattach timeout); the krbd data is there (no second mkfs); kill -9 of rbd-nbd ->
+#         a new rbd-nbd is attached to the same device: no remount, a write issued while the
+#         device had no daemon completes; then the agent and its rbd-nbd are SIGKILLed
+#         together (as a container restart kills every process in it) while a writer keeps
+#         writing and syncing on the mounted filesystem: a new agent reattaches a new
+#         rbd-nbd, the writer never sees an error, the mount ID stays; pod removed ->
+#         `rbd-nbd list-mapped` empty, no rbd-nbd left, no watcher.
 #   krbd, volumeMode Block: /dev/rbdN bound onto the pod's file, dd oflag=direct through it
 #         read back from the device, a read-only pod maps read-only and writes are refused.
 # Prints PASS:/FAIL: lines, timings, and "N passed, N failed".  Everything it makes lives in
@@ -178,29 +182,58 @@ if mounted "$d"; then
 	check "nbd: the record names method nbd and pid $pid1" \
 		sh -c "grep -qx 'method=nbd' $RUN/*.rec && grep -qx 'pid=$pid1' $RUN/*.rec"
 
-	# kill -9 of rbd-nbd while mounted: the health check finds it, the core heals the volume.
+	# kill -9 of rbd-nbd while mounted: the kernel holds the device's I/O (reattach timeout),
+	# the health check attaches a new rbd-nbd to the same device, nothing is remounted.
 	stamp "nbd: kill -9 of rbd-nbd"
 	write_sync "$d/before-kill" synced-before-kill
+	mid=$(mi "$d" | cut -d' ' -f1)
 	t=$(now_ms)
 	kill -KILL "$pid1"
-	if wait_for 30 grep -qF "volume is broken, healing it" "$LOG"; then
-		pass "nbd heal: the dead rbd-nbd is found ($(secs_since "$t"))"
+	# Issued while no daemon serves the device: it waits, then completes.
+	(write_sync "$d/during-kill" written-while-dead) &
+	writer=$!
+	if wait_for 30 grep -qF "rbd-nbd reattached to the device it served" "$LOG"; then
+		pass "nbd reattach: a new rbd-nbd serves $src ($(secs_since "$t") after the kill)"
 	else
-		fail "nbd heal: the dead rbd-nbd is found"
+		fail "nbd reattach: a new rbd-nbd serves $src"
 	fi
-	if wait_for 75 mounted_times "$d" 2; then
-		pass "nbd heal: the pod dir is mounted again ($(secs_since "$t") after the kill)"
-	else
-		fail "nbd heal: the pod dir is mounted again"
-	fi
-	src2=$(mi_source "$d")
-	pid2=$(nbd_pid_of "$src2")
-	check "nbd heal: a new rbd-nbd (pid $pid2) serves $src2" \
+	check "nbd reattach: the write issued while the device had no daemon completed" wait "$writer"
+	pid2=$(timeout 30 rbd-nbd list-mapped --format json | /usr/bin/python3 -c 'import json,sys; print(" ".join(str(e["id"]) for e in json.load(sys.stdin) if e["device"] == sys.argv[1]))' "$src")
+	check "nbd reattach: rbd-nbd list-mapped names the new process ($pid2) for $src" \
 		sh -c "[ -n '$pid2' ] && [ '$pid2' != '$pid1' ] && [ \"\$(cat /proc/$pid2/comm 2>/dev/null)\" = rbd-nbd ]"
-	check "nbd heal: data synced before the kill is intact" test "$(cat "$d/before-kill" 2>&1)" = synced-before-kill
-	check "nbd heal: older data too" test "$(cat "$d/from-nbd" 2>&1)" = nbd-data
-	check "nbd heal: the pod writes again" write_sync "$d/after-heal" healed
-	check "nbd heal: one rbd-nbd process, one mapping" \
+	same_mount() { [ "$(mi "$d" | cut -d' ' -f1)" = "$mid" ] && ! grep -qF 'volume is broken, healing it' "$LOG"; }
+	check "nbd reattach: nothing was remounted (same mount ID $mid, no heal)" same_mount
+	check "nbd reattach: data synced before the kill is intact" test "$(cat "$d/before-kill" 2>&1)" = synced-before-kill
+	check "nbd reattach: the write made while it was dead is there" test "$(cat "$d/during-kill" 2>&1)" = written-while-dead
+	check "nbd reattach: the record names the new pid" sh -c "grep -qx 'pid=$pid2' $RUN/*.rec"
+
+	# The agent and its rbd-nbd SIGKILLed together, as a container restart does (the kernel
+	# kills every process of the container's PID namespace), while a writer keeps writing
+	# and syncing on the mounted filesystem; a new agent starts.
+	stamp "nbd: SIGKILL of the agent and rbd-nbd, then a new agent"
+	(for i in $(seq 1 40); do echo "line $i" >>"$d/steady" && sync -f "$d/steady" || exit 1; sleep 0.25; done) &
+	writer=$!
+	sleep 1
+	t=$(now_ms)
+	kill -KILL "$agent_pid" $(sed -n 's/^pid=//p' "$RUN"/*.rec)
+	wait "$agent_pid" 2>/dev/null
+	agent_pid=
+	reattached0=$(log_count "rbd-nbd reattached to the device it served")
+	sleep 2 # the agent is down a while, as between two containers
+	start_agent nbd
+	if wait_for 60 sh -c "[ \"\$(grep -cF 'rbd-nbd reattached to the device it served' '$LOG')\" -gt $reattached0 ]"; then
+		pass "restart: the new agent reattached a new rbd-nbd ($(secs_since "$t") after the kill)"
+	else
+		fail "restart: the new agent reattached a new rbd-nbd"
+	fi
+	check "restart: the writer never saw an error (40 writes + syncs across the restart)" wait "$writer"
+	check "restart: every line is there" test "$(wc -l <"$d/steady")" = 40
+	check "restart: the same mount (ID $mid), nothing remounted or healed" same_mount
+	check "restart: the pod writes and reads again" write_sync "$d/after-restart" still-here
+	check "restart: older data too" test "$(cat "$d/from-nbd" 2>&1)" = nbd-data
+	check "restart: no I/O error or ext4 error in the kernel log" \
+		sh -c "! dmesg | grep -E 'I/O error.*nbd|nbd.*I/O error|EXT4-fs error'"
+	check "restart: one rbd-nbd process, one mapping" \
 		sh -c "[ \"\$(pgrep -xc rbd-nbd)\" = 1 ] && [ \"\$(timeout 30 rbd-nbd list-mapped | awk 'NR > 1' | wc -l)\" = 1 ]"
 fi
 

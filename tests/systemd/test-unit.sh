@@ -5,6 +5,10 @@
 # nothing the container writes reaches the host).  A pod spec with a directory volume and an
 # rbd volume (rbd-fuse, against a throwaway Ceph cluster on 127.0.0.1) is mounted, then:
 #   - `systemctl start` returns after READY, the unit is active, STATUS= shows counts;
+#   - the hardening is in effect on the agent and on rbd-fuse (no new privileges, seccomp,
+#     the capability bounding set, its own UTS namespace) while the agent stays in the host's
+#     mount namespace; the secret dir /run/volagent is a 0700 tmpfs dir; the unit is ordered
+#     before remote-fs-pre.target;
 #   - `systemctl restart`: same mount IDs, same rbd-fuse PID, data written before readable;
 #   - a frozen agent (SIGSTOP, WatchdogSec=5s drop-in) is killed by the watchdog, restarted
 #     and adopts everything without remounting; rbd-fuse survives;
@@ -34,7 +38,7 @@ skip() {
 }
 
 [ "$(id -u)" = 0 ] || skip "needs root"
-for tool in podman runc ceph-mon ceph-osd rbd rbd-fuse; do
+for tool in podman runc ceph-mon ceph-osd rbd rbd-fuse capsh; do
 	command -v "$tool" >/dev/null || skip "$tool not installed (scripts/install-deps test)"
 done
 [ -x /lib/systemd/systemd ] || skip "no /lib/systemd/systemd to boot in the container"
@@ -161,6 +165,39 @@ check "start returned with the unit active (Type=notify: after READY=1)" \
 	test "$(prop ActiveState)" = active
 check "STATUS= carries the counts" grep -q 'desired=0 mounted=0' <<<"$(prop StatusText)"
 
+# --- the hardening, as the kernel sees it --------------------------------------------------
+# status_field PID FIELD: a field of /proc/PID/status in the container.
+status_field() { in_c awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
+# caps PID: the names in the process's capability bounding set, one a line, sorted.
+caps() { capsh --decode="0x$(status_field "$1" CapBnd)" | sed 's/.*=//' | tr ',' '\n' | sort; }
+# The bounding set the unit names, as far as the container's own (PID 1's) allows: a sandbox
+# may lack some (this build host has no CAP_SYS_RESOURCE at all).
+unit_caps() {
+	comm -12 <(prop CapabilityBoundingSet | tr ' ' '\n' | tr 'A-Z' 'a-z' | sort) <(caps 1)
+}
+hardened() { # WHO PID
+	local pid=$2 have want
+	check "$1: NoNewPrivs is set" test "$(status_field "$pid" NoNewPrivs)" = 1
+	check "$1: a seccomp filter is installed (SystemCallArchitectures, Restrict*)" \
+		test "$(status_field "$pid" Seccomp)" = 2
+	have=$(caps "$pid" | tr '\n' ' ')
+	want=$(unit_caps | tr '\n' ' ')
+	say "$1: capability bounding set: $have"
+	check "$1: the capability bounding set is the unit's, no more" \
+		test -n "$have" -a "$have" = "$want" -a "$(caps 1 | wc -l)" -gt "$(caps "$pid" | wc -l)"
+	check "$1: in the host's mount namespace (mounts propagate)" \
+		test "$(in_c readlink "/proc/$pid/ns/mnt")" = "$(in_c readlink /proc/1/ns/mnt)"
+	check "$1: in a UTS namespace of its own (ProtectHostname)" \
+		test "$(in_c readlink "/proc/$pid/ns/uts")" != "$(in_c readlink /proc/1/ns/uts)"
+}
+hardened "agent" "$(main_pid)"
+check "the secret dir /run/volagent is a 0700 dir on a tmpfs" \
+	test "$(in_c stat -c '%a %F' /run/volagent) $(in_c stat -f -c %T /run/volagent)" = "700 directory tmpfs"
+no_secret_warning() { ! in_c journalctl -u volagent -o cat --no-pager | grep -q 'secret dir is not a tmpfs'; }
+check "no warning about the secret dir" no_secret_warning
+check "ordered before remote-fs-pre.target (stopped after remote filesystems)" \
+	grep -qw remote-fs-pre.target <<<"$(prop Before) $(prop Wants)"
+
 pods=/etc/volagent/pods.d
 base=/var/lib/volagent/pods/sdpod/volumes
 dirmnt=$base/kubernetes.io~local/dir
@@ -197,6 +234,7 @@ in_own_scope() {
 		! grep -q 'volagent.service' <<<"$cg"
 }
 check "rbd-fuse runs in a scope of its own, not in volagent.service" in_own_scope
+hardened "rbd-fuse (inherited)" "$helper"
 
 data_ok() {
 	[ "$(in_c cat "$dirmnt/f")" = dir-data ] && [ "$(in_c cat "$rbdmnt/f")" = rbd-data ]

@@ -61,11 +61,14 @@ guest_workdir() {
 	echo '{}' >"$W/config.json"
 }
 
-# The agent's log, its last $1 lines, when a check failed or KEEP_LOG is set (for a cleanup).
+# The agent's log when a check failed or KEEP_LOG is set (for a cleanup): its last $1 lines at
+# info and above, then the last 40 lines of all of it.
 show_log_if_failed() {
 	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
-		echo "--- agent log (last $1 lines):"
-		tail -n "$1" "$LOG" 2>/dev/null | cut -c1-400
+		echo "--- agent log, info and above (last $1 lines):"
+		grep -v 'level=debug' "$LOG" 2>/dev/null | tail -n "$1" | cut -c1-400
+		echo "--- agent log (last 40 lines):"
+		tail -n 40 "$LOG" 2>/dev/null | cut -c1-400
 	fi
 }
 
