@@ -179,8 +179,13 @@ static void print_human(json_t *root)
 		{
 			json_t *bo = json_object_get(pod, "backoff");
 			json_t *fl = json_object_get(pod, "in_flight");
+			json_t *who = json_object_get(pod, "pod");
 			printf("%-32s %-6s %-24s %-28s %s\n", str(vol, "name"), str(vol, "plugin"),
 			       str(pod, "pod_uid"), str(pod, "state"), str(pod, "target"));
+			if (json_is_object(who))
+				printf("    pod: %s/%s uid %s service account %s\n",
+				       str(who, "namespace"), str(who, "name"), str(who, "uid"),
+				       str(who, "service_account"));
 			if (json_is_object(fl))
 				printf("    in flight: %s since %s\n", str(fl, "operation"),
 				       str(fl, "started_at"));

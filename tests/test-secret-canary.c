@@ -3,7 +3,10 @@
  * metrics, not a CSI error.  Canary values come in through a pod spec file (mountOptions, one
  * of them named in sensitiveMountOptions) and through CSI (the capability's mount_flags, the
  * volume_context's mountOptions, and the request's secrets), for nfs volumes whose server is
- * down or never answers, so that the failure paths (which echo options) run.
+ * down or never answers, so that the failure paths (which echo options) run.  And the
+ * service-account token kubelet passes in a publish's volume_context
+ * (csi.storage.k8s.io/serviceAccount.tokens) next to the pod info that is kept (name,
+ * namespace, uid, service account: in status, the log, the journal, across a SIGKILL).
  *
  * Root, private mount namespace; the CSI part uses the Python grpcio client. */
 #include <setjmp.h>
@@ -12,6 +15,7 @@
 #include <cmocka.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 
 #include "agent-fixture.h"
 #include "check-util.h"
+#include "csi-env.h"
 #include "testlib.h"
 
 #define WAIT_MS 15000
@@ -33,9 +38,11 @@
 #define CANARY_CSI_FLAG "canaryCsiFlag-2a6f"
 #define CANARY_CSI_CTX "canaryCsiCtx-8e3b"
 #define CANARY_CSI_SECRET "canaryCsiSecret-c05d"
+#define CANARY_SA_TOKEN "canarySaToken-71fa"
 
 static const char *const canaries[] = {
-	CANARY_POD_PW, CANARY_POD_TICKET, CANARY_CSI_FLAG, CANARY_CSI_CTX, CANARY_CSI_SECRET,
+	CANARY_POD_PW,	CANARY_POD_TICKET, CANARY_CSI_FLAG,
+	CANARY_CSI_CTX, CANARY_CSI_SECRET, CANARY_SA_TOKEN,
 };
 
 static int setup(void **state)
@@ -329,12 +336,158 @@ static void test_csi_publish(void **state)
 		close(fds[i]);
 }
 
+/* kubelet's publish context with podInfoOnMount and a token request (CSIDriver
+ * tokenRequests): the pod's identity and a token for audience "vault". */
+#define POD_CTX                                                                                    \
+	"\"volume_capability\": {\"mount\": {}, \"access_mode\": {\"mode\": "                      \
+	"\"SINGLE_NODE_WRITER\"}}, \"volume_context\": {\"type\": \"local\", "                     \
+	"\"csi.storage.k8s.io/ephemeral\": \"true\", \"csi.storage.k8s.io/pod.name\": \"web-0\", " \
+	"\"csi.storage.k8s.io/pod.namespace\": \"shop\", \"csi.storage.k8s.io/pod.uid\": "         \
+	"\"pod-w\", \"csi.storage.k8s.io/serviceAccount.name\": \"sa-web\", "                      \
+	"\"csi.storage.k8s.io/serviceAccount.tokens\": "                                           \
+	"\"{\\\"vault\\\":{\\\"token\\\":\\\"" CANARY_SA_TOKEN                                     \
+	"\\\",\\\"expirationTimestamp\\\":\\\"2030-01-01T00:00:00Z\\\"}}\"}"
+
+/* The "pod" object of target's entry in status --json (NULL: none); a reference into root. */
+static json_t *status_pod_of(json_t *root, const char *target)
+{
+	json_t *vol, *pod;
+	size_t i, k;
+
+	json_array_foreach(json_object_get(root, "volumes"), i, vol)
+	{
+		json_array_foreach(json_object_get(vol, "pods"), k, pod)
+		{
+			if (strcmp(json_string_value(json_object_get(pod, "target")) ?: "",
+				   target) == 0)
+				return json_object_get(pod, "pod");
+		}
+	}
+	return NULL;
+}
+
+static void assert_json_str(json_t *o, const char *key, const char *want)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	if (!v || strcmp(v, want) != 0)
+		fail_msg("status --json: pod.%s is \"%s\", expected \"%s\"", key, v ? v : "(none)",
+			 want);
+}
+
+/* status --json and text show the pod info of target; the token is nowhere. */
+static void assert_pod_info_shown(struct csi_env *e, const char *target)
+{
+	char sock[700], *out = NULL;
+	json_t *root, *pod;
+
+	snprintf(sock, sizeof(sock), "%s/admin.sock", e->f->state);
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--json", "--socket", sock,
+							      NULL },
+				       &out),
+			 0);
+	assert_no_canary("status --json", out);
+	root = json_loads(out, 0, NULL);
+	assert_non_null(root);
+	pod = status_pod_of(root, target);
+	if (!json_is_object(pod))
+		fail_msg("no pod info for %s in status --json", target);
+	assert_json_str(pod, "name", "web-0");
+	assert_json_str(pod, "namespace", "shop");
+	assert_json_str(pod, "uid", "pod-w");
+	assert_json_str(pod, "service_account", "sa-web");
+	assert_int_equal(json_object_size(pod), 4);
+	json_decref(root);
+	free(out);
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--socket", sock, NULL },
+				       &out),
+			 0);
+	assert_no_canary("status", out);
+	if (!strstr(out, "pod: shop/web-0 uid pod-w service account sa-web"))
+		fail_msg("no pod info in status: %s", out);
+	free(out);
+}
+
+/* (c) CSI, pod info: a publish whose volume_context carries kubelet's pod.* keys and a
+ * service-account token, through the real client.  The pod info is in status, the journal
+ * and the "volume mounted" line, and again after a SIGKILL and restart (read back from the
+ * journal); the token is in none of the agent's outputs, nor in any CSI answer.  A pod name
+ * with a control character is refused naming the key. */
+static void test_csi_pod_info(void **state)
+{
+	struct csi_env *e = *state;
+	char t[700], bad[700], calls[4096], journal[700], *out, *log, *j;
+
+	csi_env_start(e);
+	csi_env_target(e, "pod-w", "eph", t);
+	csi_env_target(e, "pod-x", "eph", bad);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodePublishVolume {\"volume_id\": \"csi-pod\", \"target_path\": \"%s\", "
+		 "%s}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"csi-bad\", \"target_path\": \"%s\", "
+		 "\"volume_capability\": {\"mount\": {}, \"access_mode\": {\"mode\": "
+		 "\"SINGLE_NODE_WRITER\"}}, \"volume_context\": {\"type\": \"local\", "
+		 "\"csi.storage.k8s.io/ephemeral\": \"true\", \"csi.storage.k8s.io/pod.name\": "
+		 "\"a\\nb\"}}\n",
+		 t, POD_CTX, bad);
+	out = csi_env_call(e, calls);
+	assert_no_canary("CSI answers", out);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "INVALID_ARGUMENT");
+	assert_line(out, 1,
+		    "volume_context.csi.storage.k8s.io/pod.name: holds a control character");
+	free(out);
+	assert_false(test_is_mountpoint(bad));
+
+	assert_pod_info_shown(e, t);
+	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
+	assert_true(test_wait_file_text(journal, "\"service_account\":\"sa-web\"", true, WAIT_MS));
+	log = test_read_file(e->f->agent.log_path);
+	assert_non_null(strstr(log, "pod=pod-w pod_name=shop/web-0"));
+	free(log);
+	assert_true(assert_no_canary_in_files(e->f->state, canaries,
+					      sizeof(canaries) / sizeof(canaries[0])) >= 1);
+
+	/* The journal keeps it: a restarted agent shows the same. */
+	fixture_stop(e->f, SIGKILL);
+	csi_env_start(e);
+	assert_pod_info_shown(e, t);
+
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"csi-pod\", \"target_path\": "
+		 "\"%s\"}\n",
+		 t);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	log = test_read_file(e->f->agent.log_path);
+	j = test_read_file(journal);
+	assert_no_canary("agent log", log);
+	assert_no_canary("journal", j);
+	free(log);
+	free(j);
+}
+
+static int csi_setup(void **state)
+{
+	*state = csi_env_new("canary-pod");
+	return 0;
+}
+
+static int csi_teardown(void **state)
+{
+	csi_env_free(*state);
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_pod_spec_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_stage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_publish, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_csi_pod_info, csi_setup, csi_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -142,6 +142,7 @@ static void volume_free(struct dsw_volume *v)
 static void pod_volume_free(struct dsw_pod_volume *pv)
 {
 	free(pv->fingerprint);
+	pod_info_clear(&pv->pod);
 	free(pv);
 }
 
@@ -465,13 +466,17 @@ void dsw_csi_unstage(struct desired_state *d, struct dsw_volume *v)
 struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volume *v,
 				       const char *target, const char *pod_uid,
 				       const char *outer_name, bool read_only,
-				       const char *fingerprint)
+				       const char *fingerprint, const struct pod_info *pod)
 {
 	struct dsw_pod_volume *pv = pod_volume_new(target, pod_uid, outer_name);
 
 	if (!pv)
 		return NULL;
 	pv->fingerprint = strdup(fingerprint);
+	if (pod_info_copy(&pv->pod, pod) < 0) {
+		pod_volume_free(pv);
+		return NULL;
+	}
 	pv->read_only = read_only || v->spec->read_only;
 	pv->volume = v;
 	pv->csi = true;

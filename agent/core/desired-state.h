@@ -14,6 +14,7 @@
 #include "error.h"
 #include "hashmap.h"
 #include "plugin.h"
+#include "pod-info.h"
 #include "pod-spec.h"
 
 struct dsw_volume {
@@ -42,8 +43,9 @@ struct dsw_pod_volume {
 	const char *outer_name; /* the volume's name in the pod */
 	bool read_only;		/* pod-level readOnly or the source's */
 	struct dsw_volume *volume;
-	bool csi;	   /* from NodePublish: target is below the kubelet root */
-	char *fingerprint; /* CSI: what NodePublish asked */
+	bool csi;	     /* from NodePublish: target is below the kubelet root */
+	char *fingerprint;   /* CSI: what NodePublish asked */
+	struct pod_info pod; /* CSI: who NodePublish was for (kubelet's pod.* keys), or empty */
 	/* The other pod volumes of the same volume (its pod_volumes list). */
 	struct dsw_pod_volume *next_of_volume, *prev_of_volume;
 	/* The last pass found it mounted as wanted: counted in dsw_mounted_count(). */
@@ -88,12 +90,12 @@ void dsw_csi_unstage(struct desired_state *d, struct dsw_volume *v);
  * unstaged.  Returns the volume, or NULL on ENOMEM. */
 struct dsw_volume *dsw_csi_volume(struct desired_state *d, const char *name, const char *volume_id,
 				  struct volume_spec *spec, const struct volume_plugin *plugin);
-/* CSI NodePublish: v mounted at target.  Returns the pod volume, or NULL on ENOMEM or when
- * target is already desired. */
+/* CSI NodePublish: v mounted at target, for pod (copied; NULL: not known).  Returns the pod
+ * volume, or NULL on ENOMEM or when target is already desired. */
 struct dsw_pod_volume *dsw_csi_publish(struct desired_state *d, struct dsw_volume *v,
 				       const char *target, const char *pod_uid,
 				       const char *outer_name, bool read_only,
-				       const char *fingerprint);
+				       const char *fingerprint, const struct pod_info *pod);
 /* CSI NodeUnpublish: target is no longer desired.  Returns 0 or -ENOENT. */
 int dsw_csi_unpublish(struct desired_state *d, const char *target);
 

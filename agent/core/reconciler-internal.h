@@ -154,6 +154,9 @@ struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, con
 void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op ***tail);
 /* Up to where empty dirs are removed after unmounting target (caller frees). */
 char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device);
+/* "<namespace>/<pod name>" of a CSI pod volume for its operation's log lines (caller frees),
+ * or NULL when kubelet gave no pod name. */
+char *rec_pod_ref(const struct dsw_pod_volume *pv);
 /* The backoff key of an operation: "<kind>:<name>" (caller frees). */
 char *key_for(const char *kind, const char *name);
 /* Age in seconds of the oldest operation in flight, 0 when none. */

@@ -166,6 +166,14 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 /* Up to where empty dirs are removed after an unmount: below <root>/pods the whole pod dir
  * may go; a CSI publish target is removed itself (kubelet made its parent); a CSI staging dir
  * is kubelet's and stays; the agent's own device dirs go one at a time. */
+char *rec_pod_ref(const struct dsw_pod_volume *pv)
+{
+	char buf[520];
+	const char *ref = pod_info_ref(&pv->pod, buf, sizeof(buf));
+
+	return ref ? strdup(ref) : NULL;
+}
+
 char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device)
 {
 	char *stop;
@@ -208,8 +216,9 @@ static void report_result(struct reconciler *r, struct volume_op *op)
 		if (changed)
 			log_error("operation failed", "op", kind, "plugin",
 				  op->plugin ? op->plugin->name : NULL, "volume", op->volume_name,
-				  "pod", op->pod_uid, "target", op->target, "error",
-				  err_msg(&op->err), "retry_in_ms", e ? LOG_INT(e->delay_ms) : "0");
+				  "pod", op->pod_uid, "pod_name", op->pod_ref, "target", op->target,
+				  "error", err_msg(&op->err), "retry_in_ms",
+				  e ? LOG_INT(e->delay_ms) : "0");
 		else
 			log_debug("reconcile", "operation failed again", "op", kind, "volume",
 				  op->volume_name, "target", op->target, "failures",
@@ -305,7 +314,7 @@ static void log_adopted(struct reconciler *r, const struct volume_op *op)
 			  op->pod_uid, "target", op->target);
 	} else {
 		log_info("adopted existing mount", "volume", op->volume_name, "pod", op->pod_uid,
-			 "target", op->target);
+			 "pod_name", op->pod_ref, "target", op->target);
 	}
 }
 
@@ -326,8 +335,8 @@ static void applied_set_up(struct reconciler *r, struct volume_op *op, uint64_t 
 		return;
 	}
 	log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name, "pod",
-		 op->pod_uid, "target", op->target, "read_only", op->read_only ? "true" : "false",
-		 "ms", LOG_INT(op->duration_ms));
+		 op->pod_uid, "pod_name", op->pod_ref, "target", op->target, "read_only",
+		 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
 }
 
 static void applied_tear_down(struct reconciler *r, struct volume_op *op, uint64_t gen)

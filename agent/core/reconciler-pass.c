@@ -222,6 +222,7 @@ static void queue_verify(struct reconciler *r, const struct asw_pod_mount *pm,
 	if (!op)
 		return;
 	op->pod_uid = strdup(pv->pod_uid);
+	op->pod_ref = rec_pod_ref(pv);
 	op->read_only = pv->read_only;
 	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
 	op->startup = !r->ready;
@@ -243,6 +244,7 @@ static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 	if (!op)
 		return;
 	op->pod_uid = strdup(pv->pod_uid);
+	op->pod_ref = rec_pod_ref(pv);
 	op->read_only = pv->read_only;
 	op->cleanup_stop = rec_cleanup_stop_for(r, pv->target, false);
 	op->parent_given = pv->csi; /* kubelet's pod dir: never made again by the agent */

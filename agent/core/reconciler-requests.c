@@ -69,6 +69,7 @@ struct volume_request *volume_request_free(struct volume_request *req)
 	free(req->path);
 	free(req->staging_path);
 	free(req->fingerprint);
+	pod_info_clear(&req->pod);
 	volume_spec_unref(req->spec); /* wipes any secrets with the last reference */
 	free(req);
 	return NULL;
@@ -394,7 +395,8 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 	if (access_mode_refused(r, p, v))
 		return;
 	target_owner(req->path, uid, name, sizeof(name));
-	pv = dsw_csi_publish(r->dsw, v, req->path, uid, name, req->read_only, req->fingerprint);
+	pv = dsw_csi_publish(r->dsw, v, req->path, uid, name, req->read_only, req->fingerprint,
+			     &req->pod);
 	if (!pv || asw_track_target(r->asw, req->path, uid, name, v->plugin->name) < 0) {
 		if (pv)
 			dsw_csi_unpublish(r->dsw, req->path);
@@ -833,9 +835,16 @@ static char *export_key(const struct dsw_volume *vol)
 	if (!buf || !key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(head), head))
 		return NULL; /* key_add freed it */
 	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
-		const char *t[] = { pv->target, pv->pod_uid, pv->outer_name,
+		const struct pod_info *pod = &pv->pod;
+		const char *t[] = { pv->target,
+				    pv->pod_uid,
+				    pv->outer_name,
 				    pv->read_only ? "ro" : "rw",
-				    pv->fingerprint ? pv->fingerprint : "" };
+				    pv->fingerprint ? pv->fingerprint : "",
+				    pod->name ? pod->name : "\x1d",
+				    pod->namespace ? pod->namespace : "\x1d",
+				    pod->uid ? pod->uid : "\x1d",
+				    pod->service_account ? pod->service_account : "\x1d" };
 
 		if (pv->csi && (!key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(t), t) ||
 				!key_add(&buf, &len, &size, '\x1e', 1, (const char *[]){ "" })))
@@ -874,6 +883,9 @@ static json_t *export_entry(struct csi_export *x, const struct dsw_volume *vol)
 		json_object_set_new(t, "name", json_string(pv->outer_name));
 		json_object_set_new(t, "read_only", json_boolean(pv->read_only));
 		json_object_set_new(t, "fingerprint", export_fingerprint(x, pv->fingerprint));
+		/* Additive: an older agent ignores it, an older journal has none. */
+		if (!pod_info_empty(&pv->pod))
+			json_object_set_new(t, "pod", pod_info_to_json(&pv->pod));
 		json_array_append_new(targets, t);
 	}
 	json_object_set_new(o, "targets", targets);
@@ -1075,6 +1087,15 @@ static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_
 			return err_set(err, -EBADMSG, "csi[%zu].targets[%zu]: incomplete", i, k);
 		if (check_journal_target(r, t, field, err) < 0)
 			return -EBADMSG;
+		snprintf(field, sizeof(field), "csi[%zu].targets[%zu].pod", i, k);
+		{
+			struct pod_info pod = { 0 };
+			int rr = pod_info_from_json(&pod, json_object_get(t, "pod"), field, err);
+
+			pod_info_clear(&pod);
+			if (rr < 0)
+				return rr;
+		}
 	}
 	return 0;
 }
@@ -1114,12 +1135,20 @@ static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error
 	{
 		const char *target = jstr(t, "target"), *uid = jstr(t, "pod_uid");
 		const char *pvname = jstr(t, "name"), *fp = jstr(t, "fingerprint");
+		struct pod_info pod = { 0 };
+		bool ok;
 
 		if (!target || !uid || !pvname || !fp)
 			return err_set(err, -EBADMSG, "csi[%zu].targets[%zu]: incomplete", i, k);
-		if (!dsw_csi_publish(r->dsw, v, target, uid, pvname,
-				     json_is_true(json_object_get(t, "read_only")), fp) ||
-		    asw_track_target(r->asw, target, uid, pvname, plugin->name) < 0)
+		if (pod_info_from_json(&pod, json_object_get(t, "pod"), "pod", err) < 0) {
+			pod_info_clear(&pod);
+			return err_prefix(err, "csi[%zu].targets[%zu]", i, k);
+		}
+		ok = dsw_csi_publish(r->dsw, v, target, uid, pvname,
+				     json_is_true(json_object_get(t, "read_only")), fp, &pod) &&
+		     asw_track_target(r->asw, target, uid, pvname, plugin->name) >= 0;
+		pod_info_clear(&pod);
+		if (!ok)
 			return -ENOMEM;
 	}
 	return 0;

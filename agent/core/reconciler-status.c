@@ -195,6 +195,8 @@ char *reconciler_status_json(struct reconciler *r)
 		json_object_set_new(p, "pod_uid", json_string(pv->pod_uid));
 		json_object_set_new(p, "name", json_string(pv->outer_name));
 		json_object_set_new(p, "target", json_string(pv->target));
+		if (!pod_info_empty(&pv->pod)) /* CSI: kubelet's pod.* keys */
+			json_object_set_new(p, "pod", pod_info_to_json(&pv->pod));
 		json_object_set_new(p, "read_only", json_boolean(pv->read_only));
 		json_object_set_new(p, "state", json_string(state));
 		json_object_set_new(p, "in_flight",

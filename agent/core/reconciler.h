@@ -30,6 +30,7 @@
 
 #include "error.h"
 #include "plugin.h"
+#include "pod-info.h"
 #include "volume-spec.h"
 
 /* An outside source of events the reconciler's loop also waits on (the device monitor): the
@@ -93,6 +94,7 @@ struct volume_request {
 	 * CSI access mode (VolumeCapability.AccessMode.Mode), which the access-mode checks read:
 	 * a volume is published at all its targets with the mode it was staged with. */
 	char *fingerprint;
+	struct pod_info pod; /* publish: the pod.* keys of its volume_context; never a token */
 };
 
 struct volume_request_result {

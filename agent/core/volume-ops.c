@@ -486,6 +486,7 @@ struct volume_op *volume_op_free(struct volume_op *op)
 	free(op->target_root);
 	free(op->cleanup_stop);
 	free(op->pod_uid);
+	free(op->pod_ref);
 	free(op->device_mount_path);
 	device_attachment_clear(&op->att);
 	free(op);

@@ -37,6 +37,7 @@ struct volume_op {
 	 * one is a pod already cleaned up).  Unset: the whole chain is made (pod spec files). */
 	bool parent_given;
 	char *pod_uid;
+	char *pod_ref; /* CSI: "<namespace>/<pod name>" kubelet gave, for log lines; NULL */
 	bool read_only;
 	char *device_mount_path;      /* SET_UP and VERIFY of device volumes */
 	struct device_attachment att; /* MOUNT_DEVICE: made; UNMOUNT_DEVICE: to undo */

@@ -420,6 +420,27 @@ static int node_unstage(void *userdata, const struct csi_unstage_request *in,
 	return submit(userdata, req, &in->deadline, reply);
 }
 
+/* The pod the publish is for, from kubelet's pod.* keys (podInfoOnMount).  Only those keys
+ * are read: the service-account token kubelet may pass in the same map is never taken.
+ * Returns 0, or -EINVAL with reply set (a value too long or with a control character). */
+static int take_pod_info(const struct csi_map *context, struct pod_info *pod,
+			 struct csi_reply *reply)
+{
+	for (size_t i = 0; i < context->n; i++) {
+		struct error_info err = { 0 };
+		int r = pod_info_set(pod, context->items[i].key, context->items[i].value, &err);
+
+		if (r == -EINVAL) {
+			csi_reply_set(reply, CSI_INVALID_ARGUMENT, "volume_context.%s",
+				      err_msg(&err));
+			return r;
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int node_publish(void *userdata, const struct csi_publish_request *in,
 			struct csi_reply *reply)
 {
@@ -430,6 +451,11 @@ static int node_publish(void *userdata, const struct csi_publish_request *in,
 
 	if (r < 0)
 		return r;
+	r = take_pod_info(&in->volume_context, &req->pod, reply);
+	if (r < 0) {
+		volume_request_free(req);
+		return r;
+	}
 	req->read_only = ro;
 	req->single_writer = single_writer(in->capability.access_mode);
 	req->staging_path = in->staging_target_path[0] ? strdup(in->staging_target_path) : NULL;
