@@ -25,3 +25,9 @@ int local_ephemeral_open(const char *target, int *ret_fd, struct error_info *err
 /* Removes the directory for target with all its data (lib/remove-tree.h: no symlink is
  * followed, no mount inside is crossed).  0 when there is none. */
 int local_ephemeral_remove(const char *target, struct error_info *err);
+
+/* volume_ops.remove_orphans: removes each directory of the base (named as dir names make them)
+ * that belongs to none of the n targets, is a directory (no symlink) and is no mount point,
+ * as local_ephemeral_remove does.  The others stay, whatever they are. */
+int local_ephemeral_remove_orphans(const char *const *targets, size_t n, unsigned *ret_removed,
+				   struct error_info *err);

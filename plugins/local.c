@@ -503,6 +503,7 @@ static const struct volume_ops local_ops = {
 	.get_volume_name = local_get_volume_name,
 	.set_up_at = local_set_up_at,
 	.tear_down_at = local_tear_down_at,
+	.remove_orphans = local_ephemeral_remove_orphans,
 	.check_set_up = local_check_set_up,
 	.construct_spec = local_construct_spec,
 };

@@ -83,6 +83,16 @@ int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, 
 			 : mnt_util_umount(target, 0, err));
 }
 
+int plugin_remove_orphans(const struct volume_plugin *p, const char *const *targets, size_t n,
+			  unsigned *ret_removed, struct error_info *err)
+{
+	*ret_removed = 0;
+	if (!p || !p->ops->remove_orphans)
+		return 0;
+	return OP_CALL(p, "remove_orphans", p->name, err,
+		       p->ops->remove_orphans(targets, n, ret_removed, err));
+}
+
 int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct mount_seen *seen,
 			struct error_info *err)
 {

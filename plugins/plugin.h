@@ -135,6 +135,14 @@ struct volume_ops {
 	int (*tear_down_at)(const char *volume_name, const char *pod_uid, const char *target,
 			    struct error_info *err);
 
+	/* Optional.  Removes what the plugin keeps on the node per target (an ephemeral
+	 * volume's directory) for every target that is none of the n given (all the targets the
+	 * agent wants, holds, records or works on) and is not mounted: left by a tear-down the
+	 * agent did not finish.  Stores how many went in *ret_removed.  May block (it removes
+	 * data); -errno with err set for the first that could not go (the others are tried). */
+	int (*remove_orphans)(const char *const *targets, size_t n, unsigned *ret_removed,
+			      struct error_info *err);
+
 	/* Whether target holds exactly this volume as m describes it (same source object, same
 	 * read-only state, no other mount stacked under it): 1 yes, 0 no (something else is
 	 * mounted there), -errno when it cannot be told.  Used to adopt mounts after a restart
@@ -295,6 +303,9 @@ int plugin_validate(const struct volume_plugin *p, const struct volume_spec *spe
 char *plugin_get_volume_name(const struct volume_plugin *p, const struct volume_spec *spec);
 int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
 		     struct error_info *err);
+/* volume_ops.remove_orphans; 0 (none removed) for a plugin without it. */
+int plugin_remove_orphans(const struct volume_plugin *p, const char *const *targets, size_t n,
+			  unsigned *ret_removed, struct error_info *err);
 int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, const char *pod_uid,
 			const char *target, struct error_info *err);
 int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct mount_seen *seen,

@@ -285,6 +285,60 @@ static void test_pod_spec(void **state)
 	assert_true(test_wait_until(no_ephemeral_dirs, e, 10000));
 }
 
+static bool one_ephemeral_dir(void *e)
+{
+	return ephemeral_dirs(e) == 1;
+}
+
+/* An ephemeral directory whose target is gone while the agent was down (its pod removed from
+ * the spec dir, its bind unmounted, as a reboot does): no target the agent knows refers to it
+ * and nothing mounts it, so the pass that makes the restarted agent ready removes it.  The
+ * directory of a CSI volume still published, and its data, stay. */
+static void test_orphan_removed_at_restart(void **state)
+{
+	struct csi_env *e = *state;
+	struct agent_fixture *f = e->f;
+	char t[700], target[512], dir[800];
+	char *out;
+
+	csi_env_start(e);
+	csi_env_target(e, "pod-k", "eph-k", t);
+	out = publish(e, "csi-keep", t);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	write_in(t, "data", "kept");
+	assert_int_equal(
+		fixture_write_pod(f, "gone.json",
+				  "{\"pod\": {\"uid\": \"pod-g\"}, \"volumes\": [{\"name\": "
+				  "\"scratch\", \"local\": {\"ephemeral\": true}}]}"),
+		0);
+	fixture_pod_dir(f, "pod-g", "scratch", target);
+	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, 10000));
+	write_in(target, "data", "orphan");
+	assert_int_equal(ephemeral_dirs(e), 2);
+	{
+		char j[700];
+
+		snprintf(j, sizeof(j), "%s/journal.json", f->state);
+		assert_true(test_wait_file_text(j, "csi-keep", true, 10000));
+	}
+
+	fixture_stop(f, SIGKILL);
+	assert_int_equal(fixture_remove_pod(f, "gone.json"), 0);
+	assert_int_equal(umount2(target, MNT_DETACH), 0);
+	csi_env_start(e);
+	assert_true(test_wait_until(one_ephemeral_dir, e, 10000));
+	assert_true(fixture_wait_log(f, "removed an ephemeral volume's directory", 10000));
+	/* The one left is the published volume's, with its data. */
+	assert_true(test_is_mountpoint(t));
+	assert_true(file_is(t, "data", "kept"));
+	assert_true(file_is(ephemeral_dir(e, dir), "data", "kept"));
+	out = unpublish(e, "csi-keep", t);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_int_equal(ephemeral_dirs(e), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +346,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sigkill_then_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_planted_link_and_mount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pod_spec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_orphan_removed_at_restart, setup, teardown),
 	};
 
 	if (!csi_env_have_client()) {

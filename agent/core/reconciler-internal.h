@@ -219,6 +219,9 @@ void rec_want_full_pass(struct reconciler *r);
  * table and the pod spec files.  Returns 0 or a negative errno with err set. */
 int rec_reconstruct(struct reconciler *r, struct error_info *err);
 void rec_remove_stale_pod_dirs(struct reconciler *r);
+/* Has each plugin remove what it keeps for targets the agent no longer knows at all
+ * (plugin_remove_orphans): once, with rec_remove_stale_pod_dirs. */
+void rec_remove_orphans(struct reconciler *r);
 
 /* reconciler.c */
 /* Re-reads the mount table (a full read) and syncs the actual state with it; the targets that

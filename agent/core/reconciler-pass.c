@@ -672,8 +672,10 @@ void rec_pass(struct reconciler *r)
 	if (became_ready) {
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		rec_remove_stale_pod_dirs(r);
+		rec_remove_orphans(r);
 		clock_gettime(CLOCK_MONOTONIC, &end);
-		log_debug("reconcile", "stale pod volume dirs looked at, after ready", "us",
+		log_debug("reconcile", "stale pod volume dirs and orphans looked at, after ready",
+			  "us",
 			  LOG_INT((end.tv_sec - start.tv_sec) * 1000000 +
 				  (end.tv_nsec - start.tv_nsec) / 1000));
 	}

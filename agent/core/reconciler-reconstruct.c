@@ -251,6 +251,62 @@ void rec_remove_stale_pod_dirs(struct reconciler *r)
 	closedir(pods);
 }
 
+/* Appends the keys of h (strings; after the first \x1f where key_sep) to *list. */
+static bool add_keys(const char ***list, size_t *n, size_t *size, const struct hashmap *h,
+		     bool key_sep)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	const char *key;
+
+	while (h && hashmap_iterate(h, &it, NULL, &key)) {
+		const char *sep = key_sep ? strchr(key, '\x1f') : NULL;
+
+		if (*n == *size) {
+			size_t want = *size ? *size * 2 : 64;
+			const char **l = reallocarray(*list, want, sizeof(**list));
+
+			if (!l)
+				return false;
+			*list = l;
+			*size = want;
+		}
+		(*list)[(*n)++] = sep ? sep + 1 : key;
+	}
+	return true;
+}
+
+/* Every target the agent knows: desired (spec files, CSI), mounted (the state, the table),
+ * worked on, or recorded by an earlier boot's journal and waiting for kubelet.  A plugin's
+ * orphan is what belongs to none of them: the agent was down, or died in a tear-down, when
+ * its target went.  Without memory for the list, nothing is removed. */
+void rec_remove_orphans(struct reconciler *r)
+{
+	const char **targets = NULL;
+	size_t n = 0, size = 0;
+	const struct volume_plugin *p;
+
+	if (!add_keys(&targets, &n, &size, dsw_pod_volumes(r->dsw), false) ||
+	    !add_keys(&targets, &n, &size, asw_pod_mounts(r->asw), false) ||
+	    !add_keys(&targets, &n, &size, mount_table_entries(r->table), false) ||
+	    !add_keys(&targets, &n, &size, r->inflight_pod, false) ||
+	    !add_keys(&targets, &n, &size, r->csi_recorded, true)) {
+		free(targets);
+		return;
+	}
+	for (size_t i = 0; (p = plugin_registry_get(i)); i++) {
+		struct error_info err = { 0 };
+		unsigned removed = 0;
+
+		if (plugin_remove_orphans(p, targets, n, &removed, &err) < 0)
+			log_warning("could not remove what a gone target left", "plugin", p->name,
+				    "error", err_msg(&err));
+		if (removed)
+			log_info("removed what gone targets left", "plugin", p->name, "count",
+				 LOG_INT(removed));
+	}
+	free(targets);
+}
+
 /* Microseconds since *t, and *t moved to now: the phases of a restart, timed at debug level. */
 static long lap_us(struct timespec *t)
 {
