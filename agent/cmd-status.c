@@ -182,6 +182,20 @@ static void print_human(json_t *root)
 			json_t *who = json_object_get(pod, "pod");
 			printf("%-32s %-6s %-24s %-28s %s\n", str(vol, "name"), str(vol, "plugin"),
 			       str(pod, "pod_uid"), str(pod, "state"), str(pod, "target"));
+			json_t *size = json_object_get(pod, "size");
+			if (json_is_object(size) && json_object_get(size, "error"))
+				printf("    size: %s\n", str(size, "error"));
+			else if (json_is_object(size))
+				printf("    size: limit %lld bytes, used %lld bytes and %lld inodes "
+				       "(project %lld)\n",
+				       (long long)json_integer_value(
+					       json_object_get(size, "limit_bytes")),
+				       (long long)json_integer_value(
+					       json_object_get(size, "used_bytes")),
+				       (long long)json_integer_value(
+					       json_object_get(size, "used_inodes")),
+				       (long long)json_integer_value(
+					       json_object_get(size, "project_id")));
 			if (json_is_object(who))
 				printf("    pod: %s/%s uid %s service account %s\n",
 				       str(who, "namespace"), str(who, "name"), str(who, "uid"),

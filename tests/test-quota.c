@@ -345,6 +345,20 @@ static void enforced(struct fs_env *e, enum fs_kind kind)
 	assert_int_equal(quota_prj_dir_usage_at(tb, &q), 1);
 	assert_int_equal(q.bytes_limit, 64 * MiB);
 	assert_true(q.bytes_used >= 8 * MiB);
+	{
+		/* status --json: the same figures per pod volume. */
+		json_t *st = fixture_status(e->f);
+		json_t *size = json_object_get(status_pod_volume(st, tb), "size");
+
+		assert_non_null(size);
+		assert_int_equal(json_integer_value(json_object_get(size, "project_id")), idb);
+		assert_true(json_integer_value(json_object_get(size, "limit_bytes")) ==
+			    (json_int_t)(64 * MiB));
+		assert_true(json_integer_value(json_object_get(size, "used_bytes")) >=
+			    (json_int_t)(8 * MiB));
+		assert_true(json_integer_value(json_object_get(size, "used_inodes")) >= 2);
+		json_decref(st);
+	}
 
 	/* A restart that lost its journal: the IDs live on the directories and stay. */
 	fixture_stop(e->f, SIGKILL); /* returns the status of the killed agent */

@@ -348,24 +348,6 @@ static void test_csi_publish(void **state)
 	"\"{\\\"vault\\\":{\\\"token\\\":\\\"" CANARY_SA_TOKEN                                     \
 	"\\\",\\\"expirationTimestamp\\\":\\\"2030-01-01T00:00:00Z\\\"}}\"}"
 
-/* The "pod" object of target's entry in status --json (NULL: none); a reference into root. */
-static json_t *status_pod_of(json_t *root, const char *target)
-{
-	json_t *vol, *pod;
-	size_t i, k;
-
-	json_array_foreach(json_object_get(root, "volumes"), i, vol)
-	{
-		json_array_foreach(json_object_get(vol, "pods"), k, pod)
-		{
-			if (strcmp(json_string_value(json_object_get(pod, "target")) ?: "",
-				   target) == 0)
-				return json_object_get(pod, "pod");
-		}
-	}
-	return NULL;
-}
-
 static void assert_json_str(json_t *o, const char *key, const char *want)
 {
 	const char *v = json_string_value(json_object_get(o, key));
@@ -389,7 +371,7 @@ static void assert_pod_info_shown(struct csi_env *e, const char *target)
 	assert_no_canary("status --json", out);
 	root = json_loads(out, 0, NULL);
 	assert_non_null(root);
-	pod = status_pod_of(root, target);
+	pod = json_object_get(status_pod_volume(root, target), "pod");
 	if (!json_is_object(pod))
 		fail_msg("no pod info for %s in status --json", target);
 	assert_json_str(pod, "name", "web-0");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "quota.h"
 #include "server-health.h"
 #include "reconciler-internal.h"
 
@@ -77,6 +78,37 @@ static const char *pod_state(struct reconciler *r, const struct dsw_pod_volume *
 	if (pm->read_only != pv->read_only)
 		return "mounted with other read-only setting";
 	return "mounted";
+}
+
+/* A mounted directory volume with a size (a project quota, lib/quota.h): its limit and the
+ * project's usage, as NodeGetVolumeStats reports them; NULL for any other.  One open, one
+ * FS_IOC_FSGETXATTR and one Q_XGETQUOTA on a local filesystem: only directory volumes of
+ * node-local plugins are read (never a network mount, which could hang the status). */
+static json_t *size_json(const struct dsw_pod_volume *pv, const char *state)
+{
+	const struct dsw_volume *v = pv->volume;
+	struct quota_usage q;
+	json_t *o;
+	int r;
+
+	if (!volume_spec_get(v->spec, "size") || !streq(state, "mounted") ||
+	    !plugin_is_node_local(v->plugin) || plugin_uses_device(v->plugin, v->spec))
+		return NULL;
+	o = json_object();
+	r = quota_prj_dir_usage_at(pv->target, &q);
+	if (r < 0) {
+		json_object_set_new(o, "error", json_string(strerror(-r)));
+		return o;
+	}
+	if (r == 0) {
+		json_object_set_new(o, "error", json_string("no project limit on the directory"));
+		return o;
+	}
+	json_object_set_new(o, "project_id", json_integer(q.project_id));
+	json_object_set_new(o, "limit_bytes", json_integer((json_int_t)q.bytes_limit));
+	json_object_set_new(o, "used_bytes", json_integer((json_int_t)q.bytes_used));
+	json_object_set_new(o, "used_inodes", json_integer((json_int_t)q.inodes_used));
+	return o;
 }
 
 static json_t *device_json(struct reconciler *r, const struct asw_device *d)
@@ -199,6 +231,11 @@ char *reconciler_status_json(struct reconciler *r)
 			json_object_set_new(p, "pod", pod_info_to_json(&pv->pod));
 		json_object_set_new(p, "read_only", json_boolean(pv->read_only));
 		json_object_set_new(p, "state", json_string(state));
+		{
+			json_t *size = size_json(pv, state);
+			if (size)
+				json_object_set_new(p, "size", size);
+		}
 		json_object_set_new(p, "in_flight",
 				    op_json(hashmap_get(r->inflight_pod, pv->target)));
 		json_object_set_new(p, "backoff", bo);
