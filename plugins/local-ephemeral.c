@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,69 +94,94 @@ int local_ephemeral_open(const char *target, int *ret_fd, struct error_info *err
 	return path_open_dir_below_at(base_fd, bd, name, true, 0750, ret_fd, err);
 }
 
-int local_ephemeral_remove(const char *target, struct error_info *err)
+/* Opens the base (O_PATH, never through a symlink) into *ret_fd, *ret_base its path (in buf).
+ * Returns 0, 1 when there is none (no base set, or it does not exist: *ret_fd stays -1), or
+ * -errno with err set. */
+static int open_base(char *buf, const char **ret_base, int *ret_fd, struct error_info *err)
 {
-	char b[PATH_MAX], name[32];
-	const char *bd = base(b);
-	_cleanup_close_ int base_fd = -1, dir_fd = -1;
+	const char *bd = base(buf);
 	int r;
 
+	*ret_base = bd;
 	if (!bd)
-		return 0;
-	dir_name(target, name);
-	r = path_open_dir_below("/", bd + 1, false, 0, &base_fd, err);
+		return 1;
+	r = path_open_dir_below("/", bd + 1, false, 0, ret_fd, err);
 	if (r == -ENOENT) {
 		err_clear(err);
-		return 0;
+		return 1;
 	}
-	if (r < 0)
-		return err_prefix(err, "ephemeral base %s", bd);
-	/* A size's limit is lifted first, so that its project ID is free again once the files
-	 * are gone (best effort: the removal is what matters here). */
-	dir_fd = openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return r < 0 ? err_prefix(err, "ephemeral base %s", bd) : 0;
+}
+
+/* Removes name below the base and all it holds.  A size's limit is lifted first, so that its
+ * project ID is free again once the files are gone (best effort: the removal is what matters
+ * here).  base_fd is O_PATH: unlinkat and openat take it as a directory. */
+static int remove_dir(int base_fd, const char *name, struct error_info *err)
+{
+	_cleanup_close_ int dir_fd =
+		openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
 	if (dir_fd >= 0) {
 		struct error_info ignored = { 0 };
 
 		(void)quota_prj_clear_size(dir_fd, name, &ignored);
 	}
-	/* path_open_dir_below gives O_PATH: unlinkat and openat take it as a directory. */
-	r = rm_tree_at(base_fd, name, err);
+	return rm_tree_at(base_fd, name, err);
+}
+
+int local_ephemeral_remove(const char *target, struct error_info *err)
+{
+	char b[PATH_MAX], name[32];
+	const char *bd;
+	_cleanup_close_ int base_fd = -1;
+	int r = open_base(b, &bd, &base_fd, err);
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	dir_name(target, name);
+	r = remove_dir(base_fd, name, err);
 	return r < 0 ? err_prefix(err, "removing ephemeral volume of %s", target) : 0;
 }
 
-/* Whether name is the dir of one of the n targets. */
-static bool is_in_use(const char *name, const char *const *targets, size_t n)
+static int cmp_u64(const void *a, const void *b)
 {
-	char other[32];
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
-	for (size_t i = 0; i < n; i++) {
-		dir_name(targets[i], other);
-		if (streq(name, other))
-			return true;
-	}
-	return false;
+	return x < y ? -1 : x > y;
+}
+
+/* Whether name (is_dir_name) is the dir of one of the targets whose hashes are in sorted
+ * (n of them, in order). */
+static bool is_in_use(const char *name, const uint64_t *sorted, size_t n)
+{
+	uint64_t h = strtoull(name + 2, NULL, 16);
+
+	return bsearch(&h, sorted, n, sizeof(h), cmp_u64) != NULL;
 }
 
 int local_ephemeral_remove_orphans(const char *const *targets, size_t n, unsigned *ret_removed,
 				   struct error_info *err)
 {
 	char b[PATH_MAX];
-	const char *bd = base(b);
+	const char *bd;
 	_cleanup_close_ int base_fd = -1;
 	struct dirent *de;
 	DIR *dir;
 	int base_id = -1, first = 0, r;
 
+	_cleanup_free_ uint64_t *hashes = NULL;
+
 	*ret_removed = 0;
-	if (!bd)
-		return 0;
-	r = path_open_dir_below("/", bd + 1, false, 0, &base_fd, err);
-	if (r == -ENOENT) {
-		err_clear(err);
-		return 0;
-	}
-	if (r < 0)
-		return err_prefix(err, "ephemeral base %s", bd);
+	r = open_base(b, &bd, &base_fd, err);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	/* The targets' dir names as sorted hashes: one look-up per directory of the base. */
+	hashes = calloc(n ? n : 1, sizeof(*hashes));
+	if (!hashes)
+		return err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		hashes[i] = hash64(targets[i]);
+	qsort(hashes, n, sizeof(*hashes), cmp_u64);
 	/* The listing needs a descriptor that can be read (base_fd is O_PATH). */
 	r = openat(base_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r < 0)
@@ -170,9 +196,9 @@ int local_ephemeral_remove_orphans(const char *const *targets, size_t n, unsigne
 	while ((de = readdir(dir))) {
 		struct error_info e = { 0 };
 		struct stat st;
-		int id = -1, fd;
+		int id = -1;
 
-		if (!is_dir_name(de->d_name) || is_in_use(de->d_name, targets, n))
+		if (!is_dir_name(de->d_name) || is_in_use(de->d_name, hashes, n))
 			continue;
 		/* A directory of its own on the base's mount: a symlink or a mount point planted
 		 * in the base is left alone. */
@@ -180,13 +206,7 @@ int local_ephemeral_remove_orphans(const char *const *targets, size_t n, unsigne
 		    !S_ISDIR(st.st_mode) || mnt_util_mount_id_at(base_fd, de->d_name, &id) < 0 ||
 		    id != base_id)
 			continue;
-		fd = openat(base_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0) {
-			(void)quota_prj_clear_size(fd, de->d_name, &e);
-			close(fd);
-			err_clear(&e);
-		}
-		r = rm_tree_at(base_fd, de->d_name, &e);
+		r = remove_dir(base_fd, de->d_name, &e);
 		if (r < 0) {
 			if (!first) {
 				first = r;

@@ -165,6 +165,21 @@ static void test_publish_write_unpublish(void **state)
 	assert_int_equal(ephemeral_dirs(e), 0);
 }
 
+/* Publishes vol at t, writes data in it and waits until the journal has it (CSI entries are
+ * saved a moment after the call; a publish lost with them is one kubelet calls again), so
+ * that the agent can be killed. */
+static void published_with(struct csi_env *e, const char *vol, const char *t, const char *data)
+{
+	char j[700];
+	char *out = publish(e, vol, t);
+
+	assert_line(out, 0, "OK {}");
+	free(out);
+	write_in(t, "data", data);
+	snprintf(j, sizeof(j), "%s/journal.json", e->f->state);
+	assert_true(test_wait_file_text(j, vol, true, 10000));
+}
+
 static void test_sigkill_then_restart(void **state)
 {
 	struct csi_env *e = *state;
@@ -173,18 +188,7 @@ static void test_sigkill_then_restart(void **state)
 
 	csi_env_start(e);
 	csi_env_target(e, "pod-k", "eph-k", t);
-	out = publish(e, "csi-kkk", t);
-	assert_line(out, 0, "OK {}");
-	free(out);
-	write_in(t, "data", "kept");
-	{
-		char j[700];
-
-		/* Killed once the journal has it (CSI entries are saved a moment after the
-		 * call; a publish lost with them is one kubelet calls again). */
-		snprintf(j, sizeof(j), "%s/journal.json", e->f->state);
-		assert_true(test_wait_file_text(j, "csi-kkk", true, 10000));
-	}
+	published_with(e, "csi-kkk", t, "kept");
 	fixture_stop(e->f, SIGKILL);
 	csi_env_start(e);
 	/* Adopted: still the same mount and data. */
@@ -262,6 +266,22 @@ static void test_planted_link_and_mount(void **state)
 	assert_true(file_is(outside2, "precious", "b"));
 }
 
+/* Writes spec file file of pod uid with an ephemeral volume "scratch" and waits until its
+ * target (into target, >= 512) is mounted. */
+static void pod_spec_mounted(struct agent_fixture *f, const char *file, const char *uid,
+			     char *target)
+{
+	char spec[256];
+
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"scratch\", "
+		 "\"local\": {\"ephemeral\": true}}]}",
+		 uid);
+	assert_int_equal(fixture_write_pod(f, file, spec), 0);
+	fixture_pod_dir(f, uid, "scratch", target);
+	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, 10000));
+}
+
 /* The same from a pod spec file: "local": {"ephemeral": true}. */
 static void test_pod_spec(void **state)
 {
@@ -270,13 +290,7 @@ static void test_pod_spec(void **state)
 	char target[512];
 
 	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_int_equal(
-		fixture_write_pod(f, "p.json",
-				  "{\"pod\": {\"uid\": \"pod-e\"}, \"volumes\": [{\"name\": "
-				  "\"scratch\", \"local\": {\"ephemeral\": true}}]}"),
-		0);
-	fixture_pod_dir(f, "pod-e", "scratch", target);
-	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, 10000));
+	pod_spec_mounted(f, "p.json", "pod-e", target);
 	assert_int_equal(ephemeral_dirs(e), 1);
 	write_in(target, "data", "x");
 	assert_int_equal(fixture_remove_pod(f, "p.json"), 0);
@@ -303,25 +317,10 @@ static void test_orphan_removed_at_restart(void **state)
 
 	csi_env_start(e);
 	csi_env_target(e, "pod-k", "eph-k", t);
-	out = publish(e, "csi-keep", t);
-	assert_line(out, 0, "OK {}");
-	free(out);
-	write_in(t, "data", "kept");
-	assert_int_equal(
-		fixture_write_pod(f, "gone.json",
-				  "{\"pod\": {\"uid\": \"pod-g\"}, \"volumes\": [{\"name\": "
-				  "\"scratch\", \"local\": {\"ephemeral\": true}}]}"),
-		0);
-	fixture_pod_dir(f, "pod-g", "scratch", target);
-	assert_true(fixture_wait_pod_state(f, target, "mounted", -1, 10000));
+	published_with(e, "csi-keep", t, "kept");
+	pod_spec_mounted(f, "gone.json", "pod-g", target);
 	write_in(target, "data", "orphan");
 	assert_int_equal(ephemeral_dirs(e), 2);
-	{
-		char j[700];
-
-		snprintf(j, sizeof(j), "%s/journal.json", f->state);
-		assert_true(test_wait_file_text(j, "csi-keep", true, 10000));
-	}
 
 	fixture_stop(f, SIGKILL);
 	assert_int_equal(fixture_remove_pod(f, "gone.json"), 0);
