@@ -484,6 +484,51 @@ static void test_ephemeral_size_xfs(void **state)
 	assert_true(test_wait_until(dir_is_empty, eph, 10000));
 }
 
+/* The project_id the journal (<state>/journal.json) records for the CSI target (0: none);
+ * with set_to, writes set_to there instead. */
+static uint32_t journal_project_id(struct fs_env *e, const char *target, uint32_t set_to)
+{
+	char path[700];
+	json_t *root, *vol, *t;
+	size_t i, k;
+	uint32_t id = 0;
+
+	snprintf(path, sizeof(path), "%s/journal.json", e->f->state);
+	root = json_load_file(path, 0, NULL);
+	if (!root)
+		return 0;
+	json_array_foreach(json_object_get(root, "csi"), i, vol)
+	{
+		json_array_foreach(json_object_get(vol, "targets"), k, t)
+		{
+			const char *p = json_string_value(json_object_get(t, "target"));
+
+			if (!p || strcmp(p, target) != 0)
+				continue;
+			id = (uint32_t)json_integer_value(json_object_get(t, "project_id"));
+			if (set_to)
+				json_object_set_new(t, "project_id", json_integer(set_to));
+		}
+	}
+	if (set_to)
+		assert_int_equal(json_dump_file(root, path, 0), 0);
+	json_decref(root);
+	return id;
+}
+
+struct journal_wait {
+	struct fs_env *e;
+	const char *target;
+	uint32_t id;
+};
+
+static bool journal_has_id(void *arg)
+{
+	struct journal_wait *w = arg;
+
+	return journal_project_id(w->e, w->target, 0) == w->id;
+}
+
 /* The size through CSI, with the real gRPC client: `size` in volume_context is enforced at
  * publish and NodeGetVolumeStats reports the limit as total and the project's usage as used. */
 static void test_csi_stats_xfs(void **state)
@@ -532,6 +577,23 @@ static void test_csi_stats_xfs(void **state)
 	assert_non_null(strstr(line, "\"used\": \"4194304\"")); /* full: one 1 MiB + 3 MiB */
 	assert_non_null(strstr(line, "\"used\": \"3\""));	/* inodes: the dir, two files */
 	free(out);
+
+	/* The journal records the target's project ID, and a restarted agent checks it against
+	 * the directory's: a journal that says another ID is corrected, and the log says so. */
+	{
+		struct journal_wait w = { e, target, project_of(dir) };
+
+		assert_true(w.id >= QUOTA_PRJ_ID_MIN);
+		assert_true(test_wait_until(journal_has_id, &w, 10000));
+		fixture_stop(e->f, SIGKILL);
+		assert_int_equal(journal_project_id(e, target, w.id + 1), w.id);
+		csi_env_start(&csi);
+		assert_true(fixture_wait_log(e->f,
+					     "the directory's project ID is not the journal's",
+					     10000));
+		assert_true(test_wait_until(journal_has_id, &w, 10000));
+		assert_int_equal(project_of(dir), w.id);
+	}
 }
 
 int main(void)

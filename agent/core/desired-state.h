@@ -46,6 +46,9 @@ struct dsw_pod_volume {
 	bool csi;	     /* from NodePublish: target is below the kubelet root */
 	char *fingerprint;   /* CSI: what NodePublish asked */
 	struct pod_info pod; /* CSI: who NodePublish was for (kubelet's pod.* keys), or empty */
+	/* CSI, a directory volume with a size: the project ID its directory carries, as its last
+	 * set-up or adoption read it (or the journal said); 0: none known. */
+	uint32_t project_id;
 	/* The other pod volumes of the same volume (its pod_volumes list). */
 	struct dsw_pod_volume *next_of_volume, *prev_of_volume;
 	/* The last pass found it mounted as wanted: counted in dsw_mounted_count(). */

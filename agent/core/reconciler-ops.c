@@ -321,6 +321,29 @@ static void log_adopted(struct reconciler *r, const struct volume_op *op)
 /* The outcome of each kind of operation, on the reconciler thread: what it changes in the
  * actual state (and the journal), and its one log line.  gen is the mount table's generation
  * the change is learned at. */
+/* Keeps the project ID op read on the target's CSI pod volume (journaled), and says so when
+ * it is not the one the journal had: the directory is the record (set-up and adoption set the
+ * size on it again), the journal's copy is checked against it. */
+static void note_project_id(struct reconciler *r, const struct volume_op *op)
+{
+	struct dsw_pod_volume *pv;
+	char was[16], is[16];
+
+	if (!op->project_id || !(pv = dsw_get_pod_volume(r->dsw, op->target)) || !pv->csi ||
+	    pv->project_id == op->project_id)
+		return;
+	if (pv->project_id) {
+		snprintf(was, sizeof(was), "%u", pv->project_id);
+		snprintf(is, sizeof(is), "%u", op->project_id);
+		log_warning("the directory's project ID is not the journal's; keeping the "
+			    "directory's",
+			    "volume", op->volume_name, "target", op->target, "journal", was,
+			    "directory", is);
+	}
+	pv->project_id = op->project_id;
+	rec_csi_journal_changed(r);
+}
+
 static void applied_set_up(struct reconciler *r, struct volume_op *op, uint64_t gen)
 {
 	const char *name;
@@ -330,6 +353,7 @@ static void applied_set_up(struct reconciler *r, struct volume_op *op, uint64_t 
 	name = strrchr(op->target, '/') + 1;
 	asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name, op->volume_name,
 			  op->read_only || op->spec->read_only, op->mount_id, gen);
+	note_project_id(r, op);
 	if (op->found_in_place) { /* the bind was there already: nothing was mounted */
 		log_adopted(r, op);
 		return;
@@ -362,6 +386,7 @@ static void applied_verify(struct reconciler *r, struct volume_op *op)
 		pm->read_only = op->read_only || op->spec->read_only;
 		pm->mount_id = op->mount_id;
 		asw_pod_mount_changed(r->asw, pm);
+		note_project_id(r, op);
 		log_adopted(r, op);
 	} else {
 		pm->foreign = true;

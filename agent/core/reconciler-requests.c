@@ -28,6 +28,7 @@
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
+#include "quota.h"
 #include "reconciler-internal.h"
 
 /* What a sensitive option is journaled as (volume-spec.h). */
@@ -836,6 +837,7 @@ static char *export_key(const struct dsw_volume *vol)
 		return NULL; /* key_add freed it */
 	for (const struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
 		const struct pod_info *pod = &pv->pod;
+		char prj[16];
 		const char *t[] = { pv->target,
 				    pv->pod_uid,
 				    pv->outer_name,
@@ -844,7 +846,10 @@ static char *export_key(const struct dsw_volume *vol)
 				    pod->name ? pod->name : "\x1d",
 				    pod->namespace ? pod->namespace : "\x1d",
 				    pod->uid ? pod->uid : "\x1d",
-				    pod->service_account ? pod->service_account : "\x1d" };
+				    pod->service_account ? pod->service_account : "\x1d",
+				    prj };
+
+		snprintf(prj, sizeof(prj), "%u", pv->project_id);
 
 		if (pv->csi && (!key_add(&buf, &len, &size, '\x1f', ARRAY_SIZE(t), t) ||
 				!key_add(&buf, &len, &size, '\x1e', 1, (const char *[]){ "" })))
@@ -886,6 +891,8 @@ static json_t *export_entry(struct csi_export *x, const struct dsw_volume *vol)
 		/* Additive: an older agent ignores it, an older journal has none. */
 		if (!pod_info_empty(&pv->pod))
 			json_object_set_new(t, "pod", pod_info_to_json(&pv->pod));
+		if (pv->project_id) /* additive too */
+			json_object_set_new(t, "project_id", json_integer(pv->project_id));
 		json_array_append_new(targets, t);
 	}
 	json_object_set_new(o, "targets", targets);
@@ -1060,6 +1067,18 @@ static int check_journal_target(struct reconciler *r, json_t *t, const char *fie
 	return 0;
 }
 
+/* A target's project_id: absent (an older journal), or an ID of volagent's range.  Returns the
+ * ID, 0 when absent, -EBADMSG otherwise. */
+static long long check_project_id(json_t *v)
+{
+	json_int_t id;
+
+	if (!v)
+		return 0;
+	id = json_is_integer(v) ? json_integer_value(v) : -1;
+	return id >= QUOTA_PRJ_ID_MIN && id <= QUOTA_PRJ_ID_MAX ? id : -EBADMSG;
+}
+
 /* Checks entry o without changing anything; the import is all or nothing. */
 static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_info *err)
 {
@@ -1087,6 +1106,11 @@ static int check_volume(struct reconciler *r, json_t *o, size_t i, struct error_
 			return err_set(err, -EBADMSG, "csi[%zu].targets[%zu]: incomplete", i, k);
 		if (check_journal_target(r, t, field, err) < 0)
 			return -EBADMSG;
+		if (check_project_id(json_object_get(t, "project_id")) < 0)
+			return err_set(
+				err, -EBADMSG,
+				"csi[%zu].targets[%zu].project_id: not an ID of volagent's range",
+				i, k);
 		snprintf(field, sizeof(field), "csi[%zu].targets[%zu].pod", i, k);
 		{
 			struct pod_info pod = { 0 };
@@ -1136,6 +1160,7 @@ static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error
 		const char *target = jstr(t, "target"), *uid = jstr(t, "pod_uid");
 		const char *pvname = jstr(t, "name"), *fp = jstr(t, "fingerprint");
 		struct pod_info pod = { 0 };
+		struct dsw_pod_volume *pv;
 		bool ok;
 
 		if (!target || !uid || !pvname || !fp)
@@ -1144,9 +1169,12 @@ static int import_volume(struct reconciler *r, json_t *o, size_t i, struct error
 			pod_info_clear(&pod);
 			return err_prefix(err, "csi[%zu].targets[%zu]", i, k);
 		}
-		ok = dsw_csi_publish(r->dsw, v, target, uid, pvname,
-				     json_is_true(json_object_get(t, "read_only")), fp, &pod) &&
-		     asw_track_target(r->asw, target, uid, pvname, plugin->name) >= 0;
+		pv = dsw_csi_publish(r->dsw, v, target, uid, pvname,
+				     json_is_true(json_object_get(t, "read_only")), fp, &pod);
+		ok = pv && asw_track_target(r->asw, target, uid, pvname, plugin->name) >= 0;
+		if (pv && check_project_id(json_object_get(t, "project_id")) > 0)
+			pv->project_id =
+				(uint32_t)check_project_id(json_object_get(t, "project_id"));
 		pod_info_clear(&pod);
 		if (!ok)
 			return -ENOMEM;

@@ -20,6 +20,7 @@
 #include "mount-util.h"
 #include "path-util.h"
 #include "time-util.h"
+#include "quota.h"
 #include "volume-ops.h"
 
 /* How long a failed unmount looks for who holds the mount (holders.h). */
@@ -215,6 +216,18 @@ static void undo_new_mount(struct volume_op *op, bool device)
 					  &ignored);
 }
 
+/* op->project_id of a directory volume with a size (node-local, no device) set up or adopted
+ * at op->target: one open and FS_IOC_FSGETXATTR (and Q_XGETQUOTA) of a local directory. */
+static void note_project_id(struct volume_op *op)
+{
+	struct quota_usage q;
+
+	if (op->spec && volume_spec_get(op->spec, "size") && plugin_is_node_local(op->plugin) &&
+	    !plugin_uses_device(op->plugin, op->spec) &&
+	    quota_prj_dir_usage_at(op->target, &q) == 1)
+		op->project_id = q.project_id;
+}
+
 static int run_set_up(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
@@ -246,6 +259,8 @@ static int run_set_up(struct volume_op *op)
 		r = record_mount_id(op, &t);
 		if (r < 0 && !op->found_in_place)
 			undo_new_mount(op, false);
+		else if (r == 0)
+			note_project_id(op);
 	}
 out:
 	if (r < 0 && (created || op_is_block(op)))
@@ -320,6 +335,8 @@ static int run_verify(struct volume_op *op)
 	if (r < 0)
 		return r;
 	op->verified = r == 1;
+	if (op->verified)
+		note_project_id(op);
 	if (op->verified && op->seen.confirmed)
 		op->mount_id = op->seen.mount_id; /* the plugin saw it is this mount */
 	else if (op->verified)

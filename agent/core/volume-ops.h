@@ -54,11 +54,14 @@ struct volume_op {
 	struct error_info err;
 	int mount_id;	     /* of the new mount, SET_UP and MOUNT_DEVICE */
 	bool found_in_place; /* SET_UP: the mount was already there (nothing was done) */
-	bool verified;	     /* VERIFY: the target holds this volume */
-	bool broken;	     /* CHECK_HEALTH: the mount must be healed */
-	char content[32];    /* MOUNT_DEVICE of a raw block volume: what the device carries (a
+	/* SET_UP, VERIFY of a directory volume with a size: the project ID its directory
+	 * carries, read back through the target (lib/quota.h); 0 for any other. */
+	uint32_t project_id;
+	bool verified;	  /* VERIFY: the target holds this volume */
+	bool broken;	  /* CHECK_HEALTH: the mount must be healed */
+	char content[32]; /* MOUNT_DEVICE of a raw block volume: what the device carries (a
 			   * filesystem or partition table type), "" when blank; logged */
-	bool detached;	     /* MOUNT_DEVICE: an attachment from before a restart
+	bool detached;	  /* MOUNT_DEVICE: an attachment from before a restart
 					 * failed and was released; attach again next time */
 	uint64_t duration_ms;
 };
