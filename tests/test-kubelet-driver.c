@@ -1,0 +1,105 @@
+/* test-kubelet-driver.c - the agent's CSI node service driven the way kubelet drives it, by
+ * tests/kubelet/lifecycle.py (a driver written from kubelet's source: registration through
+ * plugins_registry, a connection per call, NodeGetCapabilities before what depends on it,
+ * kubelet's paths and vol_data.json files, its raw block bind and loop-device lock, teardown
+ * in its order, a restart that reissues stage and publish from what is on disk): a local
+ * directory (and a missing one, whose final error leaves nothing), a local block device with
+ * ext4, and a raw block volume, each on a real loop device.  The agent runs with a node id that
+ * is not the hostname, as in a DaemonSet, and the Node carries kubelet's
+ * kubernetes.io/hostname label, so a topology key kubelet owns fails the registration as it
+ * would on such a node.  Root, private mount namespace; the fixture stops the agent and
+ * detaches its loop devices, and the driver's lock loop devices are detached here, also on
+ * failure.  nfs runs in the VM (tests/nfs/guest-e2e.sh), rbd in tests/test-rbd-kubelet.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent-fixture.h"
+#include "csi-env.h"
+#include "kubelet-driver.h"
+#include "testlib.h"
+
+static int setup(void **state)
+{
+	*state = csi_env_new("kubelet");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct csi_env *e = *state;
+
+	kubelet_driver_detach_locks(e->kubelet);
+	csi_env_free(e);
+	return 0;
+}
+
+static void test_local_directory(void **state)
+{
+	struct csi_env *e = *state;
+	const char *src = fixture_make_source(e->f, "src", "hello");
+	char pv[1024], bad[1024];
+
+	kubelet_driver_start_agent(e);
+	snprintf(pv, sizeof(pv),
+		 "{\"name\": \"pv-dir\", \"handle\": \"vol-dir\", \"accessModes\": "
+		 "[\"ReadWriteOnce\"], \"volumeAttributes\": {\"type\": \"local\", \"path\": \"%s\"}}",
+		 src);
+	snprintf(bad, sizeof(bad),
+		 "{\"name\": \"pv-gone\", \"handle\": \"vol-gone\", \"volumeAttributes\": "
+		 "{\"type\": \"local\", \"path\": \"%s/not-there\"}}",
+		 e->f->dir);
+	kubelet_driver_run(e, "dir", pv, bad);
+}
+
+static void test_local_block_filesystem(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	char pv[1024];
+
+	assert_non_null(dev);
+	kubelet_driver_start_agent(e);
+	snprintf(pv, sizeof(pv),
+		 "{\"name\": \"pv-blk\", \"handle\": \"vol-blk\", \"accessModes\": "
+		 "[\"ReadWriteOnce\"], \"fsType\": \"ext4\", \"mountOptions\": [\"noatime\"], "
+		 "\"volumeAttributes\": {\"type\": \"local\", \"path\": \"%s\"}}",
+		 dev);
+	kubelet_driver_run(e, "block-fs", pv, NULL);
+}
+
+static void test_raw_block(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	char pv[1024];
+
+	assert_non_null(dev);
+	kubelet_driver_start_agent(e);
+	snprintf(pv, sizeof(pv),
+		 "{\"name\": \"pv-raw\", \"handle\": \"vol-raw\", \"volumeMode\": \"Block\", "
+		 "\"accessModes\": [\"ReadWriteOnce\"], \"volumeAttributes\": {\"type\": \"local\", "
+		 "\"path\": \"%s\"}}",
+		 dev);
+	kubelet_driver_run(e, "raw-block", pv, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_local_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_local_block_filesystem, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_raw_block, setup, teardown),
+	};
+
+	if (!test_have_root()) {
+		fprintf(stderr, "skipped: needs root\n");
+		return 77;
+	}
+	test_enter_private_mountns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
