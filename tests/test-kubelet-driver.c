@@ -45,10 +45,11 @@ static void test_local_directory(void **state)
 	char pv[1024], bad[1024];
 
 	kubelet_driver_start_agent(e);
-	snprintf(pv, sizeof(pv),
-		 "{\"name\": \"pv-dir\", \"handle\": \"vol-dir\", \"accessModes\": "
-		 "[\"ReadWriteOnce\"], \"volumeAttributes\": {\"type\": \"local\", \"path\": \"%s\"}}",
-		 src);
+	snprintf(
+		pv, sizeof(pv),
+		"{\"name\": \"pv-dir\", \"handle\": \"vol-dir\", \"accessModes\": "
+		"[\"ReadWriteOnce\"], \"volumeAttributes\": {\"type\": \"local\", \"path\": \"%s\"}}",
+		src);
 	snprintf(bad, sizeof(bad),
 		 "{\"name\": \"pv-gone\", \"handle\": \"vol-gone\", \"volumeAttributes\": "
 		 "{\"type\": \"local\", \"path\": \"%s/not-there\"}}",

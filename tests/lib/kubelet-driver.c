@@ -20,10 +20,10 @@ void kubelet_driver_start_agent(struct csi_env *e)
 {
 	long off = fixture_log_size(e->f);
 
-	assert_int_equal(fixture_start(e->f,
-				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
-							      "false", "--node-id", "node-a", NULL }),
+	assert_int_equal(fixture_start(e->f, (const char *const[]){ "--csi", "--kubelet-root-dir",
+								    e->kubelet,
+								    "--device-inventory", "false",
+								    "--node-id", "node-a", NULL }),
 			 0);
 	assert_true(test_wait_until(csi_socket_exists, e->sock, 10000));
 	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
