@@ -89,12 +89,46 @@ static void test_raw_block(void **state)
 	kubelet_driver_run(e, "raw-block", pv, NULL);
 }
 
+/* With the CSIDriver's seLinuxMount, kubelet adds the pod's label as context="..." (quoted, a
+ * comma inside) to the stage and publish mount options.  Here: the option stays whole up to
+ * libmount (its debug log shows the option string it is given), `volagent status` shows it,
+ * and a pod with another label is refused naming both.  This kernel runs without SELinux:
+ * lifecycle.py says so and checks that the mount is made without the label (libmount drops
+ * it); tests/vm/test-selinux.sh shows the label applied. */
+static void test_selinux_label_local_block(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	const char *label = "system_u:object_r:container_file_t:s0:c12,c34";
+	char pv[1024], status[1400], want[200];
+
+	assert_non_null(dev);
+	setenv("LIBMOUNT_DEBUG", "cxt", 1);
+	kubelet_driver_start_agent(e);
+	unsetenv("LIBMOUNT_DEBUG");
+	snprintf(pv, sizeof(pv),
+		 "{\"name\": \"pv-sel\", \"handle\": \"vol-sel\", \"accessModes\": "
+		 "[\"ReadWriteOnce\"], \"fsType\": \"ext4\", \"volumeAttributes\": {\"type\": "
+		 "\"local\", \"path\": \"%s\"}}",
+		 dev);
+	snprintf(status, sizeof(status), "[\"%s\", \"status\", \"--state-dir\", \"%s\"]",
+		 test_volagent_bin(), e->f->state);
+	kubelet_driver_run_args(e, "selinux", pv, NULL,
+				(const char *const[]){ "--selinux-label", label, "--status-cmd",
+						       status, NULL });
+	/* What the stage mount handed to libmount: the label whole, quotes and comma. */
+	snprintf(want, sizeof(want), "context=\"%s\"", label);
+	if (fixture_log_find(e->f, "mount: fixing options", want) < 0)
+		fail_msg("libmount's debug log has no option string with %s", want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_local_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_local_block_filesystem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_raw_block, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_selinux_label_local_block, setup, teardown),
 	};
 
 	if (!test_have_root()) {

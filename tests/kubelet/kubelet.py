@@ -259,13 +259,17 @@ class Kubelet:
             "ReadWriteMany": "MULTI_NODE_MULTI_WRITER",
         }[mode]
 
-    def capability(self, pv, caps, block):
+    def capability(self, pv, caps, block, selinux_label=None):
+        """The VolumeCapability; with the CSIDriver's seLinuxMount and a pod label, kubelet
+        adds context="<label>" to the mount options (util.AddSELinuxMountOption)."""
         cap = {"access_mode": {"mode": self.access_mode(pv, caps)}}
         if block:
             cap["block"] = {}
         else:
-            cap["mount"] = {"fs_type": pv.get("fsType", ""),
-                            "mount_flags": list(pv.get("mountOptions", []))}
+            flags = list(pv.get("mountOptions", []))
+            if selinux_label:
+                flags.append('context="%s"' % selinux_label)
+            cap["mount"] = {"fs_type": pv.get("fsType", ""), "mount_flags": flags}
         return cap
 
     # --- paths ----------------------------------------------------------------------------
@@ -293,7 +297,7 @@ class Kubelet:
                             pv["name"])
 
     # --- Filesystem volumes: MountDevice / SetUp / TearDown / UnmountDevice ----------------
-    def mount_device(self, pv):
+    def mount_device(self, pv, selinux_label=None):
         """csi_attacher.go MountDevice: globalmount made, vol_data.json beside it, then
         NodeStageVolume when the plugin stages; after a final error the dir is removed."""
         path = self.staging_path(pv)
@@ -304,7 +308,7 @@ class Kubelet:
         if "STAGE_UNSTAGE_VOLUME" not in caps:
             return None
         req = {"volume_id": pv["handle"], "staging_target_path": path,
-               "volume_capability": self.capability(pv, caps, False),
+               "volume_capability": self.capability(pv, caps, False, selinux_label),
                "volume_context": dict(pv.get("volumeAttributes", {}))}
         if pv.get("nodeStageSecret"):
             req["secrets"] = dict(pv["nodeStageSecret"])
@@ -325,8 +329,9 @@ class Kubelet:
 
     def set_up(self, pv, pod, pod_info_on_mount=True):
         """csi_mounter.go SetUpAt: the target's parent made with vol_data.json in it, then
-        NodePublishVolume (pod info in volume_context only here); a final error removes the
-        target dir, vol_data.json and the parent."""
+        NodePublishVolume (pod info in volume_context only here; pod["selinux"], when set, is
+        the pod's SELinux label); a final error removes the target dir, vol_data.json and the
+        parent."""
         target = self.target_path(pv, pod["uid"])
         parent = os.path.dirname(target)
         os.makedirs(parent, mode=0o750, exist_ok=True)
@@ -341,7 +346,7 @@ class Kubelet:
         if pod_info_on_mount:
             ctx.update(self.pod_info(pod))
         req = {"volume_id": pv["handle"], "target_path": target,
-               "volume_capability": self.capability(pv, caps, block),
+               "volume_capability": self.capability(pv, caps, block, pod.get("selinux")),
                "readonly": bool(pv.get("readOnly")), "volume_context": ctx}
         if "STAGE_UNSTAGE_VOLUME" in caps:
             req["staging_target_path"] = self.staging_path(pv)
@@ -361,7 +366,7 @@ class Kubelet:
         ctx = dict(pv.get("volumeAttributes", {}))
         ctx.update(self.pod_info(pod))
         req = {"volume_id": pv["handle"], "target_path": target,
-               "volume_capability": self.capability(pv, caps, block),
+               "volume_capability": self.capability(pv, caps, block, pod.get("selinux")),
                "readonly": bool(pv.get("readOnly")), "volume_context": ctx}
         if "STAGE_UNSTAGE_VOLUME" in caps:
             req["staging_target_path"] = self.staging_path(pv)

@@ -32,8 +32,14 @@ void kubelet_driver_start_agent(struct csi_env *e)
 void kubelet_driver_run(struct csi_env *e, const char *label, const char *pv_json,
 			const char *bad_pv_json)
 {
+	kubelet_driver_run_args(e, label, pv_json, bad_pv_json, NULL);
+}
+
+void kubelet_driver_run_args(struct csi_env *e, const char *label, const char *pv_json,
+			     const char *bad_pv_json, const char *const extra[])
+{
 	char host[256] = "", host_label[300], *out = NULL, *err = NULL;
-	const char *argv[20] = { "/usr/bin/python3",
+	const char *argv[32] = { "/usr/bin/python3",
 				 "tests/kubelet/lifecycle.py",
 				 "--root",
 				 e->kubelet,
@@ -55,6 +61,8 @@ void kubelet_driver_run(struct csi_env *e, const char *label, const char *pv_jso
 		argv[n++] = "--bad-pv";
 		argv[n++] = bad_pv_json;
 	}
+	for (size_t i = 0; extra && extra[i] && n < 31; i++)
+		argv[n++] = extra[i];
 	argv[n] = NULL;
 	rc = test_run_capture2(argv, &out, &err);
 	fprintf(stderr, "%s", out ? out : "");

@@ -18,6 +18,11 @@ void kubelet_driver_start_agent(struct csi_env *e);
 void kubelet_driver_run(struct csi_env *e, const char *label, const char *pv_json,
 			const char *bad_pv_json);
 
+/* kubelet_driver_run() with extra arguments for lifecycle.py (NULL-terminated), e.g.
+ * --selinux-label LABEL. */
+void kubelet_driver_run_args(struct csi_env *e, const char *label, const char *pv_json,
+			     const char *bad_pv_json, const char *const extra[]);
+
 /* Detaches every loop device whose backing file lies below kubelet_root (kubelet's locks,
  * left by a run that failed half way). */
 void kubelet_driver_detach_locks(const char *kubelet_root);
