@@ -119,6 +119,8 @@ def selinux_checks(k, pv, pods, args):
             got = str(e)
         check("SELinux: a file written by pod-a has the label through pod-b (%s)" % got,
               got == label)
+        ls = subprocess.run(["ls", "-Z", f], capture_output=True, text=True)
+        print("  ls -Z: %s" % (ls.stdout.strip() or ls.stderr.strip()), flush=True)
     else:
         print("NOTE: %sthis kernel runs without SELinux (no /sys/fs/selinux): libmount drops "
               "context= options before mount(2) (mount(8) does the same; mount(2) itself "
