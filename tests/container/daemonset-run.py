@@ -11,8 +11,8 @@ args...], "probe": [...liveness exec command...], "kubelet_dir": ..., "csi_socke
 Host directories the agent keeps data in (the kubelet dir, its state, local volumes) are
 placed under --host-root, at the same path inside the container as outside (as the manifest
 has them), so the test's host never touches the machine's real /var/lib/kubelet.  System
-paths (/dev, /sys, /run/udev, /lib/modules) are the machine's own, and skipped when absent,
-as /run/udev is on hosts without udev.
+paths (/dev, /sys, /run/udev, /lib/modules, /etc/selinux) are the machine's own, and skipped
+when absent, as /run/udev is on hosts without udev and /etc/selinux on hosts without SELinux.
 """
 import argparse
 import json
@@ -22,7 +22,7 @@ import sys
 
 import yaml
 
-SYSTEM_PATHS = ("/dev", "/sys", "/run/udev", "/lib/modules")
+SYSTEM_PATHS = ("/dev", "/sys", "/run/udev", "/lib/modules", "/etc/selinux")
 PROPAGATION = {"Bidirectional": "rshared", "HostToContainer": "rslave", "None": "rprivate"}
 
 
