@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,36 @@ static void test_selinux_label_local_block(void **state)
 		fail_msg("libmount's debug log has no option string with %s", want);
 }
 
+/* Pod spec files take the same label in mountOptions, whole; a second pod of the same
+ * device with another label is refused naming both, and the first pod's mount stays. */
+static void test_pod_spec_selinux_labels(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	const char *fmt = "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"d\", "
+			  "\"local\": {\"path\": \"%s\", \"fsType\": \"ext4\"}, "
+			  "\"mountOptions\": [\"noatime\", "
+			  "\"context=\\\"system_u:object_r:container_file_t:s0:%s\\\"\"]}]}";
+	char a[600], b[600];
+
+	assert_non_null(dev);
+	assert_int_equal(fixture_write_podf(e->f, "a.json", fmt, "pa", dev, "c12,c34"), 0);
+	assert_int_equal(fixture_start(e->f, NULL), 0);
+	fixture_pod_dir(e->f, "pa", "d", a);
+	assert_true(fixture_wait_mounted(a, 30000));
+	assert_int_equal(fixture_write_podf(e->f, "b.json", fmt, "pb", dev, "c5,c6"), 0);
+	assert_true(fixture_wait_log(
+		e->f,
+		"is mounted for another pod with SELinux label "
+		"context=\\\"system_u:object_r:container_file_t:s0:c12,c34\\\", not "
+		"context=\\\"system_u:object_r:container_file_t:s0:c5,c6\\\"",
+		30000));
+	fixture_pod_dir(e->f, "pb", "d", b);
+	assert_false(test_is_mountpoint(b));
+	assert_true(test_is_mountpoint(a));
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -129,6 +160,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_local_block_filesystem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_raw_block, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_selinux_label_local_block, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pod_spec_selinux_labels, setup, teardown),
 	};
 
 	if (!test_have_root()) {
