@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -557,7 +558,6 @@ class Kubelet:
 
 
 def _is_socket(path):
-    import stat
     try:
         return stat.S_ISSOCK(os.stat(path).st_mode)
     except OSError:
