@@ -58,36 +58,33 @@ static void test_local_directory(void **state)
 	kubelet_driver_run(e, "dir", pv, bad);
 }
 
-static void test_local_block_filesystem(void **state)
+/* One lifecycle of a local volume on a new loop device of size bytes; fields are the PV's
+ * fields beside name, handle, accessModes and volumeAttributes. */
+static void run_local_device(struct csi_env *e, const char *label, long long size,
+			     const char *fields)
 {
-	struct csi_env *e = *state;
-	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	const char *dev = fixture_add_loop(e->f, size);
 	char pv[1024];
 
 	assert_non_null(dev);
 	kubelet_driver_start_agent(e);
 	snprintf(pv, sizeof(pv),
-		 "{\"name\": \"pv-blk\", \"handle\": \"vol-blk\", \"accessModes\": "
-		 "[\"ReadWriteOnce\"], \"fsType\": \"ext4\", \"mountOptions\": [\"noatime\"], "
-		 "\"volumeAttributes\": {\"type\": \"local\", \"path\": \"%s\"}}",
-		 dev);
-	kubelet_driver_run(e, "block-fs", pv, NULL);
+		 "{\"name\": \"pv-%s\", \"handle\": \"vol-%s\", \"accessModes\": "
+		 "[\"ReadWriteOnce\"], %s, \"volumeAttributes\": {\"type\": \"local\", "
+		 "\"path\": \"%s\"}}",
+		 label, label, fields, dev);
+	kubelet_driver_run(e, label, pv, NULL);
+}
+
+static void test_local_block_filesystem(void **state)
+{
+	run_local_device(*state, "block-fs", 64 << 20,
+			 "\"fsType\": \"ext4\", \"mountOptions\": [\"noatime\"]");
 }
 
 static void test_raw_block(void **state)
 {
-	struct csi_env *e = *state;
-	const char *dev = fixture_add_loop(e->f, 32 << 20);
-	char pv[1024];
-
-	assert_non_null(dev);
-	kubelet_driver_start_agent(e);
-	snprintf(pv, sizeof(pv),
-		 "{\"name\": \"pv-raw\", \"handle\": \"vol-raw\", \"volumeMode\": \"Block\", "
-		 "\"accessModes\": [\"ReadWriteOnce\"], \"volumeAttributes\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}",
-		 dev);
-	kubelet_driver_run(e, "raw-block", pv, NULL);
+	run_local_device(*state, "raw-block", 32 << 20, "\"volumeMode\": \"Block\"");
 }
 
 /* With the CSIDriver's seLinuxMount, kubelet adds the pod's label as context="..." (quoted, a

@@ -308,18 +308,23 @@ class Kubelet:
         caps = self.node_caps()
         if "STAGE_UNSTAGE_VOLUME" not in caps:
             return None
-        req = {"volume_id": pv["handle"], "staging_target_path": path,
-               "volume_capability": self.capability(pv, caps, False, selinux_label),
-               "volume_context": dict(pv.get("volumeAttributes", {}))}
-        if pv.get("nodeStageSecret"):
-            req["secrets"] = dict(pv["nodeStageSecret"])
         try:
-            self.call_until_final("NodeStageVolume", req)
+            self.call_until_final("NodeStageVolume",
+                                  self.stage_request(pv, path, caps, False, selinux_label))
         except CallError as e:
             if e.final:
                 remove_mount_dir(path)
             raise
         return path
+
+    def stage_request(self, pv, path, caps, block, selinux_label=None):
+        """NodeStageVolume as kubelet sends it: no pod info; the stage secrets."""
+        req = {"volume_id": pv["handle"], "staging_target_path": path,
+               "volume_capability": self.capability(pv, caps, block, selinux_label),
+               "volume_context": dict(pv.get("volumeAttributes", {}))}
+        if pv.get("nodeStageSecret"):
+            req["secrets"] = dict(pv["nodeStageSecret"])
+        return req
 
     def pod_info(self, pod):
         return {"csi.storage.k8s.io/pod.name": pod["name"],
@@ -340,17 +345,11 @@ class Kubelet:
                                   "driverName": self.driver, "nodeName": self.node_name,
                                   "attachmentID": "", "volumeLifecycleMode": "Persistent"})
         caps = self.node_caps()
-        return self._publish(pv, pod, target, caps, False, pod_info_on_mount, cleanup=True)
+        return self._publish(pv, pod, caps, pod_info_on_mount, cleanup=True)
 
-    def _publish(self, pv, pod, target, caps, block, pod_info_on_mount, cleanup):
-        ctx = dict(pv.get("volumeAttributes", {}))
-        if pod_info_on_mount:
-            ctx.update(self.pod_info(pod))
-        req = {"volume_id": pv["handle"], "target_path": target,
-               "volume_capability": self.capability(pv, caps, block, pod.get("selinux")),
-               "readonly": bool(pv.get("readOnly")), "volume_context": ctx}
-        if "STAGE_UNSTAGE_VOLUME" in caps:
-            req["staging_target_path"] = self.staging_path(pv)
+    def _publish(self, pv, pod, caps, pod_info_on_mount, cleanup):
+        req = self.publish_request(pv, pod, caps, pod_info_on_mount)
+        target = req["target_path"]
         try:
             self.call_until_final("NodePublishVolume", req)
         except CallError as e:
@@ -359,14 +358,14 @@ class Kubelet:
             raise
         return target
 
-    def publish_request(self, pv, pod):
-        """The NodePublishVolume kubelet sent for pod (to replay it late)."""
-        caps = self.node_caps()
+    def publish_request(self, pv, pod, caps, pod_info_on_mount=True):
+        """NodePublishVolume as kubelet sends it for pod: the PV's attributes plus, with
+        podInfoOnMount, the pod's (only here, never at stage)."""
         block = pv.get("volumeMode") == "Block"
-        target = self.target_path(pv, pod["uid"])
         ctx = dict(pv.get("volumeAttributes", {}))
-        ctx.update(self.pod_info(pod))
-        req = {"volume_id": pv["handle"], "target_path": target,
+        if pod_info_on_mount:
+            ctx.update(self.pod_info(pod))
+        req = {"volume_id": pv["handle"], "target_path": self.target_path(pv, pod["uid"]),
                "volume_capability": self.capability(pv, caps, block, pod.get("selinux")),
                "readonly": bool(pv.get("readOnly")), "volume_context": ctx}
         if "STAGE_UNSTAGE_VOLUME" in caps:
@@ -421,13 +420,8 @@ class Kubelet:
             return None
         path = self.staging_path(pv)
         os.makedirs(path, mode=0o750, exist_ok=True)
-        req = {"volume_id": pv["handle"], "staging_target_path": path,
-               "volume_capability": self.capability(pv, caps, True),
-               "volume_context": dict(pv.get("volumeAttributes", {}))}
-        if pv.get("nodeStageSecret"):
-            req["secrets"] = dict(pv["nodeStageSecret"])
         try:
-            self.call_until_final("NodeStageVolume", req)
+            self.call_until_final("NodeStageVolume", self.stage_request(pv, path, caps, True))
         except CallError as e:
             if e.final:
                 self.cleanup_orphan_device_files(pv)
@@ -441,7 +435,7 @@ class Kubelet:
         target = self.target_path(pv, pod["uid"])
         os.makedirs(os.path.dirname(target), mode=0o750, exist_ok=True)
         caps = self.node_caps()
-        self._publish(pv, pod, target, caps, True, pod_info_on_mount, cleanup=False)
+        self._publish(pv, pod, caps, pod_info_on_mount, cleanup=False)
         dev = self.dev_path(pv, pod["uid"])
         os.makedirs(os.path.dirname(dev), mode=0o750, exist_ok=True)
         if mount_at(dev) is None:

@@ -303,7 +303,7 @@ def read_back(pv, k, pod):
 def replay_missing_parent(k, pv, pod, root):
     """A NodePublishVolume that arrives after kubelet removed the pod's dir (a retry of a call
     that timed out): refused with a final code, nothing created."""
-    req = k.publish_request(pv, pod)
+    req = k.publish_request(pv, pod, k.node_caps())
     parent = os.path.dirname(req["target_path"])
     try:
         k.call("NodePublishVolume", req)

@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 t_need_qemu
 t_need_nfs_server
-t_need "the CSI client needs python3-grpcio and python3-grpc-tools" /usr/bin/python3 -c 'import grpc, grpc_tools'
+t_need_csi_client
 t_need "Debian's SELinux reference policy is not installed (apt-get install selinux-policy-default policycoreutils selinux-utils)" \
 	test -e /etc/selinux/default/policy/policy.33 -a -x /usr/sbin/load_policy
 t_agent_bin
