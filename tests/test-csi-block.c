@@ -5,7 +5,9 @@
  * read-only loop device under it, and a read-write publish of the same staged volume still
  * writes), and NodeExpandVolume after the loop device grew (the
  * answer is the device's new size; an xfs staged volume still grows as before), and a publish
- * the journal lost in a crash (the repeat adopts the bind in place).  Root,
+ * the journal lost in a crash (the repeat adopts the bind in place), and kubelet's side of
+ * the paths (a publish whose parent kubelet removed is refused and makes nothing; stats at
+ * kubelet's own bind of the published file).  Root,
  * private mount namespace; the fixture stops the agent and detaches every loop device even on
  * failure. */
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -394,6 +397,131 @@ static void test_publish_lost_by_journal_adopted(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
+/* An empty file at path with the block device (or published file) src bound over it: what
+ * kubelet does at volumeDevices/<pv>/dev/<pod uid> after a publish (MapBlockVolume). */
+static void kubelet_bind(const char *src, const char *path)
+{
+	char dir[800];
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", dir, NULL }), 0);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(mount(src, path, NULL, MS_BIND, NULL), 0);
+}
+
+/* Kubelet's side of a raw block volume: a publish whose parent (volumeDevices/publish/<pv>/,
+ * kubelet's) is missing is refused with a final code and makes nothing, and the same call
+ * succeeds once kubelet has made it; NodeGetVolumeStats at kubelet's own bind of the
+ * published file (volumeDevices/<pv>/dev/<pod uid>) answers the device's size, while a path
+ * holding another device, or no device, is NOT_FOUND. */
+static void test_block_kubelet_paths(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 32 << 20);
+	const char *other = fixture_add_loop(e->f, 16 << 20);
+	char stg[700], target[800], parent[800], kdev[800], kother[800], kfile[800], ctx[200];
+	char ro[800], kro[800];
+	char calls[8192], publish[2048], *out;
+	int fd;
+
+	assert_non_null(dev);
+	assert_non_null(other);
+	block_paths(e, "pv-k", "pod-k", stg, target);
+	snprintf(parent, sizeof(parent),
+		 "%s/plugins/kubernetes.io/csi/volumeDevices/publish/pv-gone", e->kubelet);
+	snprintf(target, sizeof(target), "%s/pod-k", parent);
+	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
+	csi_env_start(e);
+
+	snprintf(publish, sizeof(publish),
+		 "Node/NodePublishVolume {\"volume_id\": \"k\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK_MULTI
+		 ", \"volume_context\": %s}\n",
+		 stg, target, ctx);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"k\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_BLOCK_MULTI ", \"volume_context\": %s}\n%s",
+		 stg, ctx, publish);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	/* NOT_FOUND is final for kubelet (csi_client.go isFinalError): it forgets the attempt. */
+	assert_line(out, 1, "NOT_FOUND");
+	assert_line(out, 1, "target_path");
+	assert_line(out, 1, parent);
+	free(out);
+	assert_true(path_is_gone(parent));
+	assert_int_equal(test_count_mounts_under(e->kubelet), 1); /* the staged device only */
+
+	/* Kubelet makes the parent: the same call succeeds. */
+	assert_int_equal(mkdir(parent, 0750), 0);
+	out = csi_env_call(e, publish);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_true(is_block_node(target));
+
+	/* A read-only publish binds a read-only loop device over the volume's device. */
+	snprintf(ro, sizeof(ro), "%s/pod-ro", parent);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodePublishVolume {\"volume_id\": \"k\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_BLOCK_MULTI
+		 ", \"volume_context\": %s}\n",
+		 stg, ro, ctx);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_true(st_rdev_of(ro) != st_rdev_of(dev)); /* stats must look through the loop */
+
+	/* Kubelet's binds of the published files, and files holding another device or none. */
+	snprintf(kdev, sizeof(kdev), "%s/plugins/kubernetes.io/csi/volumeDevices/pv-k/dev/pod-k",
+		 e->kubelet);
+	snprintf(kother, sizeof(kother),
+		 "%s/plugins/kubernetes.io/csi/volumeDevices/pv-k/dev/pod-other", e->kubelet);
+	snprintf(kfile, sizeof(kfile),
+		 "%s/plugins/kubernetes.io/csi/volumeDevices/pv-k/dev/pod-file", e->kubelet);
+	snprintf(kro, sizeof(kro), "%s/plugins/kubernetes.io/csi/volumeDevices/pv-k/dev/pod-ro",
+		 e->kubelet);
+	kubelet_bind(target, kdev);
+	kubelet_bind(ro, kro);
+	kubelet_bind(other, kother);
+	fd = open(kfile, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"k\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"k\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"k\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"k\", \"volume_path\": \"%s\"}\n",
+		 kdev, kother, kfile, kro);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "\"total\": \"33554432\"");
+	assert_line(out, 0, "\"unit\": \"BYTES\"");
+	assert_line(out, 1, "NOT_FOUND");
+	assert_line(out, 2, "NOT_FOUND");
+	assert_line(out, 3, "\"total\": \"33554432\"");
+	free(out);
+
+	/* Kubelet's teardown: its own binds first, then unpublish and unstage. */
+	assert_int_equal(umount2(kdev, MNT_DETACH), 0);
+	assert_int_equal(umount2(kro, MNT_DETACH), 0);
+	assert_int_equal(umount2(kother, MNT_DETACH), 0);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"k\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"k\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"k\", \"staging_target_path\": \"%s\"}\n",
+		 target, ro, stg);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	assert_line(out, 2, "OK {}");
+	free(out);
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +530,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_block_expand, csi_setup, csi_teardown),
 		cmocka_unit_test_setup_teardown(test_publish_lost_by_journal_adopted, csi_setup,
 						csi_teardown),
+		cmocka_unit_test_setup_teardown(test_block_kubelet_paths, csi_setup, csi_teardown),
 	};
 
 	test_enter_private_mountns();

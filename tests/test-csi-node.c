@@ -5,7 +5,8 @@
  * Covers each RPC's success path, idempotent repeats, the error codes the spec demands,
  * stats and the volume condition, online expansion, many volumes at once, SIGTERM with a call
  * in flight, restart adoption (no remount), a reboot (CSI entries wait for kubelet), a second
- * instance refused, the registration service, and a secrets canary. */
+ * instance refused, the registration service, a secrets canary, and a publish whose parent
+ * kubelet has removed (refused, nothing made). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,7 +82,15 @@ static void test_directory_volume_lifecycle(void **state)
 	assert_line(out, 0, "OK {\"ready\": true}");
 	assert_line(out, 1, "\"name\": \"csi.volagent.io\"");
 	assert_line(out, 1, "\"vendor_version\": \"" VOLAGENT_VERSION "\"");
-	assert_line(out, 2, "\"kubernetes.io/hostname\"");
+	/* The driver's own key (kubelet owns kubernetes.io/hostname), the node id its value. */
+	{
+		char host[256] = "", seg[400];
+
+		assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+		snprintf(seg, sizeof(seg), "\"topology.csi.volagent.io/node\": \"%s\"", host);
+		assert_line(out, 2, seg);
+		assert_null(strstr(out, "kubernetes.io/hostname"));
+	}
 	assert_line(out, 3, "OK {}");
 	assert_line(out, 4, "OK {}");
 	assert_line(out, 5, "OK {}");
@@ -319,6 +328,61 @@ static void test_xfs_online_expand(void **state)
 	assert_string_equal(s, "xfs-data");
 	free(s);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
+/* A publish whose parent kubelet has removed (the pod is gone: kubelet removes
+ * pods/<uid>/volumes/kubernetes.io~csi/<pv>/ after a final error and after unpublish) is
+ * refused with a final code naming target_path, and nothing is made: no pod dir, no mount.
+ * Once kubelet has made the parent, the same call succeeds. */
+static void test_publish_parent_missing(void **state)
+{
+	struct csi_env *e = *state;
+	char src[600], stg[700], pod[700], parent[800], target[900], calls[4096], *out;
+	struct stat st;
+
+	snprintf(src, sizeof(src), "%s/src", e->f->dir);
+	assert_int_equal(mkdir(src, 0755), 0);
+	csi_env_staging(e, "gone", stg);
+	snprintf(pod, sizeof(pod), "%s/pods/pod-gone", e->kubelet);
+	snprintf(parent, sizeof(parent), "%s/volumes/kubernetes.io~csi/pv-gone", pod);
+	snprintf(target, sizeof(target), "%s/mount", parent);
+	csi_env_start(e);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeStageVolume {\"volume_id\": \"gone\", \"staging_target_path\": \"%s\", "
+		 "\"volume_capability\": " CAP_RW ", \"volume_context\": {\"type\": \"local\", "
+		 "\"path\": \"%s\"}}\n"
+		 "Node/NodePublishVolume {\"volume_id\": \"gone\", \"staging_target_path\": \"%s\", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_RW
+		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
+		 stg, src, stg, target, src);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	/* NOT_FOUND is final for kubelet (csi_client.go isFinalError). */
+	assert_line(out, 1, "NOT_FOUND");
+	assert_line(out, 1, "target_path");
+	assert_line(out, 1, parent);
+	free(out);
+	assert_true(stat(pod, &st) < 0 && errno == ENOENT);
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+
+	/* The pod dir as kubelet makes it: the very same calls now succeed. */
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	free(out);
+	assert_true(test_is_mountpoint(target));
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnpublishVolume {\"volume_id\": \"gone\", \"target_path\": \"%s\"}\n"
+		 "Node/NodeUnstageVolume {\"volume_id\": \"gone\", \"staging_target_path\": "
+		 "\"%s\"}\n",
+		 target, stg);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "OK {}");
+	assert_line(out, 1, "OK {}");
+	free(out);
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_true(stat(parent, &st) == 0); /* kubelet's dir: never removed by the agent */
 }
 
 static void test_invalid_requests(void **state)
@@ -1148,6 +1212,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_xfs_online_expand, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_publish_parent_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_volumes_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_adopts_and_reboot_waits_for_kubelet,
 						setup, teardown),

@@ -582,8 +582,9 @@ static void test_node_info_and_capabilities(void **state)
 	assert_contains(l, "EXPAND_VOLUME");
 	assert_contains(l, "SINGLE_NODE_MULTI_WRITER");
 	assert_string_equal(line_n(out, 1, l, sizeof(l)),
-			    "OK {\"accessible_topology\": {\"segments\": {\"" CSI_TOPOLOGY_KEY
-			    "\": \"" NODE "\"}}, \"max_volumes_per_node\": \"16\", \"node_id\": "
+			    "OK {\"accessible_topology\": {\"segments\": {\"topology." DRIVER
+			    "/node\": \"" NODE
+			    "\"}}, \"max_volumes_per_node\": \"16\", \"node_id\": "
 			    "\"" NODE "\"}");
 }
 
@@ -1471,6 +1472,14 @@ static void test_endpoint_and_config(void **state)
 	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
 	assert_int_equal(err.code, -EINVAL);
 	assert_contains(err.msg, "driver name");
+	/* Valid for CSI, but "topology.<name>/node" would be no Kubernetes label key. */
+	cfg.driver_name = "Csi_Driver.example";
+	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
+	assert_int_equal(err.code, -EINVAL);
+	assert_contains(err.msg, "\"topology.Csi_Driver.example/node\"");
+	cfg.driver_name = "a..b";
+	assert_null(csi_server_new(&cfg, NULL, NULL, &err));
+	assert_contains(err.msg, "label key");
 	cfg.driver_name = "ok.driver";
 	cfg.kubelet_root = "var/lib/kubelet";
 	assert_null(csi_server_new(&cfg, NULL, NULL, &err));

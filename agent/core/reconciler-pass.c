@@ -245,6 +245,7 @@ static void queue_set_up(struct reconciler *r, const struct dsw_pod_volume *pv,
 	op->pod_uid = strdup(pv->pod_uid);
 	op->read_only = pv->read_only;
 	op->cleanup_stop = rec_cleanup_stop_for(r, pv->target, false);
+	op->parent_given = pv->csi; /* kubelet's pod dir: never made again by the agent */
 	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
 	rec_op_start(r, op, tail);
 }

@@ -548,6 +548,7 @@ static void apply_info(struct reconciler *r, struct pending_request *p)
 
 		p->result.known = true;
 		p->result.uses_device = v->uses_device;
+		p->result.block = v->spec->block;
 		p->result.at_path = p->req->path && ((v->device_mount_path &&
 						      streq(v->device_mount_path, p->req->path)) ||
 						     (pv && pv->volume == v));

@@ -102,6 +102,7 @@ struct volume_request_result {
 	bool device_mounted; /* its device is mounted at its staging path */
 	bool uses_device;    /* it has a device of its own, mounted at its staging path */
 	bool at_path;	     /* the request's path is its staging path or a target */
+	bool block;	     /* a raw block volume */
 	char plugin[32];
 	char device_path[256]; /* the block device, when it has one */
 	int access_mode;       /* the CSI access mode it was staged (or published) with; -1 */

@@ -73,14 +73,18 @@ static struct mount_target opened_target_mount(const struct volume_op *op,
 	};
 }
 
-/* Walks to the target's parent without following symlinks (creating it when asked) and,
- * when create is set, makes the target directory itself (not a raw block volume's file:
- * map_device makes that).  *ret_created says whether the
- * target directory was made now (so a failed op can remove it again). */
+/* Walks to the target's parent without following symlinks (creating it when asked, unless
+ * op->parent_given) and, when create is set, makes the target directory itself (not a raw
+ * block volume's file: map_device makes that).  *ret_created says whether the target
+ * directory was made now (so a failed op can remove it again).  With op->parent_given a
+ * missing parent is -ENOENT and nothing is made: the walk opens each component with
+ * O_NOFOLLOW and creates none, and the target is made with mkdirat() in the parent's open
+ * descriptor, so a parent removed meanwhile cannot be made again by this op. */
 static int open_target_once(const struct volume_op *op, bool create, struct opened_target *ret,
 			    bool *ret_created, struct error_info *err)
 {
 	size_t n = strlen(op->target_root);
+	bool make_parents = create && !op->parent_given;
 	char *slash;
 	int r;
 
@@ -94,8 +98,18 @@ static int open_target_once(const struct volume_op *op, bool create, struct open
 	if (slash) {
 		*slash = '\0';
 		ret->name = slash + 1;
-		r = path_open_dir_below(op->target_root, ret->rel_parent, create, DIR_MODE,
+		r = path_open_dir_below(op->target_root, ret->rel_parent, make_parents, DIR_MODE,
 					&ret->parent_fd, err);
+		if ((r == -ENOENT || r == -ENOTDIR) && create && op->parent_given) {
+			*err = (struct error_info){ 0 };
+			return err_set(
+				err, -ENOENT,
+				"target_path %s: its parent directory %s/%s is missing (%s); "
+				"the CO makes it before NodePublishVolume and removes it once "
+				"the pod is gone, so nothing was created",
+				op->target, op->target_root, ret->rel_parent,
+				r == -ENOENT ? "does not exist" : "a component is no directory");
+		}
 	} else {
 		ret->name = ret->rel_parent;
 		r = path_open_dir_below(op->target_root, "", false, 0, &ret->parent_fd, err);
@@ -127,7 +141,7 @@ static int open_target(const struct volume_op *op, bool create, struct opened_ta
 
 	for (int attempt = 0;; attempt++) {
 		r = open_target_once(op, create, ret, ret_created, err);
-		if (r != -ENOENT || !create || attempt == 2)
+		if (r != -ENOENT || !create || op->parent_given || attempt == 2)
 			return r;
 		opened_target_done(ret);
 		*ret = (struct opened_target){ .parent_fd = -1 };

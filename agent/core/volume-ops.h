@@ -32,6 +32,10 @@ struct volume_op {
 	char *target;			    /* pod volume dir, or the device's node-wide mount */
 	char *target_root;		    /* trusted dir the target is walked down from */
 	char *cleanup_stop; /* empty parents are removed up to here, not including */
+	/* SET_UP: the target's parent must exist and only the target itself is made (a CSI
+	 * publish: kubelet makes the parent and removes it once the pod is gone, so a missing
+	 * one is a pod already cleaned up).  Unset: the whole chain is made (pod spec files). */
+	bool parent_given;
 	char *pod_uid;
 	bool read_only;
 	char *device_mount_path;      /* SET_UP and VERIFY of device volumes */

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/fs.h>
+#include <linux/loop.h>
+#include <linux/major.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,7 +439,9 @@ struct volume_place {
 	bool known;
 	bool at_path;
 	bool uses_device; /* it has a device of its own (mounted at its staging path) */
+	bool block;	  /* a raw block volume */
 	char plugin[32];
+	char device_path[256]; /* its device, when it is attached and held */
 };
 
 /* What the reconciler knows of volume_id and whether path is where it is staged or published:
@@ -460,19 +464,18 @@ static int volume_lookup(struct csi_node_config *cfg, const char *volume_id, con
 	ret->known = res.known;
 	ret->at_path = res.at_path;
 	ret->uses_device = res.uses_device;
+	ret->block = res.block;
 	snprintf(ret->plugin, sizeof(ret->plugin), "%s", res.plugin);
+	if (res.device_mounted)
+		snprintf(ret->device_path, sizeof(ret->device_path), "%s", res.device_path);
 	return 0;
 }
 
-/* NOT_FOUND unless the volume is known and path is where it is published or staged. */
-static int require_volume_at(struct csi_node_config *cfg, const char *volume_id, const char *path,
-			     const struct timespec *deadline, struct volume_place *ret,
-			     struct csi_reply *reply)
+/* NOT_FOUND unless the volume of place (looked up) is known and path is where it is
+ * published or staged. */
+static int require_place(const struct volume_place *ret, const char *volume_id, const char *path,
+			 struct csi_reply *reply)
 {
-	int r = volume_lookup(cfg, volume_id, path, deadline, ret, reply);
-
-	if (r < 0)
-		return r;
 	if (!ret->known) {
 		csi_reply_set(reply, CSI_NOT_FOUND,
 			      "volume %s is not staged or published on this node", volume_id);
@@ -484,6 +487,16 @@ static int require_volume_at(struct csi_node_config *cfg, const char *volume_id,
 		return -ENOENT;
 	}
 	return 0;
+}
+
+/* require_place() of a fresh lookup. */
+static int require_volume_at(struct csi_node_config *cfg, const char *volume_id, const char *path,
+			     const struct timespec *deadline, struct volume_place *ret,
+			     struct csi_reply *reply)
+{
+	int r = volume_lookup(cfg, volume_id, path, deadline, ret, reply);
+
+	return r < 0 ? r : require_place(ret, volume_id, path, reply);
 }
 
 /* --- raw block volumes: unstage, stats, expand --- */
@@ -530,6 +543,33 @@ static int block_expand(const struct csi_expand_request *in, struct csi_reply *r
 	return 0;
 }
 
+/* Whether path, not followed if it is a symlink, is the block device of a raw block volume
+ * whose device is device_path: a device node, or a file with one bound over it (kubelet's
+ * bind of the published file at volumeDevices/<pv>/dev/<pod uid>), of that device number, or
+ * of a loop device over it (the read-only loop a read-only publish binds).  Nothing is
+ * judged by the path's shape. */
+static bool is_volume_device(const char *path, const char *device_path)
+{
+	struct loop_info64 info;
+	struct stat st, dev;
+	int fd;
+	bool same;
+
+	if (!device_path[0] || lstat(path, &st) < 0 || !S_ISBLK(st.st_mode) ||
+	    stat(device_path, &dev) < 0 || !S_ISBLK(dev.st_mode))
+		return false;
+	if (st.st_rdev == dev.st_rdev)
+		return true;
+	if (major(st.st_rdev) != LOOP_MAJOR)
+		return false;
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	same = ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && info.lo_rdevice == dev.st_rdev;
+	close(fd);
+	return same;
+}
+
 /* Whether path is a block device node (a published or staged block volume). */
 static bool is_block_node(const char *path)
 {
@@ -547,7 +587,16 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 	struct stat st;
 	int r;
 
-	r = require_volume_at(cfg, in->volume_id, in->volume_path, &in->deadline, &place, reply);
+	/* Kubelet asks for a raw block volume at its own bind of the published file
+	 * (volumeDevices/<pv>/dev/<pod uid>, csi_block.go), a path the agent never published:
+	 * answered where the path holds the volume's device. */
+	r = volume_lookup(cfg, in->volume_id, in->volume_path, &in->deadline, &place, reply);
+	if (r < 0)
+		return r;
+	if (place.known && !place.at_path && place.block &&
+	    is_volume_device(in->volume_path, place.device_path))
+		return block_stats(in->volume_path, reply);
+	r = require_place(&place, in->volume_id, in->volume_path, reply);
 	if (r < 0)
 		return r;
 	if (lstat(in->volume_path, &st) < 0 && errno == ENOENT) {

@@ -105,6 +105,7 @@ struct csi_server {
 	char *socket_path;
 	char *driver_name;
 	char *node_id;
+	char *topology_key; /* "topology.<driver name>/node" */
 	char *kubelet_root; /* without trailing '/'; "" for "/" */
 	gid_t gid;
 	long long max_volumes_per_node;
@@ -203,6 +204,27 @@ static bool driver_name_valid(const char *n)
 		if (!isalnum((unsigned char)n[i]) && !strchr("-._", n[i]))
 			return false;
 	return true;
+}
+
+/* Whether "topology.<n>/node" is a Kubernetes label key: its prefix must be a DNS subdomain
+ * (lowercase alphanumeric labels with '-' inside, joined by single dots), which CSI's driver
+ * names need not be ('_', capitals).  Kubelet writes the key onto the Node; the API server
+ * refuses an invalid one, and with it the plugin's registration. */
+static bool topology_prefix_valid(const char *n)
+{
+	for (const char *label = n;;) {
+		size_t len = strcspn(label, ".");
+
+		if (len == 0 || len > 63 || label[0] == '-' || label[len - 1] == '-')
+			return false;
+		for (size_t i = 0; i < len; i++)
+			if (!islower((unsigned char)label[i]) &&
+			    !isdigit((unsigned char)label[i]) && label[i] != '-')
+				return false;
+		if (!label[len])
+			return true;
+		label += len + 1;
+	}
 }
 
 static int mkdir_parents(const char *path, mode_t mode)
@@ -403,7 +425,7 @@ static void reply_node_get_info(const struct csi_server *s, const struct csi_rep
 
 	resp.node_id = s->node_id;
 	resp.max_volumes_per_node = s->max_volumes_per_node;
-	seg.key = (char *)CSI_TOPOLOGY_KEY;
+	seg.key = s->topology_key;
 	seg.value = s->node_id;
 	topo.n_segments = 1;
 	topo.segments = segs;
@@ -1092,6 +1114,16 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 			cfg && cfg->driver_name ? "\"" : "");
 		return NULL;
 	}
+	if (!topology_prefix_valid(cfg->driver_name)) {
+		err_set(err, -EINVAL,
+			"driver name \"%s\": the topology key NodeGetInfo reports, \"" CSI_TOPOLOGY_KEY_PREFIX
+			"%s" CSI_TOPOLOGY_KEY_SUFFIX
+			"\", would be no valid Kubernetes label key and "
+			"kubelet's registration would fail: use lowercase letters, digits, '-' and "
+			"single '.'",
+			cfg->driver_name, cfg->driver_name);
+		return NULL;
+	}
 	root = cfg->kubelet_root && *cfg->kubelet_root ? cfg->kubelet_root
 						       : CSI_DEFAULT_KUBELET_ROOT;
 	if (!csi_path_normalized(root)) {
@@ -1118,6 +1150,8 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 	atomic_init(&s->ready, false);
 	atomic_init(&s->stopping, false);
 	s->driver_name = strdup(cfg->driver_name);
+	s->topology_key = strdup_printf(CSI_TOPOLOGY_KEY_PREFIX "%s" CSI_TOPOLOGY_KEY_SUFFIX,
+					cfg->driver_name);
 	s->kubelet_root = strdup(streq(root, "/") ? "" : root);
 	if (cfg->node_id && *cfg->node_id) {
 		s->node_id = strdup(cfg->node_id);
@@ -1129,7 +1163,7 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 		host[sizeof(host) - 1] = '\0';
 		s->node_id = strdup(host);
 	}
-	if (!s->driver_name || !s->kubelet_root || !s->node_id) {
+	if (!s->driver_name || !s->topology_key || !s->kubelet_root || !s->node_id) {
 		err_set(err, -ENOMEM, "out of memory");
 		return csi_server_free(s);
 	}
@@ -1207,8 +1241,9 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 			goto out_stop;
 	}
 	log_info("CSI server listening", "socket", s->socket_path, "driver", s->driver_name, "node",
-		 s->node_id, "registration", s->reg ? registration_socket_path(s->reg) : "off",
-		 "abseil_deadlock_detection", gcore_deadlock_detection_off() ? "off" : "on");
+		 s->node_id, "topology_key", s->topology_key, "registration",
+		 s->reg ? registration_socket_path(s->reg) : "off", "abseil_deadlock_detection",
+		 gcore_deadlock_detection_off() ? "off" : "on");
 	return 0;
 
 out_stop:
@@ -1291,6 +1326,7 @@ struct csi_server *csi_server_free(struct csi_server *s)
 	free(s->socket_path);
 	free(s->driver_name);
 	free(s->node_id);
+	free(s->topology_key);
 	free(s->kubelet_root);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

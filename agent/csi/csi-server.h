@@ -44,8 +44,13 @@
 #define CSI_DEFAULT_KUBELET_ROOT "/var/lib/kubelet"
 #define CSI_DEFAULT_WORKERS 4
 #define CSI_DEFAULT_GRACE_MS 10000
-/* NodeGetInfo.accessible_topology holds one segment: this key, with the node id as value. */
-#define CSI_TOPOLOGY_KEY "kubernetes.io/hostname"
+/* NodeGetInfo.accessible_topology holds one segment: "topology.<driver name>/node", with the
+ * node id as value.  A key of the driver's own: kubelet copies each segment onto the Node's
+ * labels and refuses the registration for good when the Node has the key with another value
+ * (nodeinfomanager.go), so a key kubelet owns (kubernetes.io/hostname, the hostname) would
+ * fail on every node whose name is not its hostname. */
+#define CSI_TOPOLOGY_KEY_PREFIX "topology."
+#define CSI_TOPOLOGY_KEY_SUFFIX "/node"
 
 /* One entry of a protobuf string map.  Both strings are non-NULL. */
 struct csi_kv {
