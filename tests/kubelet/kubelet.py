@@ -244,6 +244,22 @@ class Kubelet:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    def retry_busy(self, fn):
+        """Runs fn again while it fails with EBUSY, as kubelet's operation executor repeats a
+        failed unmap (backing off from 500 ms): a detached loop device lets go of its backing
+        file only once its last opener (udev's probe) has closed it."""
+        delay, deadline = 0.5, time.monotonic() + self.retry_for
+        while True:
+            try:
+                return fn()
+            except OSError as e:
+                if e.errno != errno.EBUSY or time.monotonic() + delay > deadline:
+                    raise
+                self.retries += 1
+                self.log("%s: again in %.1fs" % (e.strerror, delay))
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
     def node_caps(self):
         caps = self.call("NodeGetCapabilities", {}).get("capabilities", [])
         return {c["rpc"]["type"] for c in caps if "rpc" in c}
@@ -489,7 +505,7 @@ class Kubelet:
         if os.path.islink(link):
             os.remove(link)
         if mount_at(dev) is not None:
-            unmount(dev)
+            self.retry_busy(lambda: unmount(dev))
         if os.path.exists(dev):
             os.remove(dev)
         self.call_until_final("NodeUnpublishVolume", {"volume_id": pv["handle"],
