@@ -7,8 +7,9 @@
 
 #include "malloc-util.h"
 
-/* Below glibc's default mmap threshold (128 KiB), so each block comes from the arena. */
-#define RESERVE_BLOCK (120 * 1024)
+/* Below glibc's mmap threshold, so each block comes from the arena: the default 128 KiB, and
+ * the 64 KiB the CSI server fixes it at (csi_server_start). */
+#define RESERVE_BLOCK (60 * 1024)
 /* A thread's arena heap holds at most 64 MiB; more would only open a second heap. */
 #define RESERVE_MAX (48 * 1024 * 1024)
 /* The most malloc puts between two blocks made one after the other (its chunk header). */

@@ -385,6 +385,102 @@ static void test_publish_parent_missing(void **state)
 	assert_true(stat(parent, &st) == 0); /* kubelet's dir: never removed by the agent */
 }
 
+/* The agent's resident memory in KiB (VmRSS of /proc/<pid>/status). */
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* Whether a COUNTS answer line says every one of n calls got code, with a message. */
+static bool all_answered(const char *line, const char *code, int n)
+{
+	char want[96], end[32];
+
+	snprintf(want, sizeof(want), "COUNTS {\"ERR %s ", code);
+	snprintf(end, sizeof(end), "\": %d}", n);
+	/* One answer only: its count ends the line, and no other count is before it. */
+	return strncmp(line, want, strlen(want)) == 0 && endswith(line, end) &&
+	       strstr(line, "\": ") == line + strlen(line) - strlen(end);
+}
+
+/* Requests beyond the spec's size limits are refused before they cost memory: 1,000
+ * NodePublishVolume calls each carrying a 1 MiB string (volume_id, target_path, a context
+ * value) are answered RESOURCE_EXHAUSTED by gRPC's receive limit, with a message, and the
+ * agent's RSS afterwards stays within 8 MiB of before (it grew by 77-98 MiB without the
+ * limit).  A request under the receive limit but with a field beyond the spec's (a 5 KiB
+ * volume_context) is INVALID_ARGUMENT naming the field. */
+static void test_oversized_requests(void **state)
+{
+	struct csi_env *e = *state;
+	const size_t big = 1 << 20;
+	char stg[700], tgt[700], head[2048], *calls, *huge, *out;
+	long before, after;
+	FILE *m;
+	size_t len = 0;
+
+	csi_env_staging(e, "big", stg);
+	csi_env_target(e, "pod-big", "pv-big", tgt);
+	csi_env_start(e);
+	/* Warm up: the first calls map gRPC's lazily made state (per-thread caches, stubs). */
+	out = csi_env_call(e, "Identity/Probe {}\nNode/NodeGetInfo {}\n");
+	free(out);
+	before = rss_kib(e->f->agent.pid);
+
+	huge = malloc(big + 1);
+	assert_non_null(huge);
+	memset(huge, 'x', big);
+	huge[big] = '\0';
+	m = open_memstream(&calls, &len);
+	assert_non_null(m);
+	snprintf(
+		head, sizeof(head),
+		"Node/NodePublishVolume {\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW,
+		stg);
+	fprintf(m,
+		"REPEAT 334 %s, \"volume_id\": \"%s\", \"target_path\": \"%s\", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"/x\"}}\n",
+		head, huge, tgt);
+	fprintf(m,
+		"REPEAT 333 %s, \"volume_id\": \"big\", \"target_path\": \"%s/pods/%s\", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"/x\"}}\n",
+		head, e->kubelet, huge);
+	fprintf(m,
+		"REPEAT 333 %s, \"volume_id\": \"big\", \"target_path\": \"%s\", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"/x\", \"k\": \"%s\"}}\n",
+		head, tgt, huge);
+	huge[5 << 10] = '\0'; /* 5 KiB: beyond the spec's 4 KiB for a map, well within gRPC's */
+	fprintf(m,
+		"%s, \"volume_id\": \"big\", \"target_path\": \"%s\", "
+		"\"volume_context\": {\"type\": \"local\", \"path\": \"/x\", \"k\": \"%s\"}}\n",
+		head, tgt, huge);
+	fclose(m);
+	free(huge);
+	out = csi_env_call(e, calls);
+	free(calls);
+	after = rss_kib(e->f->agent.pid);
+	print_message("agent VmRSS before %ld KiB, after 1,000 oversized calls %ld KiB\n", before,
+		      after);
+	if (!all_answered(csi_line(out, 0), "RESOURCE_EXHAUSTED", 334) ||
+	    !all_answered(csi_line(out, 1), "RESOURCE_EXHAUSTED", 333) ||
+	    !all_answered(csi_line(out, 2), "RESOURCE_EXHAUSTED", 333))
+		fail_msg("not every oversized call was answered RESOURCE_EXHAUSTED:\n%.2000s", out);
+	assert_line(out, 3, "ERR INVALID_ARGUMENT volume_context: more than 4096 bytes");
+	free(out);
+	assert_true(after - before <= 8 * 1024);
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+}
+
 static void test_invalid_requests(void **state)
 {
 	struct csi_env *e = *state;
@@ -1213,6 +1309,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_xfs_online_expand, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_publish_parent_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oversized_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_volumes_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_adopts_and_reboot_waits_for_kubelet,
 						setup, teardown),

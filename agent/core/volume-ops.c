@@ -195,6 +195,22 @@ static int record_mount_id(struct volume_op *op, const struct opened_target *t)
 	return 0;
 }
 
+/* A mount made just now whose mount id cannot be read is undone, so that the failure, which
+ * the CSI caller may take as final, leaves nothing at the target (kubelet's rule: after a
+ * final error it forgets the attempt).  Best effort; the op's error stays the first one. */
+static void undo_new_mount(struct volume_op *op, bool device)
+{
+	struct error_info ignored = { 0 };
+
+	if (op_is_block(op))
+		(void)plugin_unmap_device(op->plugin, op->target, &ignored);
+	else if (device)
+		(void)plugin_unmount_device(op->plugin, op->target, &ignored);
+	else
+		(void)plugin_tear_down_at(op->plugin, op->volume_name, op->pod_uid, op->target,
+					  &ignored);
+}
+
 static int run_set_up(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
@@ -222,8 +238,11 @@ static int run_set_up(struct volume_op *op)
 		op->found_in_place = true; /* e.g. a journal that lost the call: adopted */
 		r = 0;
 	}
-	if (r == 0)
+	if (r == 0) {
 		r = record_mount_id(op, &t);
+		if (r < 0 && !op->found_in_place)
+			undo_new_mount(op, false);
+	}
 out:
 	if (r < 0 && (created || op_is_block(op)))
 		remove_target_dir(op, op_is_block(op)); /* a failed map removed its own file */
@@ -316,7 +335,7 @@ static int run_mount_device(struct volume_op *op)
 {
 	struct opened_target t = { .parent_fd = -1 };
 	struct mount_target mt;
-	bool attached_now = false, created = false;
+	bool attached_now = false, created = false, existed;
 	int r;
 
 	/* A plugin without attach gets no device: it knows its source from the spec. */
@@ -336,10 +355,14 @@ static int run_mount_device(struct volume_op *op)
 	else
 		r = plugin_mount_device(op->plugin, op->spec, op->att.device_path, op->read_only,
 					&mt, &op->err);
+	existed = r > 0; /* the held device was bound already */
 	if (r > 0)
-		r = 0; /* the held device was bound already */
-	if (r == 0)
+		r = 0;
+	if (r == 0) {
 		r = record_mount_id(op, &t);
+		if (r < 0 && !existed)
+			undo_new_mount(op, true);
+	}
 	if (r == 0 && op_is_block(op))
 		note_block_content(op);
 	if (r == 0)

@@ -86,10 +86,59 @@ static bool check_path(const struct csi_validate_config *cfg, struct csi_verdict
 	return true;
 }
 
+/* The layout protobuf-c gives every map<string, string> entry. */
+struct pb_map_entry {
+	ProtobufCMessage base;
+	char *key;
+	char *value;
+};
+
+/* A map within the spec's 4 KiB, keys and values together.  Only lengths are read: nothing
+ * of an oversized request is copied before it is refused. */
+static bool check_map(struct csi_verdict *v, const char *field, size_t n, void *const *entries)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct pb_map_entry *e = entries[i];
+
+		total += (e->key ? strlen(e->key) : 0) + (e->value ? strlen(e->value) : 0);
+		if (total > CSI_MAP_MAX)
+			return refuse(v, CSI_INVALID_ARGUMENT,
+				      "%s: more than %d bytes of keys and values (the CSI spec's "
+				      "limit for a map)",
+				      field, CSI_MAP_MAX);
+	}
+	return true;
+}
+
+#define CHECK_MAP(v, r, field) check_map(v, #field, (r)->n_##field, (void *const *)(r)->field)
+
+/* The three maps of a stage or publish request. */
+#define CHECK_MAPS(v, r)                                                 \
+	(CHECK_MAP(v, r, publish_context) && CHECK_MAP(v, r, secrets) && \
+	 CHECK_MAP(v, r, volume_context))
+
 static bool check_capability(struct csi_verdict *v, const Csi__V1__VolumeCapability *cap)
 {
 	if (!cap)
 		return true;
+	if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT && cap->mount) {
+		size_t total = 0;
+
+		if (cap->mount->fs_type && strlen(cap->mount->fs_type) > CSI_STRING_MAX)
+			return refuse(v, CSI_INVALID_ARGUMENT,
+				      "volume_capability.mount.fs_type: longer than %d bytes",
+				      CSI_STRING_MAX);
+		for (size_t i = 0; i < cap->mount->n_mount_flags; i++) {
+			total += strlen(cap->mount->mount_flags[i]);
+			if (total > CSI_MOUNT_FLAGS_MAX)
+				return refuse(v, CSI_INVALID_ARGUMENT,
+					      "volume_capability.mount.mount_flags: more than %d "
+					      "bytes in all",
+					      CSI_MOUNT_FLAGS_MAX);
+		}
+	}
 	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK &&
 	    cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT)
 		return refuse(v, CSI_INVALID_ARGUMENT,
@@ -129,7 +178,7 @@ bool csi_validate_stage(const struct csi_validate_config *cfg, const ProtobufCMe
 	return check_volume_id(v, r->volume_id) &&
 	       check_path(cfg, v, CSI_INVALID_ARGUMENT, "staging_target_path",
 			  r->staging_target_path) &&
-	       check_capability(v, r->volume_capability);
+	       check_capability(v, r->volume_capability) && CHECK_MAPS(v, r);
 }
 
 bool csi_validate_unstage(const struct csi_validate_config *cfg, const ProtobufCMessage *msg,
@@ -162,7 +211,7 @@ bool csi_validate_publish(const struct csi_validate_config *cfg, const ProtobufC
 	    !check_path(cfg, v, CSI_INVALID_ARGUMENT, "target_path", r->target_path) ||
 	    !check_path(cfg, v, CSI_INVALID_ARGUMENT, "staging_target_path",
 			r->staging_target_path) ||
-	    !check_capability(v, r->volume_capability))
+	    !check_capability(v, r->volume_capability) || !CHECK_MAPS(v, r))
 		return false;
 	/* CSI: with STAGE_UNSTAGE_VOLUME advertised, a missing staging path is a
 	 * FAILED_PRECONDITION (the volume cannot have been staged), not an INVALID_ARGUMENT. */
@@ -222,7 +271,7 @@ bool csi_validate_expand(const struct csi_validate_config *cfg, const ProtobufCM
 	    !check_volume_id(v, r->volume_id) ||
 	    !check_path(cfg, v, CSI_INVALID_ARGUMENT, "staging_target_path",
 			r->staging_target_path) ||
-	    !check_capability(v, r->volume_capability))
+	    !check_capability(v, r->volume_capability) || !CHECK_MAP(v, r, secrets))
 		return false;
 	if (r->capacity_range) {
 		int64_t req = r->capacity_range->required_bytes;

@@ -18,6 +18,21 @@
 #include "csi-status.h"
 
 #define CSI_VOLUME_ID_MAX 4096
+/* The spec's size limits ("Size Limits"): a string 128 bytes unless its field says otherwise,
+ * a map<string, string> 4 KiB (keys and values together).  mount_flags, a repeated string the
+ * spec bounds only per string, is held to a map's 4 KiB in all. */
+#define CSI_STRING_MAX 128
+#define CSI_MAP_MAX 4096
+#define CSI_MOUNT_FLAGS_MAX 4096
+/* The largest request the server receives (gRPC answers a longer one RESOURCE_EXHAUSTED
+ * before any handler runs).  The largest one within the limits above is a NodePublishVolume:
+ * volume_id 4 KiB, target_path and staging_target_path 4 KiB each (PATH_MAX), fs_type 128
+ * bytes, and three maps (publish_context, secrets, volume_context) of 4 KiB and mount_flags of
+ * 4 KiB, 28.1 KiB of content.  Encoded, a map of one-byte keys costs 5 bytes per byte (entry
+ * tag and length, key tag and length) and a mount flag of one byte 3, so the worst encoding
+ * of a valid request is about 88 KiB (3 x 20 + 12 + 12 + 4 KiB).  96 KiB holds it, and is
+ * 1/43 of gRPC's default 4 MiB. */
+#define CSI_MAX_REQUEST_BYTES (96 * 1024)
 
 struct csi_validate_config {
 	const char *kubelet_root; /* absolute, normalized, without trailing '/'; "" for "/" */

@@ -78,6 +78,10 @@ struct gcore_config {
 	/* Threads that serve the blocking methods (gcore_add_blocking_method); 0: none, those
 	 * methods are served by the queue thread like the others. */
 	int pool_threads;
+	/* Largest request message received, in bytes (GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH): a
+	 * longer one is answered RESOURCE_EXHAUSTED by gRPC itself and never reaches a handler.
+	 * <= 0: gRPC's default (4 MiB). */
+	int max_receive_bytes;
 };
 
 /* Creates a server for cfg (copied), initialising gRPC.  Nothing is bound yet.

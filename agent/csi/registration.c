@@ -135,6 +135,7 @@ int registration_start(struct registration *r, struct error_info *err)
 		.mode = 0600,
 		.gid = (gid_t)-1,
 		.calls_per_method = 2,
+		.max_receive_bytes = 16384, /* kubelet's two small messages */
 	};
 	int k;
 

@@ -12,6 +12,10 @@ Each input line is one call, answered by one output line, in order:
     Identity/GetPluginInfo {}                       ->  OK {"name": "...", ...}
     Node/NodeStageVolume {"volume_id": "v1", ...}   ->  ERR INVALID_ARGUMENT volume_id: required
     RAW /csi.v1.Controller/CreateVolume             ->  ERR UNIMPLEMENTED unknown method
+    REPEAT 1000 Node/NodePublishVolume {...}        ->  COUNTS {"ERR RESOURCE_EXHAUSTED ...": 1000}
+
+REPEAT sends the same request N times (parsed once, so a large one costs the client little)
+and answers with how many times each answer line came back.
 
 Requests are JSON in the proto3 JSON mapping (proto field names accepted); answers are
 compact JSON with proto field names.  Stubs are generated once into --stub-dir (default: a
@@ -55,6 +59,19 @@ def one_line(text):
     return " ".join(str(text).split())
 
 
+def request(services, stubs, channel, target, body):
+    """The stub method for "Service/Method" and the request parsed from its JSON body."""
+    from google.protobuf import json_format
+
+    service, _, method = target.partition("/")
+    module, stub_cls, full = services[service]
+    if service not in stubs:
+        stubs[service] = stub_cls(channel)
+    desc = module.DESCRIPTOR.services_by_name[full.split(".")[-1]]
+    req_cls = getattr(module, desc.methods_by_name[method].input_type.name)
+    return getattr(stubs[service], method), json_format.Parse(body or "{}", req_cls())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
@@ -77,6 +94,25 @@ def main():
         if not line or line.startswith("#"):
             continue
         target, _, body = line.partition(" ")
+        repeat = 1
+        if target == "REPEAT":
+            count, _, rest = body.partition(" ")
+            repeat = int(count)
+            target, _, body = rest.partition(" ")
+        if repeat > 1:
+            counts = {}
+            req = None
+            for _ in range(repeat):
+                try:
+                    if req is None:
+                        call, req = request(services, stubs, channel, target, body)
+                    resp = call(req, timeout=args.timeout)
+                    answer = "OK"
+                except grpc.RpcError as e:
+                    answer = "ERR %s %s" % (e.code().name, one_line(e.details() or ""))
+                counts[answer] = counts.get(answer, 0) + 1
+            print("COUNTS " + json.dumps(counts, sort_keys=True), flush=True)
+            continue
         try:
             if target == "RAW":
                 # A method the proto does not have: empty request, raw bytes back.
@@ -84,14 +120,8 @@ def main():
                 resp = call(b"", timeout=args.timeout)
                 print("OK " + json.dumps({"raw_len": len(resp)}), flush=True)
                 continue
-            service, _, method = target.partition("/")
-            module, stub_cls, full = services[service]
-            if service not in stubs:
-                stubs[service] = stub_cls(channel)
-            desc = module.DESCRIPTOR.services_by_name[full.split(".")[-1]]
-            req_cls = getattr(module, desc.methods_by_name[method].input_type.name)
-            req = json_format.Parse(body or "{}", req_cls())
-            resp = getattr(stubs[service], method)(req, timeout=args.timeout)
+            call, req = request(services, stubs, channel, target, body)
+            resp = call(req, timeout=args.timeout)
             out = json_format.MessageToJson(resp, preserving_proto_field_name=True,
                                             indent=None, sort_keys=True)
             print("OK " + one_line(out), flush=True)
