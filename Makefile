@@ -20,7 +20,7 @@ endif
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 
-PKGS := mount blkid libudev jansson libsystemd
+PKGS := mount blkid libudev jansson libsystemd libtirpc
 LIBS_EXTRA := -lpthread
 AGENT_SRCS := $(wildcard lib/*.c plugins/*.c plugins/rbd/*.c agent/core/*.c agent/csi/*.c \
 		agent/devices/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))

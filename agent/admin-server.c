@@ -4,10 +4,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,17 +13,16 @@
 #include "file-util.h"
 #include "log.h"
 #include "macro.h"
+#include "server-thread.h"
 #include "unix-socket.h"
 
 struct admin_server {
 	int listen_fd;
-	int stop_fd;
+	struct server_thread thread;
 	char *path;
 	bool grouped;
 	gid_t gid;
 	struct reconciler *r;
-	pthread_t thread;
-	bool started;
 };
 
 /* Root, or the socket's group: the file mode already says so, the credentials confirm it. */
@@ -70,7 +67,8 @@ static void *admin_main(void *arg)
 
 	(void)pthread_setname_np(pthread_self(), "admin");
 	for (;;) {
-		struct pollfd p[2] = { { s->listen_fd, POLLIN, 0 }, { s->stop_fd, POLLIN, 0 } };
+		struct pollfd p[2] = { { s->listen_fd, POLLIN, 0 },
+				       { s->thread.stop_fd, POLLIN, 0 } };
 		int fd;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
@@ -92,12 +90,11 @@ int admin_server_start(const char *path, const char *group, struct reconciler *r
 		       struct admin_server **ret, struct error_info *err)
 {
 	struct admin_server *s = calloc(1, sizeof(*s));
-	sigset_t all, old;
 	int k;
 
 	if (!s)
 		return -ENOMEM;
-	s->listen_fd = s->stop_fd = -1;
+	s->listen_fd = -1;
 	s->r = r;
 	s->path = strdup(path);
 	s->grouped = group && *group;
@@ -113,36 +110,26 @@ int admin_server_start(const char *path, const char *group, struct reconciler *r
 		err_prefix(err, "admin socket");
 		return k;
 	}
-	s->stop_fd = eventfd(0, EFD_CLOEXEC);
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	k = s->stop_fd < 0 ? -errno : -pthread_create(&s->thread, NULL, admin_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	k = server_thread_open(&s->thread, 0);
+	if (k == 0)
+		k = server_thread_start(&s->thread, admin_main, s);
 	if (k < 0) {
 		admin_server_free(s);
 		return err_set(err, k, "admin socket: %s", strerror(-k));
 	}
-	s->started = true;
 	*ret = s;
 	return 0;
 }
 
 struct admin_server *admin_server_free(struct admin_server *s)
 {
-	uint64_t one = 1;
-
 	if (!s)
 		return NULL;
-	if (s->started) {
-		(void)!write(s->stop_fd, &one, sizeof(one));
-		pthread_join(s->thread, NULL);
-	}
+	server_thread_close(&s->thread);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
 		unlink(s->path);
 	}
-	if (s->stop_fd >= 0)
-		close(s->stop_fd);
 	free(s->path);
 	free(s);
 	return NULL;

@@ -295,6 +295,7 @@ int cmd_run(int argc, char **argv)
 			.root_dir = cfg.root_dir,
 			.state_dir = cfg.state_dir,
 			.pods_dir = cfg.pods_dir,
+			.insecure_pods_dir = cfg.insecure_pods_dir,
 			.workers = cfg.workers,
 			.backoff_initial_ms = 500,
 			.backoff_max_ms = cfg.backoff_max_ms,
@@ -304,6 +305,7 @@ int cmd_run(int argc, char **argv)
 			.sources = dm ? &dm_source : NULL,
 			.n_sources = dm ? 1 : 0,
 			.health_interval_ms = cfg.health_interval_ms,
+			.stale_stage_after_ms = cfg.stale_stage_after_ms,
 			.kubelet_root = cfg.kubelet_root_dir,
 		},
 		&rec, &err);

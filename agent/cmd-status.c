@@ -87,6 +87,55 @@ static char *fetch(const char *path, int *ret_errno)
 	return buf;
 }
 
+json_t *status_fetch(const char *cmd, const char *socket, const char *state_dir, const char *config,
+		     char **ret_text, int *ret_code)
+{
+	_cleanup_free_ char *text = NULL, *found = NULL;
+	struct error_info err = { 0 };
+	const char *path = socket;
+	json_error_t jerr;
+	json_t *root;
+	int e = 0;
+
+	*ret_code = 2;
+	if (socket && state_dir) {
+		fprintf(stderr, "volagent %s: --socket and --state-dir: give one of them\n", cmd);
+		return NULL;
+	}
+	if (!path) {
+		if (admin_socket_path(config, state_dir, &found, &err) < 0) {
+			fprintf(stderr, "volagent %s: %s\n", cmd, err_msg(&err));
+			return NULL;
+		}
+		path = found;
+	}
+	*ret_code = 1;
+	text = fetch(path, &e);
+	if (!text) {
+		if (e == EACCES || e == EPERM)
+			fprintf(stderr,
+				"volagent %s: %s: permission denied (root, or a member of "
+				"the agent's --admin-socket-group)\n",
+				cmd, path);
+		else if (e == ENOENT || e == ECONNREFUSED)
+			fprintf(stderr, "volagent %s: no agent answers on %s\n", cmd, path);
+		else
+			fprintf(stderr, "volagent %s: %s: %s\n", cmd, path, strerror(e));
+		return NULL;
+	}
+	root = json_loads(text, 0, &jerr);
+	if (!root || json_object_get(root, "error")) {
+		fprintf(stderr, "volagent %s: %s\n", cmd,
+			root ? json_string_value(json_object_get(root, "error")) : jerr.text);
+		json_decref(root);
+		return NULL;
+	}
+	*ret_code = 0;
+	if (ret_text)
+		*ret_text = TAKE_PTR(text);
+	return root;
+}
+
 static const char *str(json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
@@ -98,7 +147,7 @@ static void print_human(json_t *root)
 {
 	json_t *counts = json_object_get(root, "counts"),
 	       *journal = json_object_get(root, "journal");
-	json_t *vol, *pod, *dev;
+	json_t *vol, *pod, *dev, *specs;
 	size_t i, k;
 
 	printf("volagent %s, pid %lld, up %llds, %s\n", str(root, "version"),
@@ -166,6 +215,25 @@ static void print_human(json_t *root)
 	}
 	json_array_foreach(json_object_get(root, "mounts_being_removed"), i, vol)
 		printf("being removed: %s\n", str(vol, "target"));
+	json_array_foreach(json_object_get(root, "on_node"), i,
+			   vol) if (json_is_true(json_object_get(vol, "stale")))
+		printf("lost stage: %s staged at %s with no pod for %llds (kubelet may have "
+		       "lost track of it; left as it is)\n",
+		       str(vol, "volume"), str(vol, "staged_at"),
+		       (long long)json_integer_value(
+			       json_object_get(vol, "unpublished_since_seconds")));
+	json_array_foreach(json_object_get(root, "storage_servers"), i,
+			   vol) if (streq(str(vol, "state"), "down"))
+		printf("storage server down: %s since %s (%s); %lld operations refused\n",
+		       str(vol, "server"), str(vol, "down_since"), str(vol, "reason"),
+		       (long long)json_integer_value(json_object_get(vol, "refused")));
+	specs = json_object_get(root, "spec_files");
+	if (json_is_string(json_object_get(specs, "dir_unsafe")))
+		printf("\npods dir %s is NOT safe, its files are refused: %s\n", str(specs, "dir"),
+		       str(specs, "dir_unsafe"));
+	json_array_foreach(json_object_get(specs, "refused"), i, vol)
+		printf("refused spec file %s/%s: %s\n", str(specs, "dir"), str(vol, "file"),
+		       str(vol, "reason"));
 }
 
 int cmd_status(int argc, char **argv)
@@ -175,16 +243,15 @@ int cmd_status(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "state-dir", required_argument, NULL, 'd' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "holders", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *socket = NULL, *state_dir = NULL, *config = NULL, *path;
-	_cleanup_free_ char *text = NULL, *found = NULL;
-	struct error_info err = { 0 };
-	json_error_t jerr;
+	const char *socket = NULL, *state_dir = NULL, *config = NULL, *holders = NULL;
+	_cleanup_free_ char *text = NULL;
 	json_t *root;
 	bool as_json = false;
-	int c, e = 0;
+	int c, rc;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -201,10 +268,17 @@ int cmd_status(int argc, char **argv)
 		case 'c':
 			config = optarg;
 			break;
+		case 'H':
+			holders = optarg;
+			break;
 		case 'h':
-			printf("Usage: volagent status [--json] [--socket PATH | --state-dir DIR] "
-			       "[--config FILE]\n\n"
+			printf("Usage: volagent status [--json] [--holders VOLUME|PATH] "
+			       "[--socket PATH | --state-dir DIR] [--config FILE]\n\n"
 			       "Shows the running agent's volumes, devices and journal.\n"
+			       "--holders: who holds the volume's mounts (or the mount at PATH): "
+			       "processes\n"
+			       "with their cwd, root, open files or mappings on it, and stacked or "
+			       "other mounts.\n"
 			       "The socket is --socket, else the config file's admin-socket, else\n"
 			       "<state-dir>/admin.sock (as `volagent run` places it; the state dir\n"
 			       "from --state-dir or the config file, default %s).\n",
@@ -219,37 +293,13 @@ int cmd_status(int argc, char **argv)
 		fprintf(stderr, "volagent status: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	if (socket && state_dir) {
-		fprintf(stderr, "volagent status: --socket and --state-dir: give one of them\n");
-		return 2;
-	}
-	path = socket;
-	if (!path) {
-		if (admin_socket_path(config, state_dir, &found, &err) < 0) {
-			fprintf(stderr, "volagent status: %s\n", err_msg(&err));
-			return 2;
-		}
-		path = found;
-	}
-	text = fetch(path, &e);
-	if (!text) {
-		if (e == EACCES || e == EPERM)
-			fprintf(stderr,
-				"volagent status: %s: permission denied (root, or a member of "
-				"the agent's --admin-socket-group)\n",
-				path);
-		else if (e == ENOENT || e == ECONNREFUSED)
-			fprintf(stderr, "volagent status: no agent answers on %s\n", path);
-		else
-			fprintf(stderr, "volagent status: %s: %s\n", path, strerror(e));
-		return 1;
-	}
-	root = json_loads(text, 0, &jerr);
-	if (!root || json_object_get(root, "error")) {
-		fprintf(stderr, "volagent status: %s\n",
-			root ? json_string_value(json_object_get(root, "error")) : jerr.text);
+	root = status_fetch("status", socket, state_dir, config, &text, &rc);
+	if (!root)
+		return rc;
+	if (holders) {
+		rc = status_print_holders(root, holders, as_json);
 		json_decref(root);
-		return 1;
+		return rc;
 	}
 	if (as_json)
 		fputs(text, stdout);

@@ -3,9 +3,28 @@
  * negative answer or runtime failure, 2 bad usage or configuration. */
 #pragma once
 
+#include <jansson.h>
+#include <stdbool.h>
+
 int cmd_run(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_drain_check(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_osd_check(int argc, char **argv);
 int cmd_rbd_helper(int argc, char **argv);
+
+/* What `volagent status` and `drain-check` share (cmd-status.c): the agent's status snapshot,
+ * asked over the admin socket found from socket, state_dir and config (each NULL: the
+ * default).  Returns the parsed snapshot (caller decrefs) and its text in *ret_text (may be
+ * NULL; caller frees), or NULL with the reason printed on stderr, prefixed "volagent cmd: ",
+ * and *ret_code the exit code to give (1: no answer, 2: bad usage). */
+json_t *status_fetch(const char *cmd, const char *socket, const char *state_dir, const char *config,
+		     char **ret_text, int *ret_code);
+/* status-holders.c: prints who holds each mount of VOLUME (a volume name or id in the
+ * snapshot root) or the mount at PATH; as_json: as a JSON array.  Returns the exit code. */
+int status_print_holders(json_t *root, const char *what, bool as_json);
+/* Who holds the mounts of entry e of the snapshot's "on_node" list (its pod targets and its
+ * staging mount, with its device): an object {"path", "device", "holders" or "error"} per
+ * path mounted, appended to ret (an array). */
+void status_node_volume_holders(json_t *e, json_t *ret);

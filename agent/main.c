@@ -20,6 +20,8 @@ static const struct command commands[] = {
 	{ "devices", cmd_devices, "list block devices by stable identity" },
 	{ "osd-check", cmd_osd_check, "may each saved Ceph OSD be removed now? (rename-safe)" },
 	{ "status", cmd_status, "show the running agent's volumes, devices and journal" },
+	{ "drain-check", cmd_drain_check,
+	  "may this node be drained? (exit 0: no volume is left on it)" },
 	{ "probe", cmd_probe, "ask a running agent's CSI service whether it is ready" },
 	{ "rbd-helper", cmd_rbd_helper, "one librados/librbd call for the rbd plugin (JSON)" },
 	{ "version", cmd_version, "print the version" },

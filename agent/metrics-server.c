@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "macro.h"
 #include "metrics-server.h"
 #include "metrics.h"
+#include "server-thread.h"
 #include "unix-socket.h"
 
 /* A connection idle (or stuck sending its request, or not reading the answer) this long is
@@ -39,9 +39,7 @@ struct metrics_server {
 	struct event_base *base;
 	struct evhttp *http;
 	struct event *stop_ev;
-	int stop_fd;
-	pthread_t thread;
-	bool started;
+	struct server_thread thread;
 	char *socket_path; /* unlinked at the end; NULL for TCP */
 };
 
@@ -196,12 +194,10 @@ int metrics_server_start(const char *address, const char *group, struct metrics_
 			 struct error_info *err)
 {
 	struct metrics_server *s = calloc(1, sizeof(*s));
-	sigset_t all, old;
 	int fd, k;
 
 	if (!s)
 		return -ENOMEM;
-	s->stop_fd = -1;
 	if (startswith(address, "unix:") || address[0] == '/') {
 		const char *path = startswith(address, "unix:") ? address + strlen("unix:")
 								: address;
@@ -253,37 +249,28 @@ int metrics_server_start(const char *address, const char *group, struct metrics_
 	evhttp_set_max_body_size(s->http, METRICS_MAX_BODY);
 	evhttp_set_gencb(s->http, handle, s);
 
-	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->stop_ev = s->stop_fd >= 0 ? event_new(s->base, s->stop_fd, EV_READ, on_stop, s->base)
-				     : NULL;
+	k = server_thread_open(&s->thread, EFD_NONBLOCK);
+	s->stop_ev = k == 0 ? event_new(s->base, s->thread.stop_fd, EV_READ, on_stop, s->base)
+			    : NULL;
 	if (!s->stop_ev || event_add(s->stop_ev, NULL) < 0) {
-		k = s->stop_fd < 0 ? -errno : -ENOMEM;
+		k = k < 0 ? k : -ENOMEM;
 		metrics_server_free(s);
 		return err_set(err, k, "metrics server on %s: %s", address, strerror(-k));
 	}
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	k = -pthread_create(&s->thread, NULL, metrics_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	k = server_thread_start(&s->thread, metrics_main, s);
 	if (k < 0) {
 		metrics_server_free(s);
 		return err_set(err, k, "metrics server on %s: %s", address, strerror(-k));
 	}
-	s->started = true;
 	*ret = s;
 	return 0;
 }
 
 struct metrics_server *metrics_server_free(struct metrics_server *s)
 {
-	uint64_t one = 1;
-
 	if (!s)
 		return NULL;
-	if (s->started) {
-		(void)!write(s->stop_fd, &one, sizeof(one));
-		pthread_join(s->thread, NULL);
-	}
+	server_thread_stop(&s->thread);
 	/* Closes the listening socket and every open connection. */
 	if (s->http)
 		evhttp_free(s->http);
@@ -291,8 +278,7 @@ struct metrics_server *metrics_server_free(struct metrics_server *s)
 		event_free(s->stop_ev);
 	if (s->base)
 		event_base_free(s->base);
-	if (s->stop_fd >= 0)
-		close(s->stop_fd);
+	server_thread_close(&s->thread);
 	if (s->socket_path) {
 		unlink(s->socket_path);
 		free(s->socket_path);

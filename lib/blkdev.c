@@ -93,19 +93,6 @@ static int run_mkfs(const char *dev, const char *fstype, struct error_info *err)
 	return 0;
 }
 
-int blkdev_format_if_blank(const char *dev, const char *fstype, struct error_info *err)
-{
-	struct blkdev_probe p;
-	int rc = blkdev_probe(dev, &p, err);
-
-	if (rc < 0)
-		return rc;
-	if (!p.blank)
-		return err_set(err, -EEXIST, "%s already carries a %s signature; not formatting",
-			       dev, p.type[0] ? p.type : p.pttype);
-	return run_mkfs(dev, fstype, err);
-}
-
 int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
 			     struct error_info *err)
 {

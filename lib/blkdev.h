@@ -27,10 +27,6 @@ int blkdev_probe(const char *dev, struct blkdev_probe *ret, struct error_info *e
 /* Whether fstype is one the agent will create with mkfs. */
 bool blkdev_can_format(const char *fstype);
 
-/* Probes dev and, if blank, runs mkfs.<fstype>.  Refuses (-EEXIST) when any signature is
- * present.  Returns 0 after formatting. */
-int blkdev_format_if_blank(const char *dev, const char *fstype, struct error_info *err);
-
 /* Decides how to mount dev: formats it when blank (and !read_only), then stores the
  * filesystem type to mount with in ret_type (>= 32 bytes).  Refuses devices holding a
  * partition table or a non-filesystem signature, and a filesystem other than fstype when

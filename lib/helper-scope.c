@@ -15,6 +15,7 @@
 #include "helper-scope.h"
 #include "log.h"
 #include "macro.h"
+#include "time-util.h"
 
 #define SCOPE_SLICE "system-volagent.slice"
 #define MOVE_TIMEOUT_MS 10000
@@ -73,14 +74,6 @@ static int bus_open(sd_bus **ret)
 	return 0;
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* 1 when pid is in unit, 0 when not (yet), -ESRCH when it is gone. */
 static int pid_in_unit(pid_t pid, const char *unit)
 {
@@ -100,7 +93,7 @@ int helper_scope_move(pid_t pid, const char *kind, const char *description, char
 	sd_bus_message *m = NULL, *reply = NULL;
 	sd_bus_error e = SD_BUS_ERROR_NULL;
 	char unit[256];
-	long long deadline;
+	uint64_t deadline;
 	int r;
 
 	if (pid <= 0 || !kind)
@@ -147,7 +140,7 @@ int helper_scope_move(pid_t pid, const char *kind, const char *description, char
 	}
 	sd_bus_error_free(&e);
 	/* The job that moves the process runs after the reply: wait for its effect. */
-	deadline = mono_ms() + MOVE_TIMEOUT_MS;
+	deadline = now_ms() + MOVE_TIMEOUT_MS;
 	for (;;) {
 		r = pid_in_unit(pid, unit);
 		if (r == 1)
@@ -155,7 +148,7 @@ int helper_scope_move(pid_t pid, const char *kind, const char *description, char
 		if (r < 0)
 			return err_set(err, r, "%s (pid %d) exited before it was moved to %s", kind,
 				       (int)pid, unit);
-		if (mono_ms() >= deadline)
+		if (now_ms() >= deadline)
 			return err_set(err, -ETIMEDOUT,
 				       "%s (pid %d) was not moved to %s within %ds", kind, (int)pid,
 				       unit, MOVE_TIMEOUT_MS / 1000);

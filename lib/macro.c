@@ -1,33 +1,8 @@
-/* macro.c - allocation helpers declared in macro.h. */
+/* macro.c - strdup_printf, the one helper of macro.h that is no inline. */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "macro.h"
-#include "log.h"
-
-void *xmalloc0(size_t size)
-{
-	void *p = calloc(1, size ? size : 1);
-	if (!p) {
-		log_crit("out of memory");
-		abort();
-	}
-	return p;
-}
-
-char *xstrdup(const char *s)
-{
-	char *p;
-
-	if (!s)
-		return NULL;
-	p = strdup(s);
-	if (!p) {
-		log_crit("out of memory");
-		abort();
-	}
-	return p;
-}
 
 char *strdup_printf(const char *fmt, ...)
 {

@@ -73,8 +73,6 @@ static inline void closep(int *fd)
 		_fd;            \
 	})
 
-/* Allocation failures are fatal only where a caller cannot recover; elsewhere use -ENOMEM. */
-void *xmalloc0(size_t size);
-char *xstrdup(const char *s);
-/* asprintf that returns NULL on failure instead of leaving the pointer undefined. */
+/* asprintf that returns NULL on failure instead of leaving the pointer undefined (the caller
+ * answers -ENOMEM: no allocation failure is fatal). */
 char *strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,12 +1,14 @@
 /* metrics.c - see metrics.h.  A few label combinations at most (plugins x operations, CSI
  * methods x codes), so series live in small arrays searched linearly under one lock. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "macro.h"
 #include "metrics.h"
+#include "server-health.h"
 
 static const double buckets[] = { 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120 };
 #define N_BUCKETS ARRAY_SIZE(buckets)
@@ -40,7 +42,7 @@ static struct csi_series csi[MAX_CSI_SERIES];
 static size_t n_csi;
 static unsigned long long inventory_changes, renames, passes;
 static struct histogram pass_duration;
-static size_t g_desired, g_mounted, g_devices;
+static size_t g_desired, g_mounted, g_devices, g_on_node, g_stale;
 static unsigned g_backoff;
 static double g_oldest;
 
@@ -146,6 +148,14 @@ void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backo
 	pthread_mutex_unlock(&lock);
 }
 
+void metrics_set_node_gauges(size_t on_node, size_t stale_stages)
+{
+	pthread_mutex_lock(&lock);
+	g_on_node = on_node;
+	g_stale = stale_stages;
+	pthread_mutex_unlock(&lock);
+}
+
 static void render_histogram(FILE *f, const char *name, const char *labels,
 			     const struct histogram *h)
 {
@@ -177,6 +187,52 @@ static void sample(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "%s %llu\n", name, value);
 }
 
+/* A counter of every plugin operation: the field at offset of each struct op_series.  Under
+ * lock. */
+static void op_counter(FILE *f, const char *name, const char *help, size_t offset)
+{
+	header(f, name, "counter", help);
+	for (size_t i = 0; i < n_ops; i++)
+		fprintf(f, "%s{plugin=\"%s\",operation=\"%s\"} %llu\n", name, ops[i].plugin,
+			ops[i].operation,
+			*(const unsigned long long *)((const char *)&ops[i] + offset));
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void label_value(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* Each storage server's state (server-health.h); its key is escaped as a label value. */
+static void render_servers(FILE *f)
+{
+	static struct server_health_info info[SERVER_HEALTH_MAX];
+	size_t n = server_health_list(info, SERVER_HEALTH_MAX);
+
+	header(f, "volagent_storage_server_down", "gauge",
+	       "1 while the storage server does not answer (new mounts to it fail at once).");
+	for (size_t i = 0; i < n; i++) {
+		fputs("volagent_storage_server_down{server=\"", f);
+		label_value(f, info[i].key);
+		fprintf(f, "\"} %d\n", info[i].down ? 1 : 0);
+	}
+	header(f, "volagent_storage_server_refused_total", "counter",
+	       "Operations refused at once because their storage server was down.");
+	for (size_t i = 0; i < n; i++) {
+		fputs("volagent_storage_server_refused_total{server=\"", f);
+		label_value(f, info[i].key);
+		fprintf(f, "\"} %lu\n", info[i].refused);
+	}
+}
+
 char *metrics_render(void)
 {
 	char *buf = NULL, labels[96];
@@ -186,23 +242,13 @@ char *metrics_render(void)
 	if (!f)
 		return NULL;
 	pthread_mutex_lock(&lock);
-	header(f, "volagent_operations_started_total", "counter",
-	       "Plugin operations started, by plugin and operation.");
-	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f,
-			"volagent_operations_started_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
-			ops[i].plugin, ops[i].operation, ops[i].started);
-	header(f, "volagent_operations_succeeded_total", "counter",
-	       "Plugin operations that succeeded.");
-	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f,
-			"volagent_operations_succeeded_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
-			ops[i].plugin, ops[i].operation, ops[i].succeeded);
-	header(f, "volagent_operations_failed_total", "counter", "Plugin operations that failed.");
-	for (size_t i = 0; i < n_ops; i++)
-		fprintf(f,
-			"volagent_operations_failed_total{plugin=\"%s\",operation=\"%s\"} %llu\n",
-			ops[i].plugin, ops[i].operation, ops[i].failed);
+	op_counter(f, "volagent_operations_started_total",
+		   "Plugin operations started, by plugin and operation.",
+		   offsetof(struct op_series, started));
+	op_counter(f, "volagent_operations_succeeded_total", "Plugin operations that succeeded.",
+		   offsetof(struct op_series, succeeded));
+	op_counter(f, "volagent_operations_failed_total", "Plugin operations that failed.",
+		   offsetof(struct op_series, failed));
 	header(f, "volagent_operation_duration_seconds", "histogram",
 	       "How long plugin operations took.");
 	for (size_t i = 0; i < n_ops; i++) {
@@ -231,6 +277,14 @@ char *metrics_render(void)
 	sample(f, "volagent_volumes_in_backoff", "gauge",
 	       "Operations waiting to be retried after failing.", g_backoff);
 	sample(f, "volagent_devices_attached", "gauge", "Devices staged on this node.", g_devices);
+	sample(f, "volagent_volumes_on_node", "gauge",
+	       "Volumes still published, staged or attached on this node (0: it may be drained).",
+	       g_on_node);
+	sample(f, "volagent_stale_stages", "gauge",
+	       "Volumes staged or attached with no pod publishing them for longer than "
+	       "--stale-stage-after.",
+	       g_stale);
+	render_servers(f);
 	header(f, "volagent_oldest_pending_operation_age_seconds", "gauge",
 	       "Age of the oldest operation in flight (0 when none).");
 	fprintf(f, "volagent_oldest_pending_operation_age_seconds %.3f\n", g_oldest);
@@ -247,7 +301,7 @@ void metrics_reset(void)
 	memset(csi, 0, sizeof(csi));
 	inventory_changes = renames = passes = 0;
 	memset(&pass_duration, 0, sizeof(pass_duration));
-	g_desired = g_mounted = g_devices = 0;
+	g_desired = g_mounted = g_devices = g_on_node = g_stale = 0;
 	g_backoff = 0;
 	g_oldest = 0;
 	pthread_mutex_unlock(&lock);

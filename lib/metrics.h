@@ -12,7 +12,8 @@
  *   volagent_reconcile_pass_duration_seconds                 histogram
  *   volagent_volumes_desired, volagent_volumes_mounted,
  *   volagent_volumes_in_backoff, volagent_devices_attached,
- *   volagent_oldest_pending_operation_age_seconds             gauges
+ *   volagent_oldest_pending_operation_age_seconds,
+ *   volagent_volumes_on_node, volagent_stale_stages             gauges
  *
  * Operations are the plugin calls: attach, mount_device, set_up, tear_down, unmount_device,
  * detach, map_device, unmap_device (raw block), expand, check_set_up (adopting a mount after a
@@ -28,6 +29,10 @@ void metrics_csi_call(const char *method, const char *code);
 void metrics_device_inventory_changed(void);
 void metrics_device_renamed(void);
 void metrics_reconcile_pass(double seconds);
+/* Volumes still on the node (published, staged or attached: what `volagent drain-check`
+ * waits for), and of those the lost stages (staged or attached with no pod for longer than
+ * --stale-stage-after). */
+void metrics_set_node_gauges(size_t on_node, size_t stale_stages);
 void metrics_set_volume_gauges(size_t desired, size_t mounted, unsigned in_backoff, size_t devices,
 			       double oldest_pending_age_seconds);
 

@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "file-util.h"
 #include "process.h"
+#include "time-util.h"
 
 extern char **environ;
 
@@ -30,14 +31,6 @@ static atomic_uint stuck;
 unsigned process_stuck_count(void)
 {
 	return atomic_load(&stuck);
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void close_fd(int *fd)
@@ -361,7 +354,7 @@ static void finish(struct process *p)
 
 int process_wait(struct process *p, uint64_t timeout_ms)
 {
-	uint64_t deadline = mono_ms() + timeout_ms;
+	uint64_t deadline = now_ms() + timeout_ms;
 
 	if (p->done)
 		return 1;
@@ -379,7 +372,7 @@ int process_wait(struct process *p, uint64_t timeout_ms)
 			finish(p);
 			return 1;
 		}
-		now = mono_ms();
+		now = now_ms();
 		if (now >= deadline)
 			return 0;
 		wait_ms = deadline - now < (uint64_t)INT_MAX ? (int)(deadline - now) : INT_MAX;

@@ -204,8 +204,6 @@ static int local_unmount_device(const char *path, struct error_info *err)
 	return r == -EINVAL || r == -ENOENT ? 0 : r;
 }
 
-/* A block device volume's filesystem grows online after the device grew (a loop file, an
- * LVM volume resized by hand). */
 /* A raw block volume: device_path is what attach resolved (node-wide) or the held file (a
  * pod); NULL only when the spec's path is no block device (uses_device said no), which is
  * refused here. */
@@ -233,6 +231,8 @@ static int local_unmap_device(const char *target, struct error_info *err)
 	return block_map_unbind(target, err);
 }
 
+/* A block device volume's filesystem grows online after the device grew (a loop file, an
+ * LVM volume resized by hand). */
 static int local_expand(const struct volume_spec *spec, const char *device_path,
 			const char *mount_path, unsigned long long new_size,
 			unsigned long long *ret_capacity, struct error_info *err)
@@ -280,6 +280,7 @@ static const struct expand_ops local_expand_ops = {
 
 const struct volume_plugin local_plugin = {
 	.name = "local",
+	.flags = PLUGIN_NODE_LOCAL,
 	.ops = &local_ops,
 	.device = &local_device_ops,
 	.attach = &local_attach_ops,

@@ -45,9 +45,11 @@
 #include "mount-options.h"
 #include "mount-util.h"
 #include "nfs-child.h"
+#include "nfs-probe.h"
 #include "path-util.h"
 #include "plugin-option.h"
 #include "plugin.h"
+#include "server-health.h"
 
 #define NFS_DEFAULT_PORT 2049
 #define SERVER_MAX 253
@@ -581,8 +583,9 @@ static int statfs_job_run(void *arg, struct error_info *err)
 
 /* --- operations -------------------------------------------------------------------------- */
 
-/* A TCP connect to the server's NFS port within nfs_connect_timeout_ms. */
-static int check_reachable(const struct nfs_volume *v, struct error_info *err)
+/* A TCP connect to the server's NFS port within nfs_connect_timeout_ms.  ret_fd (may be
+ * NULL: closed) gets the connected socket. */
+static int check_reachable(const struct nfs_volume *v, int *ret_fd, struct error_info *err)
 {
 	uint64_t timeout = settings.connect_timeout_ms;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
@@ -610,8 +613,11 @@ static int check_reachable(const struct nfs_volume *v, struct error_info *err)
 			last = errno;
 			continue;
 		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+			if (ret_fd)
+				*ret_fd = TAKE_FD(fd);
 			goto ok;
+		}
 		if (errno != EINPROGRESS) {
 			last = errno;
 			continue;
@@ -632,8 +638,11 @@ static int check_reachable(const struct nfs_volume *v, struct error_info *err)
 			last = errno;
 			continue;
 		}
-		if (so == 0)
+		if (so == 0) {
+			if (ret_fd)
+				*ret_fd = TAKE_FD(fd);
 			goto ok;
+		}
 		last = so;
 	}
 	freeaddrinfo(res);
@@ -772,14 +781,46 @@ static int unmount_escalating(const char *path, struct error_info *err)
 	return err_set(err, -EBUSY, "%s: still mounted after 8 unmounts", path);
 }
 
+static int mount_nfs_now(const struct nfs_volume *v, const struct mount_target *t,
+			 const char *canon, struct mount_job *job, struct error_info *err);
+
+/* The server's gate (server-health.h): begins op on v's server, running the probe when the
+ * server is down and one is due.  Returns 0 (end op with server_health_end), or -errno with
+ * err set: -EHOSTUNREACH while the server is down. */
+static int server_gate(const struct nfs_volume *v, struct server_health_op *op,
+		       struct error_info *err)
+{
+	char key[SERVER_MAX + 32], hp[SERVER_MAX + 16], why[sizeof(err->msg)];
+	int r, fd = -1;
+
+	host_port(v, hp, sizeof(hp));
+	snprintf(key, sizeof(key), "nfs server %s", hp);
+	r = server_health_begin(key, op, err);
+	if (r <= 0)
+		return r;
+	r = check_reachable(v, &fd, err);
+	if (r == 0)
+		r = nfs_probe_null(fd, settings.connect_timeout_ms, err);
+	snprintf(why, sizeof(why), "probe: %s", err_msg(err));
+	server_health_probe_end(op, r == 0, r == 0 ? NULL : why);
+	/* Up now; or still down, refused with the usual message (the probe's answer its
+	 * reason, the next probe later). */
+	r = server_health_begin(key, op, err);
+	if (r == 1) { /* cannot be: the next probe is not due yet */
+		server_health_probe_end(op, false, why);
+		return err_set(err, -EHOSTUNREACH, "%s is down: %s", key, why);
+	}
+	return r;
+}
+
 /* Mounts v at t (canonical path canon), unless it is there already. */
 static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t, const char *canon,
 			struct error_info *err)
 {
 	_cleanup_free_ char *opts = mount_options_join(v->options);
 	struct mount_job job = { .source = v->source, .dir_fd = t->parent_fd, .name = t->name };
+	struct server_health_op op;
 	struct mount_entry e;
-	struct nfs_child c;
 	int r;
 
 	if (!opts)
@@ -796,7 +837,22 @@ static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t
 			       "mount over it",
 			       t->path, e.source);
 	}
-	r = check_reachable(v, err);
+	r = server_gate(v, &op, err);
+	if (r < 0)
+		return r;
+	r = mount_nfs_now(v, t, canon, &job, err);
+	server_health_end(&op, r, err_msg(err));
+	return r;
+}
+
+/* The mount itself, once the server's gate let it through. */
+static int mount_nfs_now(const struct nfs_volume *v, const struct mount_target *t,
+			 const char *canon, struct mount_job *job, struct error_info *err)
+{
+	struct nfs_child c;
+	int r;
+
+	r = check_reachable(v, NULL, err);
 	if (r < 0)
 		return r;
 	if (log_debug_enabled("nfs")) {
@@ -805,7 +861,7 @@ static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t
 		log_debug("nfs", "mounting", "source", v->source, "target", t->path, "options", o);
 	}
 	memset(&c, 0, sizeof(c));
-	r = nfs_child_run(&c, mount_job_run, &job, settings.op_timeout_ms, err);
+	r = nfs_child_run(&c, mount_job_run, job, settings.op_timeout_ms, err);
 	if (r == 0)
 		return 0;
 	if (c.proc.pid <= 0)
@@ -1009,6 +1065,12 @@ static int set_unmount_escalate(const char *value, uint64_t ms, struct error_inf
 	return 0;
 }
 
+static int set_hung_after(const char *value, uint64_t ms, struct error_info *err)
+{
+	server_health_set_hung_after(ms);
+	return 0;
+}
+
 /* The defaults here and in the settings' initializer above agree (test-config checks). */
 static const struct plugin_option nfs_options[] = {
 	{ "nfs-mode", PLUGIN_OPTION_STRING, "shared",
@@ -1018,6 +1080,10 @@ static const struct plugin_option nfs_options[] = {
 	  "an NFS mount, unmount or statfs is given up after this", set_op_timeout },
 	{ "nfs-connect-timeout", PLUGIN_OPTION_DURATION, "2s",
 	  "the TCP reachability check of the NFS server before mounting", set_connect_timeout },
+	{ "nfs-hung-after", PLUGIN_OPTION_DURATION, "5s",
+	  "a mount to an NFS server in flight this long makes the server down: other mounts to "
+	  "it fail at once (UNAVAILABLE) until it answers a probe; 0: only a timeout does",
+	  set_hung_after },
 	{ "nfs-unmount-escalate", PLUGIN_OPTION_DURATION, "10s",
 	  "a stuck NFS unmount is retried with MNT_FORCE, then MNT_DETACH, after this",
 	  set_unmount_escalate },

@@ -174,6 +174,11 @@ bool plugin_has_block(const struct volume_plugin *p)
 	return p && p->block;
 }
 
+bool plugin_is_node_local(const struct volume_plugin *p)
+{
+	return p && (p->flags & PLUGIN_NODE_LOCAL);
+}
+
 int plugin_map_device(const struct volume_plugin *p, const struct volume_spec *spec,
 		      const char *device_path, bool read_only, const struct mount_target *target,
 		      struct error_info *err)

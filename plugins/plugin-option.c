@@ -9,6 +9,7 @@
 #include "macro.h"
 #include "plugin-option.h"
 #include "plugin.h"
+#include "time-util.h"
 
 static char state_dir[PATH_MAX];
 
@@ -20,34 +21,6 @@ void plugin_set_state_dir(const char *dir)
 const char *plugin_state_dir(void)
 {
 	return state_dir[0] ? state_dir : NULL;
-}
-
-int plugin_option_parse_duration(const char *s, uint64_t *ret_ms)
-{
-	char *end;
-	unsigned long long v;
-	uint64_t mult;
-
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	if (streq(end, "ms"))
-		mult = 1;
-	else if (streq(end, "s"))
-		mult = 1000;
-	else if (streq(end, "m"))
-		mult = 60 * 1000;
-	else if (streq(end, "h"))
-		mult = 3600 * 1000;
-	else
-		return -EINVAL;
-	if (v > UINT64_MAX / mult)
-		return -EINVAL;
-	*ret_ms = v * mult;
-	return 0;
 }
 
 const struct plugin_option *plugin_option_find(const char *name)
@@ -66,8 +39,7 @@ static int option_set(const struct plugin_option *o, const char *value, struct e
 	uint64_t ms = 0;
 	int r;
 
-	if (o->type == PLUGIN_OPTION_DURATION &&
-	    (plugin_option_parse_duration(value, &ms) < 0 || ms == 0))
+	if (o->type == PLUGIN_OPTION_DURATION && (parse_duration_ms(value, &ms) < 0 || ms == 0))
 		return err_set(err, -EINVAL,
 			       "%s: \"%s\" is not a duration such as 500ms, 30s, 2m or 1h", o->name,
 			       value);

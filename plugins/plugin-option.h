@@ -31,12 +31,6 @@ struct plugin_option {
 	int (*set)(const char *value, uint64_t ms, struct error_info *err);
 };
 
-/* "500ms", "30s", "2m", "1h" -> milliseconds.  Returns 0 or -EINVAL (also for overflow). */
-int plugin_option_parse_duration(const char *s, uint64_t *ret_ms);
-
-/* The registry's plugins one by one, for walking their option tables: NULL past the end. */
-const struct volume_plugin *plugin_registry_get(size_t i);
-
 /* The option called name in any plugin's table, or NULL. */
 const struct plugin_option *plugin_option_find(const char *name);
 

@@ -236,10 +236,22 @@ struct expand_ops {
 
 struct plugin_option;
 
+/* What a plugin declares about its volumes (struct volume_plugin's flags).  The core asks
+ * them through the plugin_is_*() wrappers; it never asks which plugin it is. */
+enum plugin_flags {
+	/* The volume exists on this node only: a path of this host, named by the spec's "path"
+	 * key (a directory, or a block device when uses_device says so), that no other node can
+	 * reach.  CSI then lets MULTI_NODE_* access modes mean several targets on this node (no
+	 * other node can write the filesystem), answers NOT_FOUND at stage for a directory that
+	 * does not exist, and reports no capacity for a directory (it has none of its own). */
+	PLUGIN_NODE_LOCAL = 1u << 0,
+};
+
 struct volume_plugin {
 	/* "local", "nfs", "rbd": the key in pod spec files, the CSI volume_context "type", and
 	 * the directory kubernetes.io~<name> under a pod's volumes. */
 	const char *name;
+	unsigned flags; /* enum plugin_flags; 0: none */
 
 	const struct volume_ops *ops;	       /* required */
 	const struct device_mount_ops *device; /* NULL: pods mount the volume directly */
@@ -256,6 +268,8 @@ struct volume_plugin {
  * (tests register a fake plugin this way); NULL restores the built-in table.  Not thread-safe:
  * call it before the agent starts. */
 void plugin_registry_set(const struct volume_plugin *const *table, size_t n);
+/* The registry's plugins one by one (for walking their option tables): NULL past the end. */
+const struct volume_plugin *plugin_registry_get(size_t i);
 const struct volume_plugin *plugin_find_by_name(const char *name);
 /* The one plugin whose can_support accepts spec.  None, or more than one, is -EINVAL with a
  * message naming the type. */
@@ -306,6 +320,8 @@ bool plugin_has_construct_spec(const struct volume_plugin *p);
 bool plugin_has_check_health(const struct volume_plugin *p);
 bool plugin_has_expand(const struct volume_plugin *p);
 bool plugin_has_block(const struct volume_plugin *p);
+/* Declared capabilities (enum plugin_flags); false for NULL. */
+bool plugin_is_node_local(const struct volume_plugin *p);
 
 struct volume_mounter *plugin_new_mounter(const struct volume_plugin *p, struct volume_spec *spec,
 					  const char *pod_uid, bool read_only,

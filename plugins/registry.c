@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "macro.h"
-#include "plugin-option.h"
 #include "plugin.h"
 
 extern const struct volume_plugin local_plugin;

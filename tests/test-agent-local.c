@@ -21,17 +21,7 @@
 
 #define WAIT_MS 10000
 
-static int setup(void **state)
-{
-	*state = fixture_new("local");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fixture_free(*state);
-	return 0;
-}
+FIXTURE_SETUP_TEARDOWN("local")
 
 /* For a test that stops the agent (SIGSTOP): it is continued first, so that the fixture's
  * SIGTERM ends it even when an assertion failed while it was stopped. */

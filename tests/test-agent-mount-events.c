@@ -75,12 +75,13 @@ static char *read_hello(const char *dir)
 	return test_read_file(path);
 }
 
-/* Starts the agent on the case's source, with one pod holding a local volume of data, and
- * waits until it is mounted at target (>= 512 bytes).  Periodic passes (health checks, the
+/* Starts the agent with one pod holding a local volume of a fresh source dir "data" (its file
+ * hello says "data-content"), and waits until it is mounted at target (>= 512 bytes).  Periodic passes (health checks, the
  * resync) are pushed out of the way so that every pass a case sees was caused by a change. */
-static void start_with_one_volume(struct fx *x, const char *data, char *target)
+static void start_with_one_volume(struct fx *x, char *target)
 {
 	struct agent_fixture *f = x->f;
+	const char *data = fixture_make_source(f, "data", "data-content");
 	const char *const args[] = { "--mount-events",
 				     x->events ? "auto" : "off",
 				     "--health-interval",
@@ -128,14 +129,12 @@ static void test_unmounted_by_hand_is_mounted_again(void **state)
 {
 	struct fx *x = *state;
 	struct agent_fixture *f;
-	const char *data;
 	char target[512];
 
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = fixture_make_source(f, "data", "data-content");
-	start_with_one_volume(x, data, target);
+	start_with_one_volume(x, target);
 	assert_int_equal(umount2(target, 0), 0);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	assert_true(
@@ -149,15 +148,14 @@ static void test_bind_stacked_on_target_is_removed(void **state)
 {
 	struct fx *x = *state;
 	struct agent_fixture *f;
-	const char *data, *other;
+	const char *other;
 	char target[512];
 
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = fixture_make_source(f, "data", "data-content");
 	other = fixture_make_source(f, "other", "not-the-volume");
-	start_with_one_volume(x, data, target);
+	start_with_one_volume(x, target);
 	assert_int_equal(mount(other, target, NULL, MS_BIND, NULL), 0);
 	assert_true(
 		test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" }, WAIT_MS));
@@ -206,7 +204,6 @@ static void test_mount_outside_the_trees_costs_no_pass(void **state)
 {
 	struct fx *x = *state;
 	struct agent_fixture *f;
-	const char *data;
 	char target[512], outside[600];
 	long long passes;
 	json_t *st;
@@ -214,8 +211,7 @@ static void test_mount_outside_the_trees_costs_no_pass(void **state)
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = fixture_make_source(f, "data", "data-content");
-	start_with_one_volume(x, data, target);
+	start_with_one_volume(x, target);
 	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
 	assert_int_equal(mkdir(outside, 0755), 0);
 	/* A first change outside: a barrier after which no pass of the start-up is pending. */
@@ -258,7 +254,6 @@ static void test_burst_of_mounts_read_in_batches(void **state)
 {
 	struct fx *x = *state;
 	struct agent_fixture *f;
-	const char *data;
 	char target[512], dir[700];
 	long long seen, overflows, now, took;
 	struct timespec start;
@@ -267,8 +262,7 @@ static void test_burst_of_mounts_read_in_batches(void **state)
 	if (!x)
 		skip(); /* no mount events on this kernel */
 	f = x->f;
-	data = fixture_make_source(f, "data", "data-content");
-	start_with_one_volume(x, data, target);
+	start_with_one_volume(x, target);
 	/* A barrier: the start-up's own mounts are read before the count is taken. */
 	snprintf(dir, sizeof(dir), "%s/burst", f->root);
 	assert_int_equal(mkdir(dir, 0755), 0);

@@ -40,6 +40,18 @@ static void listen_notify(struct listener *l, const char *dir)
 	l->all[0] = '\0';
 }
 
+/* A pod uid with one local volume of the source dir <f->dir>/src (made, its path in src), and
+ * l listening where NOTIFY_SOCKET (set) tells the agent started next to write. */
+static void pod_and_listener(struct agent_fixture *f, const char *uid, char src[600],
+			     struct listener *l)
+{
+	snprintf(src, 600, "%s/src", f->dir);
+	mkdir(src, 0755);
+	assert_int_equal(fixture_write_local_pod(f, uid, "v", src), 0);
+	listen_notify(l, f->dir);
+	setenv("NOTIFY_SOCKET", l->path, 1);
+}
+
 /* Collects messages for ms milliseconds. */
 static void collect(struct listener *l, int ms)
 {
@@ -75,17 +87,7 @@ static int count(const char *hay, const char *needle)
 	return n;
 }
 
-static int setup(void **state)
-{
-	*state = fixture_new("notify");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fixture_free(*state);
-	return 0;
-}
+FIXTURE_SETUP_TEARDOWN("notify")
 
 /* Whether the last STATUS= received is want (for test_wait_until; collects for a moment). */
 struct status_wait {
@@ -122,11 +124,7 @@ static void test_ready_status_watchdog_stopping(void **state)
 	long adopted;
 	int id;
 
-	snprintf(src, sizeof(src), "%s/src", f->dir);
-	mkdir(src, 0755);
-	assert_int_equal(fixture_write_local_pod(f, "n1", "v", src), 0);
-	listen_notify(&l, f->dir);
-	setenv("NOTIFY_SOCKET", l.path, 1);
+	pod_and_listener(f, "n1", src, &l);
 	setenv("WATCHDOG_USEC", "200000", 1); /* 200 ms: pings every 100 ms */
 	assert_int_equal(fixture_start(f, NULL), 0);
 	unsetenv("NOTIFY_SOCKET");
@@ -197,14 +195,10 @@ static void test_ready_waits_for_csi_socket(void **state)
 			       "false", NULL };
 	int fd;
 
-	snprintf(src, sizeof(src), "%s/src", f->dir);
 	snprintf(kubelet, sizeof(kubelet), "%s/kubelet", fixture_short_dir(f));
 	snprintf(sock, sizeof(sock), "%s/plugins/csi.volagent.io/csi.sock", kubelet);
-	mkdir(src, 0755);
 	mkdir(kubelet, 0755);
-	assert_int_equal(fixture_write_local_pod(f, "n1", "v", src), 0);
-	listen_notify(&l, f->dir);
-	setenv("NOTIFY_SOCKET", l.path, 1);
+	pod_and_listener(f, "n1", src, &l);
 	assert_int_equal(fixture_start(f, args), 0);
 	unsetenv("NOTIFY_SOCKET");
 
@@ -233,11 +227,7 @@ static void test_status_rate_limited_last_value_sent(void **state)
 	char src[600], uid[32], want[128];
 	long ms;
 
-	snprintf(src, sizeof(src), "%s/src", f->dir);
-	mkdir(src, 0755);
-	assert_int_equal(fixture_write_local_pod(f, "n0", "v", src), 0);
-	listen_notify(&l, f->dir);
-	setenv("NOTIFY_SOCKET", l.path, 1);
+	pod_and_listener(f, "n0", src, &l);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	unsetenv("NOTIFY_SOCKET");
 	w = (struct status_wait){ &l, "STATUS=desired=1 mounted=1 failing=0" };

@@ -23,17 +23,7 @@
 
 #define WAIT_MS 20000
 
-static int setup(void **state)
-{
-	*state = fixture_new("restart");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fixture_free(*state);
-	return 0;
-}
+FIXTURE_SETUP_TEARDOWN("restart")
 
 static void write_dir_pod(struct agent_fixture *f, const char *uid, const char *src)
 {

@@ -20,17 +20,7 @@
 #include "agent-fixture.h"
 #include "testlib.h"
 
-static int setup(void **state)
-{
-	*state = fixture_new("status");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fixture_free(*state);
-	return 0;
-}
+FIXTURE_SETUP_TEARDOWN("status")
 
 static void write_pods(struct agent_fixture *f)
 {

@@ -33,17 +33,7 @@
 
 #define WAIT_MS 20000
 
-static int setup(void **state)
-{
-	*state = fixture_new("block");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fixture_free(*state);
-	return 0;
-}
+FIXTURE_SETUP_TEARDOWN("block")
 
 /* BLKROSET's read-only flag belongs to the loop device node and outlives the attachment: the
  * next user of that loop device would get a read-only disk.  Cleared on every loop of the

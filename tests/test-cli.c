@@ -49,17 +49,7 @@ static void test_bad_flags_exit_2(void **state)
 	       "/nonexistent.json");
 }
 
-static int setup(void **state)
-{
-	*state = fixture_new("cli");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fixture_free(*state);
-	return 0;
-}
+FIXTURE_SETUP_TEARDOWN("cli")
 
 static void test_unusable_dirs_exit_2(void **state)
 {

@@ -55,8 +55,16 @@ static int teardown(void **state)
 static char *call_with_timeout(struct csi_env *e, const char *timeout, const char *calls)
 {
 	char input[700], *out = NULL;
-	const char *argv[] = { "/usr/bin/python3", "tests/csi/csi_client.py", "--socket", e->sock,
-			       "--stub-dir", e->stubs, "--timeout", timeout, "--input", input,
+	const char *argv[] = { "/usr/bin/python3",
+			       "tests/csi/csi_client.py",
+			       "--socket",
+			       e->sock,
+			       "--stub-dir",
+			       e->stubs,
+			       "--timeout",
+			       timeout,
+			       "--input",
+			       input,
 			       NULL };
 
 	snprintf(input, sizeof(input), "%s/calls-timeout.txt", e->f->dir);
@@ -231,8 +239,8 @@ static void test_full_filesystem_at_target(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodePublishVolume {\"volume_id\": \"full\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/plugins/x/globalmount\", \"volume_capability\": "
-		 CAP_RW ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
+		 "\"staging_target_path\": \"%s/plugins/x/globalmount\", \"volume_capability\": " CAP_RW
+		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 target, e->kubelet, src);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "ERR RESOURCE_EXHAUSTED");

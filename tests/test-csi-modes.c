@@ -163,14 +163,18 @@ static void test_capability_advertised(void **state)
 	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
 }
 
-static void test_modes_directory_volume(void **state)
+/* Every row of cases[] on a volume of kind k, on one agent. */
+static void run_cases(struct modes_env *e, enum kind k)
 {
-	struct modes_env *e = *state;
-
 	csi_env_start(&e->csi);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		run_case(e, DIRECTORY, &cases[i], (int)i);
+		run_case(e, k, &cases[i], (int)i);
 	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
+}
+
+static void test_modes_directory_volume(void **state)
+{
+	run_cases(*state, DIRECTORY);
 }
 
 static void test_modes_block_device_volume(void **state)
@@ -179,10 +183,7 @@ static void test_modes_block_device_volume(void **state)
 
 	e->dev = fixture_add_loop(e->csi.f, 64 << 20);
 	assert_non_null(e->dev);
-	csi_env_start(&e->csi);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		run_case(e, BLOCK_DEVICE, &cases[i], (int)i);
-	assert_int_equal(fixture_stop(e->csi.f, SIGTERM), 0);
+	run_cases(e, BLOCK_DEVICE);
 }
 
 /* Two publishes that ask different modes: the second is FAILED_PRECONDITION ("COs SHOULD NOT

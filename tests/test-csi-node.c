@@ -477,7 +477,12 @@ static void test_oversized_requests(void **state)
 		fail_msg("not every oversized call was answered RESOURCE_EXHAUSTED:\n%.2000s", out);
 	assert_line(out, 3, "ERR INVALID_ARGUMENT volume_context: more than 4096 bytes");
 	free(out);
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan's quarantine keeps freed memory (up to 256 MiB): RSS says nothing here. */
+	print_message("under ASan the RSS bound is not checked\n");
+#else
 	assert_true(after - before <= 8 * 1024);
+#endif
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
 }
 

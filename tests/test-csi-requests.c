@@ -2,8 +2,8 @@
  * CSI volume call is answered through: a real reconciler on a temp root, real bind mounts, in
  * a private mount namespace (root only; skipped otherwise).
  *
- * The plugin is a small one of the test's own ("gate"): its set-up is a real bind mount of
- * the volume's source directory, but it first waits until the test opens a gate.  That holds
+ * The plugin is the tests' fake (tests/lib/fake-plugin.h): its set-up is a real bind mount of
+ * the volume's source directory, but it first waits until the test opens its gate.  That holds
  * an operation in flight for as long as a case needs, which no real mount does on demand: a
  * stand-in for a slow mount (an NFS server that is slow to answer, a long mkfs).
  *
@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake-plugin.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -31,99 +32,7 @@
 #include "reconciler.h"
 #include "testlib.h"
 
-/* --- the gate plugin --- */
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool open;	  /* set-ups may go on */
-	unsigned waiting; /* set-ups waiting at the gate */
-} gate = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-
-static void gate_set(bool open)
-{
-	pthread_mutex_lock(&gate.lock);
-	gate.open = open;
-	pthread_cond_broadcast(&gate.cond);
-	pthread_mutex_unlock(&gate.lock);
-}
-
-static bool gate_has_waiter(void *arg)
-{
-	bool r;
-
-	pthread_mutex_lock(&gate.lock);
-	r = gate.waiting > 0;
-	pthread_mutex_unlock(&gate.lock);
-	return r;
-}
-
-static bool gate_can_support(const struct volume_spec *spec)
-{
-	return streq(spec->type, "gate");
-}
-
-static int gate_validate(const struct volume_spec *spec, struct error_info *err)
-{
-	const char *path = volume_spec_get(spec, "path");
-
-	if (!path || path[0] != '/')
-		return err_set(err, -EINVAL, "path: must be an absolute path");
-	return 0;
-}
-
-static char *gate_get_volume_name(const struct volume_spec *spec)
-{
-	return strdup_printf("gate:%s", volume_spec_get(spec, "path"));
-}
-
-static int gate_set_up_at(const struct volume_mounter *m, const struct mount_target *target,
-			  struct error_info *err)
-{
-	_cleanup_close_ int fd = -1;
-
-	pthread_mutex_lock(&gate.lock);
-	gate.waiting++;
-	pthread_cond_broadcast(&gate.cond);
-	while (!gate.open)
-		pthread_cond_wait(&gate.cond, &gate.lock);
-	gate.waiting--;
-	pthread_mutex_unlock(&gate.lock);
-	fd = open(volume_spec_get(m->spec, "path"), O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(err, -errno, "source: %s", strerror(errno));
-	return mnt_util_bind_at(fd, target->parent_fd, target->name, m->read_only, err);
-}
-
-static int gate_tear_down_at(const char *volume_name, const char *pod_uid, const char *target,
-			     struct error_info *err)
-{
-	int r = mnt_util_umount(target, 0, err);
-
-	return r == -EINVAL ? 0 : r;
-}
-
-static int gate_check_set_up(const struct volume_mounter *m, const char *target,
-			     struct mount_seen *seen, struct error_info *err)
-{
-	return mnt_util_is_mount_root(target) == 1;
-}
-
-static const struct volume_ops gate_ops = {
-	.can_support = gate_can_support,
-	.validate = gate_validate,
-	.get_volume_name = gate_get_volume_name,
-	.set_up_at = gate_set_up_at,
-	.tear_down_at = gate_tear_down_at,
-	.check_set_up = gate_check_set_up,
-};
-
-static const struct volume_plugin gate_plugin = {
-	.name = "gate",
-	.ops = &gate_ops,
-};
-
-static const struct volume_plugin *const gate_table[] = { &gate_plugin };
+static const struct volume_plugin *const fake_table[] = { &fake_plugin };
 
 /* --- outcomes, as the callback is told them --- */
 
@@ -197,8 +106,8 @@ static int setup(void **state)
 	char parent[700];
 
 	test_enter_private_mountns();
-	plugin_registry_set(gate_table, ARRAY_SIZE(gate_table));
-	gate_set(true);
+	plugin_registry_set(fake_table, ARRAY_SIZE(fake_table));
+	fake_reset();
 	f->dir = test_mkdtemp("csireq");
 	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
 	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
@@ -235,7 +144,7 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 
-	gate_set(true); /* a case that failed may have left set-ups waiting */
+	fake_gate_set(true); /* a case that failed may have left set-ups waiting */
 	reconciler_free(f->r);
 	umount2(f->target, MNT_DETACH);
 	test_rm_rf(f->dir);
@@ -252,10 +161,10 @@ static struct volume_request *publish_request(struct fix *f)
 	assert_non_null(req);
 	req->volume_id = strdup("vol-1");
 	req->path = strdup(f->target);
-	req->spec = volume_spec_new("gate");
+	req->spec = volume_spec_new("fake");
 	assert_non_null(req->spec);
 	assert_int_equal(volume_spec_set(req->spec, "path", f->src), 0);
-	req->plugin = &gate_plugin;
+	req->plugin = &fake_plugin;
 	req->fingerprint = strdup("mode=1;");
 	return req;
 }
@@ -291,9 +200,9 @@ static void test_submit_times_out_change_stays(void **state)
 
 	outcome_init(&o);
 	outcome_init(&again);
-	gate_set(false);
+	fake_gate_set(false);
 	assert_int_equal(reconciler_submit(f->r, publish_request(f), 200, on_done, &o), 0);
-	assert_true(test_wait_until(gate_has_waiter, NULL, scaled(10000)));
+	assert_true(test_wait_until(fake_gate_has_waiter, NULL, scaled(10000)));
 	assert_true(test_wait_until(outcome_told, &o, scaled(10000)));
 	pthread_mutex_lock(&o.lock);
 	assert_int_equal(o.r, -ETIMEDOUT);
@@ -301,7 +210,7 @@ static void test_submit_times_out_change_stays(void **state)
 	pthread_mutex_unlock(&o.lock);
 	assert_false(test_is_mountpoint(f->target));
 
-	gate_set(true);
+	fake_gate_set(true);
 	assert_true(test_wait_until(is_mountpoint, f->target, scaled(10000)));
 	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(10000), on_done,
 					   &again),
@@ -322,7 +231,7 @@ static void test_submit_times_out_change_stays(void **state)
 static void *open_gate_later(void *arg)
 {
 	usleep(300 * 1000);
-	gate_set(true);
+	fake_gate_set(true);
 	return NULL;
 }
 
@@ -333,10 +242,10 @@ static void test_submit_in_flight_at_stop(void **state)
 	pthread_t t;
 
 	outcome_init(&o);
-	gate_set(false);
+	fake_gate_set(false);
 	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(60000), on_done, &o),
 			 0);
-	assert_true(test_wait_until(gate_has_waiter, NULL, scaled(10000)));
+	assert_true(test_wait_until(fake_gate_has_waiter, NULL, scaled(10000)));
 	/* The stop waits for the operation in flight: the gate opens while it does. */
 	assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
 	f->r = reconciler_free(f->r);

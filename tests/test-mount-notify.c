@@ -32,6 +32,7 @@
 #include "macro.h"
 #include "mount-notify.h"
 #include "testlib.h"
+#include "time-util.h"
 
 #define WAIT_MS 5000
 
@@ -49,14 +50,6 @@ static int scaled_ms(int ms)
 	double f = s ? atof(s) : 1.0;
 
 	return f > 1.0 ? (int)(ms * f) : ms;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 static int setup(void **state)

@@ -25,6 +25,7 @@
 #include "plugin-option.h"
 #include "plugin.h"
 #include "testlib.h"
+#include "time-util.h"
 
 #define WAIT_MS 15000
 
@@ -185,14 +186,6 @@ static void test_modes(void **state)
 	assert_int_equal(plugin_option_set("nfs-mode", "shared", &err), 0);
 	assert_true(plugin_uses_device(nfs(), s));
 	volume_spec_unref(s);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static int sleeper(void *arg, struct error_info *err)

@@ -17,36 +17,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fake-plugin.h"
 #include "metrics.h"
 #include "plugin.h"
 
 #define N_THREADS 16
 #define N_ROUNDS 200
 
-static bool fake_can_support(const struct volume_spec *spec)
-{
-	return !strcmp(spec->type, "fake");
-}
-
-static char *fake_get_volume_name(const struct volume_spec *spec)
-{
-	return strdup("fake:1");
-}
-
 static bool never(const struct volume_spec *spec)
 {
 	return false;
 }
 
-/* The padding plugins accept nothing; "fake" accepts type "fake". */
+static char *padding_get_volume_name(const struct volume_spec *spec)
+{
+	return strdup("padding:1");
+}
+
+/* The padding plugins accept nothing; the tests' bare fake (tests/lib/fake-plugin.h) accepts
+ * type "fake". */
 static const struct volume_ops padding_ops = {
 	.can_support = never,
-	.get_volume_name = fake_get_volume_name,
-};
-
-static const struct volume_ops fake_ops = {
-	.can_support = fake_can_support,
-	.get_volume_name = fake_get_volume_name,
+	.get_volume_name = padding_get_volume_name,
 };
 
 /* Enough plugins, with long enough names, that building the list takes a while. */
@@ -56,9 +48,9 @@ static const struct volume_ops fake_ops = {
 	}
 static const struct volume_plugin fakes[] = { FAKE(0), FAKE(1), FAKE(2), FAKE(3),
 					      FAKE(4), FAKE(5), FAKE(6) };
-static const struct volume_plugin fake = { .name = "fake", .ops = &fake_ops };
-static const struct volume_plugin *const table[] = { &fakes[0], &fakes[1], &fakes[2], &fakes[3],
-						     &fakes[4], &fakes[5], &fakes[6], &fake };
+static const struct volume_plugin *const table[] = { &fakes[0], &fakes[1],	  &fakes[2],
+						     &fakes[3], &fakes[4],	  &fakes[5],
+						     &fakes[6], &fake_plugin_bare };
 static const char expected[] = "fake-plugin-with-a-long-name-0, fake-plugin-with-a-long-name-1, "
 			       "fake-plugin-with-a-long-name-2, fake-plugin-with-a-long-name-3, "
 			       "fake-plugin-with-a-long-name-4, fake-plugin-with-a-long-name-5, "
@@ -144,8 +136,8 @@ static void test_fake_plugin_and_absent_ops(void **state)
 
 	plugin_registry_set(table, sizeof(table) / sizeof(table[0]));
 	assert_int_equal(plugin_find_for_spec(s, &p, &err), 0);
-	assert_ptr_equal(p, &fake);
-	assert_ptr_equal(plugin_find_by_name("fake"), &fake);
+	assert_ptr_equal(p, &fake_plugin_bare);
+	assert_ptr_equal(plugin_find_by_name("fake"), &fake_plugin_bare);
 	assert_null(plugin_find_by_name("local"));
 	/* No validate: valid.  No device table: not staged.  Absent ops answer the same way. */
 	assert_int_equal(plugin_validate(p, s, &err), 0);
@@ -191,6 +183,18 @@ static void test_wrappers_count_operations(void **state)
 	free(text);
 }
 
+/* What a plugin declares (enum plugin_flags): local's volumes are paths of this node only;
+ * nfs and rbd reach storage other nodes reach too; a plugin that declares nothing is none. */
+static void test_declared_flags(void **state)
+{
+	plugin_registry_set(NULL, 0);
+	assert_true(plugin_is_node_local(plugin_find_by_name("local")));
+	assert_false(plugin_is_node_local(plugin_find_by_name("nfs")));
+	assert_false(plugin_is_node_local(plugin_find_by_name("rbd")));
+	assert_false(plugin_is_node_local(&fake_plugin_bare));
+	assert_false(plugin_is_node_local(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -199,6 +203,7 @@ int main(void)
 		cmocka_unit_test(test_names_follow_the_table),
 		cmocka_unit_test(test_fake_plugin_and_absent_ops),
 		cmocka_unit_test(test_wrappers_count_operations),
+		cmocka_unit_test(test_declared_flags),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

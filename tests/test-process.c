@@ -19,6 +19,7 @@
 
 #include "fs-probe.h"
 #include "process.h"
+#include "time-util.h"
 
 static long scale(void)
 {
@@ -26,14 +27,6 @@ static long scale(void)
 	long v = s ? atol(s) : 1;
 
 	return v > 0 ? v : 1;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* No child of this process is left, running or zombie. */

@@ -201,6 +201,11 @@ int asw_pod_mount_set_volume(struct actual_state *a, struct asw_pod_mount *pm,
 	return 0;
 }
 
+size_t asw_volume_count(const struct actual_state *a)
+{
+	return hashmap_size(a->by_volume);
+}
+
 const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a, const char *volume_name)
 {
 	return hashmap_get(a->by_volume, volume_name);
@@ -474,11 +479,6 @@ void asw_untrack_target(struct actual_state *a, const char *target)
 
 	if (t)
 		tracked_free(t);
-}
-
-bool asw_is_tracked(const struct actual_state *a, const char *target)
-{
-	return hashmap_get(a->tracked, target) != NULL;
 }
 
 static void report(void (*changed)(const char *target, void *userdata), void *userdata,

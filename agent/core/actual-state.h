@@ -79,13 +79,14 @@ struct asw_device *asw_add_device(struct actual_state *a, const char *volume_nam
 struct asw_device *asw_get_device(const struct actual_state *a, const char *volume_name);
 void asw_remove_device(struct actual_state *a, const char *volume_name);
 const struct hashmap *asw_devices(const struct actual_state *a);
+/* How many volumes have a verified pod mount (one each however many pods mount it). */
+size_t asw_volume_count(const struct actual_state *a);
 
 /* Targets outside <root>/pods whose mounts the state must learn from the table too (CSI
  * publish targets below the kubelet root).  The strings are copied. */
 int asw_track_target(struct actual_state *a, const char *target, const char *pod_uid,
 		     const char *outer_name, const char *plugin_name);
 void asw_untrack_target(struct actual_state *a, const char *target);
-bool asw_is_tracked(const struct actual_state *a, const char *target);
 
 /* Brings the state in line with a freshly read table: pod mounts that the table no longer
  * shows are dropped (unless learned after the table was read), mounts under <root>/pods or at

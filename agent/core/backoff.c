@@ -13,14 +13,6 @@ struct backoff {
 	uint64_t max_ms;
 };
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 struct backoff *backoff_new(uint64_t initial_ms, uint64_t max_ms)
 {
 	struct backoff *b = calloc(1, sizeof(*b));

@@ -38,5 +38,3 @@ uint64_t backoff_next_deadline(const struct backoff *b);
 void backoff_take_due(struct backoff *b, uint64_t now_ms,
 		      void (*fn)(void *userdata, const char *key), void *userdata);
 unsigned backoff_count(const struct backoff *b);
-
-uint64_t now_ms(void);

@@ -12,6 +12,7 @@
 #include "macro.h"
 #include "plugin-option.h"
 #include "plugin.h"
+#include "time-util.h"
 
 enum option_type {
 	OPT_PATH,
@@ -48,6 +49,10 @@ static const struct option_def options[] = {
 	  "the journal and the instance lock" },
 	{ "pods-dir", OPT_PATH, OFF(pods_dir), "/etc/volagent/pods.d",
 	  "pod spec files (*.json), one pod each" },
+	{ "insecure-pods-dir", OPT_BOOL, OFF(insecure_pods_dir), "false",
+	  "for tests only: read spec files whoever owns them and the pods dir (by default a file "
+	  "is read only when it and every directory above it are root's and writable by root "
+	  "alone)" },
 	{ "log-level", OPT_LOG_LEVEL, OFF(log_level), "info", "debug, info, warning or error" },
 	{ "workers", OPT_UINT, OFF(workers), "8",
 	  "worker threads for mounts and other blocking work" },
@@ -62,6 +67,9 @@ static const struct option_def options[] = {
 	  "keep <state-dir>/devices.json current from udev events and log device renames" },
 	{ "health-interval", OPT_DURATION, OFF(health_interval_ms), "10s",
 	  "check mounted network and attached volumes this often, and heal broken ones" },
+	{ "stale-stage-after", OPT_DURATION, OFF(stale_stage_after_ms), "5m",
+	  "a volume staged or attached with no pod publishing it this long is reported as lost "
+	  "(status, metric, one log line; never unstaged by the agent); 0: never" },
 	/* Here --help lists the plugins' own options (plugin-option.h), in registry order. */
 	{ NULL, OPT_PLUGINS, 0, NULL, NULL },
 	{ "csi", OPT_BOOL, OFF(csi), "false",
@@ -98,7 +106,7 @@ static const struct option_def options[] = {
 
 int config_parse_duration(const char *s, uint64_t *ret_ms)
 {
-	return plugin_option_parse_duration(s, ret_ms);
+	return parse_duration_ms(s, ret_ms);
 }
 
 /* The agent's options and every plugin's, in --help order: built once per parse. */

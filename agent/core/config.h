@@ -20,6 +20,7 @@ struct agent_config {
 	char *root_dir;
 	char *state_dir;
 	char *pods_dir;
+	bool insecure_pods_dir; /* tests only: spec files believed whoever wrote them */
 	char *log_level;
 	unsigned workers;
 	uint64_t backoff_max_ms;
@@ -27,6 +28,7 @@ struct agent_config {
 	char *mount_events; /* "auto" or "off" */
 	bool device_inventory;
 	uint64_t health_interval_ms;
+	uint64_t stale_stage_after_ms;
 	/* CSI */
 	bool csi;	   /* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
 	bool csi_explicit; /* csi was given by a flag or the config file */

@@ -532,11 +532,6 @@ const struct hashmap *dsw_pod_volumes(const struct desired_state *d)
 	return d->pod_volumes;
 }
 
-size_t dsw_pod_count(const struct desired_state *d)
-{
-	return hashmap_size(d->pods);
-}
-
 void dsw_pod_volume_set_mounted(struct desired_state *d, struct dsw_pod_volume *pv, bool mounted)
 {
 	if (pv->mounted == mounted)

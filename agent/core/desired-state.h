@@ -104,7 +104,6 @@ struct dsw_pod_volume *dsw_get_pod_volume_hashed(const struct desired_state *d, 
 						 uint32_t hash);
 const struct hashmap *dsw_volumes(const struct desired_state *d);
 const struct hashmap *dsw_pod_volumes(const struct desired_state *d);
-size_t dsw_pod_count(const struct desired_state *d);
 /* Records whether pv is mounted as wanted; dsw_mounted_count() is how many are (a pod volume
  * dropped from the state stops counting). */
 void dsw_pod_volume_set_mounted(struct desired_state *d, struct dsw_pod_volume *pv, bool mounted);

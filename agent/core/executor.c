@@ -20,6 +20,7 @@
 
 #include "executor.h"
 #include "macro.h"
+#include "time-util.h"
 
 #define SLOW_JOB_US 2000
 
@@ -46,14 +47,6 @@ struct executor {
 	struct worker *workers;
 	unsigned n_threads;
 };
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 /* Under ex->lock: workers running a job that is not slow yet. */
 static unsigned running_fresh(const struct executor *ex, uint64_t now)

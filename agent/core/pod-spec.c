@@ -431,6 +431,11 @@ int pod_spec_parse_at(int dir_fd, const char *name, const char *origin, struct p
 	return parse_fd(fd, origin, ret, err);
 }
 
+int pod_spec_parse_fd(int fd, const char *origin, struct pod_spec **ret, struct error_info *err)
+{
+	return parse_fd(fd, origin, ret, err);
+}
+
 int pod_spec_parse_file(const char *path, struct pod_spec **ret, struct error_info *err)
 {
 	return pod_spec_parse_at(AT_FDCWD, path, path, ret, err);

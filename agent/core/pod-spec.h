@@ -51,6 +51,8 @@ int pod_spec_parse_file(const char *path, struct pod_spec **ret, struct error_in
  * several threads at once. */
 int pod_spec_parse_at(int dir_fd, const char *name, const char *origin, struct pod_spec **ret,
 		      struct error_info *err);
+/* The same for an open file (read from its current offset; fd stays the caller's). */
+int pod_spec_parse_fd(int fd, const char *origin, struct pod_spec **ret, struct error_info *err);
 /* The same for a string; origin is recorded as the spec's origin. */
 int pod_spec_parse_string(const char *json, const char *origin, struct pod_spec **ret,
 			  struct error_info *err);

@@ -17,8 +17,10 @@
 #include "executor.h"
 #include "journal.h"
 #include "mount-table.h"
+#include "node-volumes.h"
 #include "reconciler.h"
 #include "spec-source.h"
+#include "time-util.h"
 #include "volume-ops.h"
 
 struct pending_request;
@@ -47,8 +49,9 @@ struct reconciler {
 	struct executor *ex;
 	struct backoff *backoff;
 	struct spec_source *specs;
-	struct hashmap *inflight_pod; /* target -> volume_op */
-	struct hashmap *inflight_dev; /* volume name -> volume_op (device-level) */
+	struct node_volumes *node_vols; /* what drain-check waits for, and lost stages */
+	struct hashmap *inflight_pod;	/* target -> volume_op */
+	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
 	/* Every op of both, oldest first (volume_op.inflight_older/newer). */
 	struct volume_op *inflight_oldest, *inflight_newest;
 	struct hashmap *busy; /* volume name -> vol_busy */

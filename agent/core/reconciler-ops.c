@@ -309,11 +309,109 @@ static void log_adopted(struct reconciler *r, const struct volume_op *op)
 	}
 }
 
+/* The outcome of each kind of operation, on the reconciler thread: what it changes in the
+ * actual state (and the journal), and its one log line.  gen is the mount table's generation
+ * the change is learned at. */
+static void applied_set_up(struct reconciler *r, struct volume_op *op, uint64_t gen)
+{
+	const char *name;
+
+	if (op->result < 0)
+		return;
+	name = strrchr(op->target, '/') + 1;
+	asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name, op->volume_name,
+			  op->read_only || op->spec->read_only, op->mount_id, gen);
+	if (op->found_in_place) { /* the bind was there already: nothing was mounted */
+		log_adopted(r, op);
+		return;
+	}
+	log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name, "pod",
+		 op->pod_uid, "target", op->target, "read_only", op->read_only ? "true" : "false",
+		 "ms", LOG_INT(op->duration_ms));
+}
+
+static void applied_tear_down(struct reconciler *r, struct volume_op *op, uint64_t gen)
+{
+	if (op->result < 0)
+		return;
+	asw_remove_pod_mount(r->asw, op->target, gen);
+	if (!dsw_get_pod_volume(r->dsw, op->target))
+		asw_untrack_target(r->asw, op->target);
+	log_info("volume unmounted", "plugin", op->plugin ? op->plugin->name : NULL, "volume",
+		 op->volume_name ? op->volume_name : "unknown", "pod", op->pod_uid, "target",
+		 op->target);
+}
+
+static void applied_verify(struct reconciler *r, struct volume_op *op)
+{
+	struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, op->target);
+
+	if (op->result < 0 || !pm)
+		return;
+	if (op->verified) {
+		asw_pod_mount_set_volume(r->asw, pm, op->volume_name);
+		pm->read_only = op->read_only || op->spec->read_only;
+		pm->mount_id = op->mount_id;
+		asw_pod_mount_changed(r->asw, pm);
+		log_adopted(r, op);
+	} else {
+		pm->foreign = true;
+		log_info("mount holds something else, replacing it", "volume", op->volume_name,
+			 "pod", op->pod_uid, "target", op->target);
+	}
+}
+
+static void applied_mount_device(struct reconciler *r, struct volume_op *op, uint64_t gen)
+{
+	struct asw_device *d = asw_get_device(r->asw, op->volume_name);
+
+	if (!d)
+		return;
+	/* Keep whatever attach made, even on failure: detach needs it. */
+	if (op->detached)
+		device_attachment_clear(&d->att); /* the old one is gone */
+	if (op->att.device_path && !streq_ptr(d->att.device_path, op->att.device_path)) {
+		device_attachment_clear(&d->att);
+		d->att = op->att;
+		memset(&op->att, 0, sizeof(op->att));
+	}
+	d->attached = d->att.device_path != NULL;
+	if (op->result == 0) {
+		d->mounted = true;
+		d->read_only = op->read_only;
+		d->mount_id = op->mount_id;
+		d->learned_gen = gen;
+		log_info("device mounted", "plugin", op->plugin->name, "volume", op->volume_name,
+			 "device", d->att.device_path, "target", op->target, "read_only",
+			 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
+		if (op->content[0])
+			log_info("raw block volume handed out with data on it", "volume",
+				 op->volume_name, "content", op->content);
+	} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
+		asw_remove_device(r->asw, op->volume_name);
+	}
+	journal_mark_dirty(r->journal);
+}
+
+static void applied_unmount_device(struct reconciler *r, struct volume_op *op)
+{
+	struct asw_device *d;
+
+	if (op->result < 0)
+		return;
+	d = asw_get_device(r->asw, op->volume_name);
+	log_info("device unmounted", "plugin", op->plugin ? op->plugin->name : NULL, "volume",
+		 op->volume_name, "target", op->target, "reason",
+		 d && d->broken ? "broken, will be staged again" : NULL);
+	asw_remove_device(r->asw, op->volume_name);
+	journal_mark_dirty(r->journal);
+}
+
+/* A finished operation: its error masked, reported and told to the requests waiting on it,
+ * then its outcome applied by its kind, and the keys it touched visited next. */
 static void apply_result(struct reconciler *r, struct volume_op *op)
 {
 	uint64_t gen = mount_table_generation(r->table);
-	struct asw_device *d;
-	const char *name;
 
 	finish_op(r, op);
 	/* The error goes to the log, the status and a CSI answer: never with a secret in it. */
@@ -328,86 +426,19 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 		requests_op_failed(r, op);
 	switch (op->kind) {
 	case VOLUME_OP_SET_UP:
-		if (op->result < 0)
-			break;
-		name = strrchr(op->target, '/') + 1;
-		asw_set_pod_mount(r->asw, op->target, op->pod_uid, name, op->plugin->name,
-				  op->volume_name, op->read_only || op->spec->read_only,
-				  op->mount_id, gen);
-		if (op->found_in_place) { /* the bind was there already: nothing was mounted */
-			log_adopted(r, op);
-			break;
-		}
-		log_info("volume mounted", "plugin", op->plugin->name, "volume", op->volume_name,
-			 "pod", op->pod_uid, "target", op->target, "read_only",
-			 op->read_only ? "true" : "false", "ms", LOG_INT(op->duration_ms));
+		applied_set_up(r, op, gen);
 		break;
 	case VOLUME_OP_TEAR_DOWN:
-		if (op->result < 0)
-			break;
-		asw_remove_pod_mount(r->asw, op->target, gen);
-		if (!dsw_get_pod_volume(r->dsw, op->target))
-			asw_untrack_target(r->asw, op->target);
-		log_info("volume unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
-			 "volume", op->volume_name ? op->volume_name : "unknown", "pod",
-			 op->pod_uid, "target", op->target);
+		applied_tear_down(r, op, gen);
 		break;
-	case VOLUME_OP_VERIFY: {
-		struct asw_pod_mount *pm = asw_get_pod_mount(r->asw, op->target);
-		if (op->result < 0 || !pm)
-			break;
-		if (op->verified) {
-			asw_pod_mount_set_volume(r->asw, pm, op->volume_name);
-			pm->read_only = op->read_only || op->spec->read_only;
-			pm->mount_id = op->mount_id;
-			asw_pod_mount_changed(r->asw, pm);
-			log_adopted(r, op);
-		} else {
-			pm->foreign = true;
-			log_info("mount holds something else, replacing it", "volume",
-				 op->volume_name, "pod", op->pod_uid, "target", op->target);
-		}
+	case VOLUME_OP_VERIFY:
+		applied_verify(r, op);
 		break;
-	}
 	case VOLUME_OP_MOUNT_DEVICE:
-		d = asw_get_device(r->asw, op->volume_name);
-		if (!d)
-			break;
-		/* Keep whatever attach made, even on failure: detach needs it. */
-		if (op->detached)
-			device_attachment_clear(&d->att); /* the old one is gone */
-		if (op->att.device_path && !streq_ptr(d->att.device_path, op->att.device_path)) {
-			device_attachment_clear(&d->att);
-			d->att = op->att;
-			memset(&op->att, 0, sizeof(op->att));
-		}
-		d->attached = d->att.device_path != NULL;
-		if (op->result == 0) {
-			d->mounted = true;
-			d->read_only = op->read_only;
-			d->mount_id = op->mount_id;
-			d->learned_gen = gen;
-			log_info("device mounted", "plugin", op->plugin->name, "volume",
-				 op->volume_name, "device", d->att.device_path, "target",
-				 op->target, "read_only", op->read_only ? "true" : "false", "ms",
-				 LOG_INT(op->duration_ms));
-			if (op->content[0])
-				log_info("raw block volume handed out with data on it", "volume",
-					 op->volume_name, "content", op->content);
-		} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
-			asw_remove_device(r->asw, op->volume_name);
-		}
-		journal_mark_dirty(r->journal);
+		applied_mount_device(r, op, gen);
 		break;
 	case VOLUME_OP_UNMOUNT_DEVICE:
-		if (op->result < 0)
-			break;
-		d = asw_get_device(r->asw, op->volume_name);
-		log_info("device unmounted", "plugin", op->plugin ? op->plugin->name : NULL,
-			 "volume", op->volume_name, "target", op->target, "reason",
-			 d && d->broken ? "broken, will be staged again" : NULL);
-		asw_remove_device(r->asw, op->volume_name);
-		journal_mark_dirty(r->journal);
+		applied_unmount_device(r, op);
 		break;
 	case VOLUME_OP_CHECK_HEALTH:
 		break; /* handled by apply_health */

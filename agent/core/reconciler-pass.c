@@ -666,6 +666,7 @@ void rec_pass(struct reconciler *r)
 	metrics_set_volume_gauges(hashmap_size(dsw_pod_volumes(r->dsw)), mounted,
 				  backoff_count(r->backoff), hashmap_size(asw_devices(r->asw)),
 				  rec_oldest_pending_age(r, now_ms()));
+	node_volumes_update(r->node_vols, r->asw, now_ms());
 	if (became_ready) {
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		rec_remove_stale_pod_dirs(r);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "server-health.h"
 #include "reconciler-internal.h"
 
 /* A CLOCK_MONOTONIC time in ms as an RFC 3339 wall-clock time. */
@@ -96,6 +97,57 @@ static json_t *device_json(struct reconciler *r, const struct asw_device *d)
 	json_object_set_new(o, "attachment", meta);
 	json_object_set_new(o, "in_flight", op_json(hashmap_get(r->inflight_dev, d->volume_name)));
 	json_object_set_new(o, "backoff", backoff_json(r, "dev", d->volume_name));
+	return o;
+}
+
+/* Each storage server a plugin asked about (server-health.h): up or down, since when, why. */
+static json_t *servers_json(void)
+{
+	static struct server_health_info info[SERVER_HEALTH_MAX];
+	size_t n = server_health_list(info, SERVER_HEALTH_MAX);
+	json_t *list = json_array();
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_object();
+		struct tm tm;
+		time_t t = (time_t)info[i].down_since;
+		char since[32];
+
+		gmtime_r(&t, &tm);
+		strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		json_object_set_new(o, "server", json_string(info[i].key));
+		json_object_set_new(o, "state", json_string(info[i].down ? "down" : "up"));
+		json_object_set_new(o, "down_since",
+				    info[i].down ? json_string(since) : json_null());
+		json_object_set_new(o, "reason",
+				    info[i].down ? json_string(info[i].reason) : json_null());
+		json_object_set_new(o, "in_flight", json_integer(info[i].in_flight));
+		json_object_set_new(o, "refused", json_integer((json_int_t)info[i].refused));
+		json_object_set_new(o, "times_down", json_integer((json_int_t)info[i].down_count));
+		json_object_set_new(o, "next_probe_in_ms",
+				    json_integer((json_int_t)info[i].next_probe_in_ms));
+		json_array_append_new(list, o);
+	}
+	return list;
+}
+
+/* The pods dir, whether it is trusted, and each refused spec file with its reason. */
+static json_t *spec_files_json(const struct spec_source *s)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	json_t *o = json_object(), *refused = json_array();
+	const char *name, *reason, *dir_error = spec_source_dir_error(s);
+
+	while (spec_source_next_rejected(s, &it, &name, &reason)) {
+		json_t *f = json_object();
+
+		json_object_set_new(f, "file", json_string(name));
+		json_object_set_new(f, "reason", json_string(reason));
+		json_array_append_new(refused, f);
+	}
+	json_object_set_new(o, "dir", json_string(spec_source_dir(s)));
+	json_object_set_new(o, "dir_unsafe", dir_error ? json_string(dir_error) : json_null());
+	json_object_set_new(o, "refused", refused);
 	return o;
 }
 
@@ -213,6 +265,18 @@ char *reconciler_status_json(struct reconciler *r)
 	json_object_set_new(root, "volumes", list);
 	json_object_set_new(root, "devices", devices);
 	json_object_set_new(root, "mounts_being_removed", unwanted);
+	json_object_set_new(root, "storage_servers", servers_json());
+	{
+		size_t stale = 0;
+		json_t *on_node = node_volumes_json(r->node_vols, r->asw, now_ms(), &stale);
+
+		json_object_set_new(counts, "on_node",
+				    json_integer((json_int_t)json_array_size(on_node)));
+		json_object_set_new(counts, "stale_stages", json_integer((json_int_t)stale));
+		json_object_set_new(root, "on_node", on_node);
+	}
+	if (r->specs)
+		json_object_set_new(root, "spec_files", spec_files_json(r->specs));
 	json_decref(volumes);
 	return json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
 }

@@ -587,10 +587,11 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->inflight_pod = hashmap_new();
 	r->inflight_dev = hashmap_new();
 	r->busy = hashmap_new();
+	r->node_vols = node_volumes_new(cfg->stale_stage_after_ms);
 	r->max_pod_ops = REC_MAX_POD_OPS_IN_FLIGHT;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
 	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff || !r->inflight_pod ||
-	    !r->inflight_dev || !r->busy || rec_pass_init(r) < 0) {
+	    !r->inflight_dev || !r->busy || !r->node_vols || rec_pass_init(r) < 0) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}
@@ -609,7 +610,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	if (k == 0)
 		k = executor_new(cfg->workers, &r->ex, err);
 	if (k == 0 && cfg->pods_dir)
-		k = spec_source_new(cfg->pods_dir, r->dsw, &r->specs, err);
+		k = spec_source_new(cfg->pods_dir, cfg->insecure_pods_dir, r->dsw, &r->specs, err);
 	if (k < 0) {
 		reconciler_free(r);
 		return k;
@@ -699,6 +700,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	executor_free(r->ex, drop_job);
 	r->inflight_oldest = r->inflight_newest = NULL; /* dropped with their jobs */
 	spec_source_free(r->specs);
+	node_volumes_free(r->node_vols);
 	journal_free(r->journal);
 	mount_monitor_free(r->monitor);
 	mount_table_free(r->table);

@@ -44,13 +44,15 @@ struct reconciler_event_source {
 struct reconciler_config {
 	const char *root_dir;
 	const char *state_dir;
-	const char *pods_dir; /* NULL: no spec files */
+	const char *pods_dir;	/* NULL: no spec files */
+	bool insecure_pods_dir; /* tests only: spec files are not checked (spec-source.h) */
 	unsigned workers;
 	uint64_t backoff_initial_ms;
 	uint64_t backoff_max_ms;
 	uint64_t resync_ms;		  /* full pass with a fresh table this often */
 	uint64_t refresh_min_interval_ms; /* re-read the table at most this often in a burst */
 	uint64_t health_interval_ms;	  /* check_health of mounted volumes this often; 0: never */
+	uint64_t stale_stage_after_ms;	  /* a stage with no pod this long is lost; 0: never */
 	bool mount_events_off;	  /* follow the table by libmount even where mount events exist */
 	const char *kubelet_root; /* CSI targets and staging paths lie below it; NULL: no CSI */
 	/* Called once, on the reconciler thread, when the startup reconstruction is complete (the

@@ -24,12 +24,14 @@
 #include "macro.h"
 #include "malloc-util.h"
 #include "spec-source.h"
+#include "spec-trust.h"
 
 /* One file; its name lives in the same allocation. */
 struct spec_file {
 	char *uid;     /* the pod this file declares in the desired state, or NULL */
 	bool rejected; /* its current content was rejected */
 	bool conflict; /* rejected because another file has its uid: retried */
+	char *error;   /* why it is rejected (NULL when it is not, or out of memory) */
 	char name[];
 };
 
@@ -38,7 +40,8 @@ struct scan_slot {
 	char *name;
 	struct pod_spec *spec;
 	int r;
-	char *error; /* the message when r < 0 (NULL: out of memory) */
+	bool untrusted; /* refused by spec-trust.h, not for its content */
+	char *error;	/* the message when r < 0 (NULL: out of memory) */
 };
 
 /* A scan in progress: the slots are parsed by whoever takes the next index. */
@@ -48,6 +51,8 @@ struct spec_scan {
 	atomic_size_t next;
 	int dir_fd;
 	const char *dir;
+	bool insecure;	       /* --insecure-pods-dir: files are not checked */
+	const char *dir_error; /* the pods dir is not trusted: every file is refused with it */
 	pthread_t helper;
 	bool helper_started;
 };
@@ -55,6 +60,10 @@ struct spec_scan {
 struct spec_source {
 	char *dir;
 	int dir_fd; /* the pods dir (O_PATH): files are opened relative to it */
+	bool insecure;
+	/* Why the pods dir is not trusted, "" when it is: checked at each scan and each batch of
+	 * events, so that a dir made unsafe later refuses what is written in it from then on. */
+	char dir_error[sizeof(((struct error_info *)0)->msg)];
 	int fd;
 	int wd;
 	struct spec_scan *scan;
@@ -75,7 +84,31 @@ static void file_free(void *p)
 	struct spec_file *f = p;
 
 	free(f->uid);
+	free(f->error);
 	free(f);
+}
+
+/* Reads file name of the pods dir into ret when it is trusted (spec-trust.h).  *untrusted
+ * tells a refusal for who could have written it from one for what it says. */
+static int parse_trusted(int dir_fd, const char *dir, bool insecure, const char *dir_error,
+			 const char *name, const char *path, struct pod_spec **ret, bool *untrusted,
+			 struct error_info *err)
+{
+	_cleanup_close_ int fd = -1;
+
+	*untrusted = false;
+	if (insecure)
+		return pod_spec_parse_at(dir_fd, name, path, ret, err);
+	if (dir_error && *dir_error) {
+		*untrusted = true;
+		return err_set(err, -EPERM, "pods dir: %s", dir_error);
+	}
+	fd = spec_trust_open(dir_fd, dir, name, err);
+	if (fd < 0) {
+		*untrusted = fd == -EPERM;
+		return fd;
+	}
+	return pod_spec_parse_fd(fd, path, ret, err);
 }
 
 static void scan_parse(struct spec_scan *sc)
@@ -92,7 +125,8 @@ static void scan_parse(struct spec_scan *sc)
 		sl = &sc->slots[i];
 		snprintf(path, sizeof(path), "%s/%s", sc->dir, sl->name);
 		err = (struct error_info){ 0 };
-		sl->r = pod_spec_parse_at(sc->dir_fd, sl->name, path, &sl->spec, &err);
+		sl->r = parse_trusted(sc->dir_fd, sc->dir, sc->insecure, sc->dir_error, sl->name,
+				      path, &sl->spec, &sl->untrusted, &err);
 		if (sl->r < 0) {
 			sl->error = strdup(err_msg(&err));
 			continue;
@@ -140,8 +174,30 @@ static void scan_free(struct spec_scan *sc)
 	free(sc);
 }
 
-int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec_source **ret,
-		    struct error_info *err)
+/* Checks the pods dir again; logs when its trust changes. */
+static void check_dir(struct spec_source *s)
+{
+	struct error_info err = { 0 };
+	bool was = !s->dir_error[0];
+
+	if (s->insecure)
+		return;
+	if (spec_trust_check_dir(s->dir, &err) == 0) {
+		s->dir_error[0] = '\0';
+		if (!was)
+			log_info("pods dir is safe again: its spec files are read", "dir", s->dir);
+		return;
+	}
+	if (!was && streq(s->dir_error, err_msg(&err)))
+		return;
+	snprintf(s->dir_error, sizeof(s->dir_error), "%s", err_msg(&err));
+	log_error("pods dir is not safe: its spec files are refused until only root can write "
+		  "it and the directories above it",
+		  "dir", s->dir, "reason", s->dir_error);
+}
+
+int spec_source_new(const char *pods_dir, bool insecure, struct desired_state *dsw,
+		    struct spec_source **ret, struct error_info *err)
 {
 	struct spec_source *s = calloc(1, sizeof(*s));
 
@@ -150,6 +206,7 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 	s->fd = -1;
 	s->dir_fd = -1;
 	s->dsw = dsw;
+	s->insecure = insecure;
 	s->dir = strdup(pods_dir);
 	s->files = hashmap_new();
 	if (!s->dir || !s->files) {
@@ -176,6 +233,11 @@ int spec_source_new(const char *pods_dir, struct desired_state *dsw, struct spec
 		spec_source_free(s);
 		return err_set(err, r, "watching pods dir %s: %s", pods_dir, strerror(-r));
 	}
+	if (insecure)
+		log_warning("--insecure-pods-dir: spec files are believed whoever wrote them (for "
+			    "tests only)",
+			    "dir", pods_dir);
+	check_dir(s);
 	*ret = s;
 	return 0;
 }
@@ -266,8 +328,9 @@ static const char *file_path(const struct spec_source *s, const char *name, char
 /* Applies what parsing file name gave (r, p, err): into the desired state, or logged as
  * rejected.  Takes p.  quiet logs a loaded file at debug only (a scan logs a summary).
  * Returns true when the desired state changed. */
-static bool apply_file(struct spec_source *s, const char *name, int r, struct pod_spec *p,
-		       struct error_info *err, bool quiet, struct load_stats *stats)
+static bool apply_file(struct spec_source *s, const char *name, int r, bool untrusted,
+		       struct pod_spec *p, struct error_info *err, bool quiet,
+		       struct load_stats *stats)
 {
 	_cleanup_(pod_spec_freep) struct pod_spec *spec = p;
 	struct spec_file *f = get_file(s, name), *owner;
@@ -296,6 +359,8 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 	if (r < 0)
 		goto rejected;
 	f->rejected = false;
+	free(f->error);
+	f->error = NULL;
 	if (!f->uid)
 		f->uid = strdup(spec->uid);
 	/* Out of memory: no owner, so that nothing points at f once it goes. */
@@ -310,10 +375,14 @@ static bool apply_file(struct spec_source *s, const char *name, int r, struct po
 			 "volumes", LOG_INT(spec->n_volumes));
 	return true;
 rejected:
+	/* A file refused for who could have written it is logged once, not at every scan. */
+	if (!(untrusted && f->rejected && f->error && streq(f->error, err_msg(err))))
+		log_rejected(file_path(s, name, path), err_msg(err), f->uid != NULL);
 	f->rejected = true;
+	free(f->error);
+	f->error = strdup(err_msg(err));
 	if (stats)
 		stats->refused++;
-	log_rejected(file_path(s, name, path), err_msg(err), f->uid != NULL);
 	return false;
 }
 
@@ -323,11 +392,13 @@ static bool load_file(struct spec_source *s, const char *name)
 	struct error_info err = { 0 };
 	struct pod_spec *p = NULL;
 	char path[PATH_MAX];
+	bool untrusted;
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-	r = pod_spec_parse_at(s->dir_fd, name, path, &p, &err);
-	return apply_file(s, name, r, p, &err, false, NULL);
+	r = parse_trusted(s->dir_fd, s->dir, s->insecure, s->dir_error, name, path, &p, &untrusted,
+			  &err);
+	return apply_file(s, name, r, untrusted, p, &err, false, NULL);
 }
 
 static bool remove_file(struct spec_source *s, const char *name)
@@ -391,8 +462,11 @@ int spec_source_scan_begin(struct spec_source *s)
 		closedir(d);
 		return -ENOMEM;
 	}
+	check_dir(s);
 	sc->dir_fd = s->dir_fd;
 	sc->dir = s->dir;
+	sc->insecure = s->insecure;
+	sc->dir_error = s->dir_error;
 	while ((de = readdir(d))) {
 		if (!spec_source_wants_name(de->d_name))
 			continue;
@@ -474,7 +548,8 @@ int spec_source_scan_finish(struct spec_source *s)
 				 sl->error ? sl->error : strerror(-sl->r));
 		else
 			err.msg[0] = '\0';
-		if (apply_file(s, sl->name, sl->r, TAKE_PTR(sl->spec), &err, true, &stats))
+		if (apply_file(s, sl->name, sl->r, sl->untrusted, TAKE_PTR(sl->spec), &err, true,
+			       &stats))
 			changed = 1;
 	}
 	log_info("loaded pod spec files", "dir", s->dir, "files", LOG_INT(stats.files), "volumes",
@@ -514,6 +589,8 @@ int spec_source_dispatch(struct spec_source *s)
 	while (len < 0 && errno == EINTR);
 	if (len < 0)
 		return errno == EAGAIN ? 0 : -errno;
+	if (len > 0)
+		check_dir(s);
 	for (char *p = buf; p < buf + len;) {
 		const struct inotify_event *ev = (const struct inotify_event *)p;
 
@@ -540,6 +617,33 @@ int spec_source_dispatch(struct spec_source *s)
 		}
 	}
 	return changed;
+}
+
+bool spec_source_next_rejected(const struct spec_source *s, struct hashmap_iter *it,
+			       const char **ret_name, const char **ret_reason)
+{
+	void *v;
+
+	while (hashmap_iterate(s->files, it, &v, NULL)) {
+		const struct spec_file *f = v;
+
+		if (!f->rejected)
+			continue;
+		*ret_name = f->name;
+		*ret_reason = f->error ? f->error : "out of memory";
+		return true;
+	}
+	return false;
+}
+
+const char *spec_source_dir(const struct spec_source *s)
+{
+	return s->dir;
+}
+
+const char *spec_source_dir_error(const struct spec_source *s)
+{
+	return s->dir_error[0] ? s->dir_error : NULL;
 }
 
 unsigned spec_source_rejected_count(const struct spec_source *s)

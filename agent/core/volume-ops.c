@@ -14,12 +14,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backoff.h"
 #include "blkdev.h"
+#include "holders.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
+#include "time-util.h"
 #include "volume-ops.h"
+
+/* How long a failed unmount looks for who holds the mount (holders.h). */
+#define HOLDERS_TIMEOUT_MS 1000
 
 #define DIR_MODE 0750
 
@@ -286,15 +290,19 @@ static int run_tear_down(struct volume_op *op)
 					&op->err);
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0; /* not mounted (any more) */
+	if (r == -EBUSY)
+		return holders_explain(op->target, NULL, HOLDERS_TIMEOUT_MS, &op->err);
 	if (r < 0)
 		return r;
 	if (!file && remove_unmounted_dir(op) == 0)
 		return 0;
-	if (mnt_util_is_mount_root(op->target) == 1)
-		return err_set(&op->err, -EBUSY,
-			       "%s is still a mount point after unmounting (stacked mounts); "
-			       "will unmount again",
-			       op->target);
+	if (mnt_util_is_mount_root(op->target) == 1) {
+		err_set(&op->err, -EBUSY,
+			"%s is still a mount point after unmounting (stacked mounts); "
+			"will unmount again",
+			op->target);
+		return holders_explain(op->target, NULL, HOLDERS_TIMEOUT_MS, &op->err);
+	}
 	remove_target_dir_checked(op, file, true); /* checked just now */
 	return 0;
 }
@@ -396,14 +404,22 @@ static int run_unmount_device(struct volume_op *op)
 		r = plugin_unmount_device(op->plugin, op->target, &op->err);
 	if (r == -EINVAL || r == -ENOENT)
 		r = 0;
+	if (r == -EBUSY)
+		return holders_explain(op->target, op->att.device_path, HOLDERS_TIMEOUT_MS,
+				       &op->err);
 	if (r < 0)
 		return r;
-	if (mnt_util_is_mount_root(op->target) == 1)
-		return err_set(&op->err, -EBUSY, "%s is still mounted after unmounting",
-			       op->target);
+	if (mnt_util_is_mount_root(op->target) == 1) {
+		err_set(&op->err, -EBUSY, "%s is still mounted after unmounting", op->target);
+		return holders_explain(op->target, op->att.device_path, HOLDERS_TIMEOUT_MS,
+				       &op->err);
+	}
 	remove_target_dir_checked(op, file || op_is_block(op), true);
 	if (plugin_has_detach(op->plugin) && op->att.device_path) {
 		r = plugin_detach(op->plugin, op->spec, &op->att, &op->err);
+		if (r == -EBUSY)
+			return holders_explain(NULL, op->att.device_path, HOLDERS_TIMEOUT_MS,
+					       &op->err);
 		if (r < 0)
 			return r;
 	}

@@ -16,7 +16,6 @@
 #include "block-map.h"
 #include "csi-node.h"
 #include "csi.pb-c.h"
-#include "exec-util.h"
 #include "fs-probe.h"
 #include "macro.h"
 #include "mount-options.h"
@@ -53,8 +52,9 @@ static const char *mode_name(enum csi_access_mode m)
 
 /* "Exceeds capabilities" (FAILED_PRECONDITION) of a stage or publish: a writer on several
  * nodes of a volume whose filesystem (ext4, xfs) lives on a device other nodes can attach too
- * (rbd).  Two nodes mounting it read-write corrupt it.  A local device or directory exists on
- * this node only, so there MULTI_NODE_* means several targets here; NFS is shared by design.
+ * (rbd).  Two nodes mounting it read-write corrupt it.  A node-local volume (PLUGIN_NODE_LOCAL:
+ * a device or directory of this host) exists on this node only, so there MULTI_NODE_* means
+ * several targets here; NFS is shared by design.
  * Returns 0, or -EOPNOTSUPP with reply set. */
 static int check_mode_fits_volume(const struct volume_plugin *p, const struct volume_spec *spec,
 				  const struct csi_volume_capability *cap, struct csi_reply *reply)
@@ -65,7 +65,7 @@ static int check_mode_fits_volume(const struct volume_plugin *p, const struct vo
 	/* Only a filesystem the agent itself puts on an attached device (rbd's ext4/xfs) breaks
 	 * when written from several nodes; nfs is shared by design, a local volume exists on
 	 * this node only, and a raw block device is the pod's to share (as ceph-csi allows). */
-	if (streq(p->name, "local") || !plugin_has_attach(p) || spec->block)
+	if (plugin_is_node_local(p) || !plugin_has_attach(p) || spec->block)
 		return 0;
 	csi_reply_set(
 		reply, CSI_FAILED_PRECONDITION,
@@ -333,7 +333,7 @@ static int block_request_paths(struct volume_request *req)
 	return 0;
 }
 
-/* "Volume does not exist" (NOT_FOUND) at stage for a local directory volume: staging it
+/* "Volume does not exist" (NOT_FOUND) at stage for a node-local directory volume: staging it
  * mounts nothing, so without this the missing source would only show at publish.  (A
  * device's absence shows when it is staged; an NFS export's only when it is mounted.)
  * Returns 0, or -ENOENT with reply set. */
@@ -342,7 +342,7 @@ static int check_directory_source(const struct volume_request *req, struct csi_r
 	const char *path = volume_spec_get(req->spec, "path");
 	struct stat st;
 
-	if (!streq(req->plugin->name, "local") || !path ||
+	if (!plugin_is_node_local(req->plugin) || !path ||
 	    plugin_uses_device(req->plugin, req->spec))
 		return 0;
 	if (stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR))
@@ -646,8 +646,8 @@ static int expand_nothing_to_grow(struct csi_node_config *cfg, const struct csi_
 {
 	struct fs_probe_result fs;
 
-	if (streq(place->plugin, "local"))
-		return 0; /* a directory: no capacity of its own */
+	if (plugin_is_node_local(plugin_find_by_name(place->plugin)))
+		return 0; /* a directory of this host: no capacity of its own */
 	if (fs_probe(in->volume_path, cfg->stats_timeout_ms, &fs) == 0 && fs.error == 0 &&
 	    fs.mount_root)
 		reply->capacity_bytes = (long long)fs.bytes_total;

@@ -8,11 +8,16 @@
  * Threads: the cheap RPCs (Identity, NodeGetCapabilities, NodeGetInfo) are answered by the
  * grpc-core queue thread.  The volume RPCs are blocking methods of grpc-core: its pool of
  * `workers` threads waits on their completion queue, and the thread woken for a request runs
- * handle_call() to the end: decodes, validates what needs no file system access, claims the
- * volume's in-flight slot, checks the paths on disk, calls the backend op, releases the slot
- * and answers.  No hand-off between threads of ours; requests beyond `workers` wait inside
- * gRPC.  s->lock guards the in-flight set and the draining flag; it is never held across an
- * op or a gRPC call. */
+ * handle_call(): decodes, validates what needs no file system access, claims the volume's
+ * in-flight slot, checks the paths on disk and calls the backend op.  An op that answers at
+ * once (stats, expand, a refusal) is answered there and its slot released.  An op may instead
+ * defer its answer (csi_reply_defer): the agent's stage, unstage, publish and unpublish hand
+ * their request to the reconciler and are answered from the reconciler's thread
+ * (csi_deferred_finish), which releases the slot then; the pool thread is free at once.  A
+ * call still deferred when a shutdown's grace ends is answered UNAVAILABLE
+ * (deferred_claim_all).  Requests beyond `workers` wait inside gRPC.  s->lock guards the
+ * in-flight set, the deferred list and the draining flag; it is never held across an op or a
+ * gRPC call. */
 #include <ctype.h>
 #include <malloc.h>
 #include <errno.h>
@@ -491,6 +496,23 @@ static void capability_view(const Csi__V1__VolumeCapability *cap, struct csi_vol
 
 #define MAP_ARGS(r, field) (r)->n_##field, (void **)(r)->field
 
+/* The publish_context, volume_context and secrets of a stage or publish request m as the
+ * backend's views in q; kv (three, NULL at first) holds them until contexts_free().  True
+ * when all three were made. */
+#define CONTEXTS_VIEW(m, q, kv)                                                         \
+	(map_view(MAP_ARGS(m, publish_context), &(kv)[0], &(q).publish_context) == 0 && \
+	 map_view(MAP_ARGS(m, volume_context), &(kv)[1], &(q).volume_context) == 0 &&   \
+	 map_view(MAP_ARGS(m, secrets), &(kv)[2], &(q).secrets) == 0)
+
+/* Frees what CONTEXTS_VIEW made; the secrets' view is wiped.  The request may be gone by
+ * now (a deferred op): n_secrets is the view's own count. */
+static void contexts_free(struct csi_kv *kv[3], size_t n_secrets)
+{
+	free(kv[0]);
+	free(kv[1]);
+	map_view_free(kv[2], n_secrets);
+}
+
 /* The op of rpc in ops, as a plain function pointer (NULL: not served). */
 static bool rpc_has_op(const struct csi_rpc *rpc, const struct csi_node_ops *ops)
 {
@@ -512,13 +534,9 @@ static int call_stage(const struct csi_server *s, const struct job *j, struct cs
 	int r = -ENOMEM;
 
 	capability_view(m->volume_capability, &q.capability);
-	if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) == 0 &&
-	    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) == 0 &&
-	    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) == 0)
+	if (CONTEXTS_VIEW(m, q, kv))
 		r = s->ops->stage(s->userdata, &q, reply);
-	free(kv[0]);
-	free(kv[1]);
-	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
+	contexts_free(kv, q.secrets.n);
 	return r;
 }
 
@@ -548,13 +566,9 @@ static int call_publish(const struct csi_server *s, const struct job *j, struct 
 	int r = -ENOMEM;
 
 	capability_view(m->volume_capability, &q.capability);
-	if (map_view(MAP_ARGS(m, publish_context), &kv[0], &q.publish_context) == 0 &&
-	    map_view(MAP_ARGS(m, volume_context), &kv[1], &q.volume_context) == 0 &&
-	    map_view(MAP_ARGS(m, secrets), &kv[2], &q.secrets) == 0)
+	if (CONTEXTS_VIEW(m, q, kv))
 		r = s->ops->publish(s->userdata, &q, reply);
-	free(kv[0]);
-	free(kv[1]);
-	map_view_free(kv[2], q.secrets.n); /* m may be gone: a deferred op */
+	contexts_free(kv, q.secrets.n);
 	return r;
 }
 
@@ -1271,11 +1285,6 @@ void csi_server_set_ready(struct csi_server *s, bool ready)
 bool csi_server_stopping(const struct csi_server *s)
 {
 	return atomic_load(&((struct csi_server *)s)->stopping);
-}
-
-const char *csi_server_socket_path(const struct csi_server *s)
-{
-	return s->socket_path;
 }
 
 /* The grace has passed: queued jobs are answered UNAVAILABLE without their op. */

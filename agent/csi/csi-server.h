@@ -272,9 +272,6 @@ int csi_server_shutdown(struct csi_server *s, int grace_ms);
 /* Shuts down (when still running) and frees.  Accepts NULL; returns NULL. */
 struct csi_server *csi_server_free(struct csi_server *s);
 
-/* The unix socket path the server binds. */
-const char *csi_server_socket_path(const struct csi_server *s);
-
 /* What csi_request_check() checks a request against: the settings of a server. */
 struct csi_check_config {
 	const char *kubelet_root; /* NULL or "": CSI_DEFAULT_KUBELET_ROOT; absolute, normalized */

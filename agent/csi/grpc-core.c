@@ -793,6 +793,27 @@ static void drain_queue(grpc_completion_queue *cq)
 		;
 }
 
+/* Destroys the server (when there is one) and drains and destroys its queues, for a server
+ * whose queues no thread of ours runs: never started, or its queue thread did not start. */
+static void destroy_unrun(struct gcore *g)
+{
+	if (g->server) {
+		grpc_server_destroy(g->server);
+		g->server = NULL;
+	}
+	if (g->cq) {
+		drain_queue(g->cq);
+		grpc_completion_queue_destroy(g->cq);
+		g->cq = NULL;
+	}
+	if (g->pool_cq) {
+		drain_queue(g->pool_cq);
+		grpc_completion_queue_destroy(g->pool_cq);
+		g->pool_cq = NULL;
+	}
+	done_cq_close(g);
+}
+
 int gcore_start(struct gcore *g, struct error_info *err)
 {
 	_cleanup_free_ char *addr = NULL;
@@ -839,17 +860,7 @@ int gcore_start(struct gcore *g, struct error_info *err)
 			if (ev.type == GRPC_OP_COMPLETE && ev.tag == &g->shutdown_tag)
 				break;
 		}
-		grpc_server_destroy(g->server);
-		g->server = NULL;
-		drain_queue(g->cq);
-		grpc_completion_queue_destroy(g->cq);
-		g->cq = NULL;
-		if (g->pool_cq) {
-			drain_queue(g->pool_cq);
-			grpc_completion_queue_destroy(g->pool_cq);
-			g->pool_cq = NULL;
-		}
-		done_cq_close(g);
+		destroy_unrun(g);
 		g->finished = true;
 		err_set(err, r, "cannot start the gRPC queue thread: %s", strerror(-r));
 		goto out_unlock;
@@ -986,22 +997,9 @@ struct gcore *gcore_free(struct gcore *g)
 			  "socket", g->socket_path, (char *)NULL);
 		return NULL;
 	}
-	if (g->server) {
-		/* Never started: no listener, nothing requested. */
-		grpc_server_destroy(g->server);
-		g->server = NULL;
-	}
-	if (g->cq) {
-		drain_queue(g->cq);
-		grpc_completion_queue_destroy(g->cq);
-		g->cq = NULL;
-	}
-	if (g->pool_cq) {
-		drain_queue(g->pool_cq);
-		grpc_completion_queue_destroy(g->pool_cq);
-		g->pool_cq = NULL;
-	}
-	done_cq_close(g);
+	/* A server never started has no listener and nothing requested; one shut down has no
+	 * server and no queue left but done_cq. */
+	destroy_unrun(g);
 	if (g->leaked)
 		return NULL;
 	grpc_shutdown();

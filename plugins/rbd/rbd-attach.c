@@ -19,6 +19,7 @@
 #include "rbd-attach.h"
 #include "loop-device.h"
 #include "rbd-util.h"
+#include "time-util.h"
 
 #define HELPER_OUT 4096
 #define ARGV_MAX 32
@@ -37,19 +38,6 @@ int rbd_method_from_name(const char *name, enum rbd_method *ret)
 			return 0;
 		}
 	return -EINVAL;
-}
-
-const char *rbd_method_name(enum rbd_method m)
-{
-	return method_names[m];
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* The arguments every ceph helper gets: no config file of the host's, our monitors, user and
@@ -514,7 +502,7 @@ static int attach_fuse(const struct rbd_params *p, struct device_attachment *ret
 		goto out_release;
 	}
 	/* rbd-fuse mounts first and shows the image once it has connected and opened it. */
-	deadline = mono_ms() + p->timeout_ms;
+	deadline = now_ms() + p->timeout_ms;
 	for (;;) {
 		r = rbd_probe_path(RBD_PROBE_STAT, file, 2000);
 		if (r == 0)
@@ -526,7 +514,7 @@ static int attach_fuse(const struct rbd_params *p, struct device_attachment *ret
 			r = err_set(err, -EIO, "rbd-fuse exited: %s", why);
 			goto out_release;
 		}
-		if (mono_ms() >= deadline) {
+		if (now_ms() >= deadline) {
 			rbd_key_file_remove(tmp_key);
 			r = err_set(err, -ETIMEDOUT, "rbd-fuse did not show %s within %llus", file,
 				    (unsigned long long)(p->timeout_ms / 1000));

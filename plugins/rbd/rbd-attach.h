@@ -47,7 +47,6 @@ enum rbd_method {
 
 /* "krbd" -> RBD_METHOD_KRBD.  -EINVAL for an unknown name. */
 int rbd_method_from_name(const char *name, enum rbd_method *ret);
-const char *rbd_method_name(enum rbd_method m);
 
 /* Attaches p's image with method m, filling ret (device_path and meta).  On failure nothing
  * it made is left behind. */

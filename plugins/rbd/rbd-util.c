@@ -15,16 +15,9 @@
 #include "macro.h"
 #include "process.h"
 #include "rbd-util.h"
+#include "time-util.h"
 
 extern char **environ;
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Our environment without the variables that would point a ceph tool at another cluster. */
 static char **helper_env(void)
@@ -197,15 +190,15 @@ int rbd_pid_stop(pid_t pid, const char *exe, const char *arg, uint64_t grace_ms)
 	if (!rbd_pid_is(pid, exe, arg))
 		return 0;
 	kill(pid, SIGTERM);
-	deadline = mono_ms() + grace_ms;
-	while (mono_ms() < deadline) {
+	deadline = now_ms() + grace_ms;
+	while (now_ms() < deadline) {
 		if (!rbd_pid_is(pid, exe, arg))
 			return 0;
 		usleep(20 * 1000);
 	}
 	kill(pid, SIGKILL);
-	deadline = mono_ms() + 2000;
-	while (mono_ms() < deadline) {
+	deadline = now_ms() + 2000;
+	while (now_ms() < deadline) {
 		if (!rbd_pid_is(pid, exe, arg))
 			return 0;
 		usleep(20 * 1000);

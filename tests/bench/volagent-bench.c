@@ -903,32 +903,30 @@ static uint64_t proc_stat_cpu_ns(pid_t pid)
 	return (ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
-/* VmRSS or VmHWM of pid, in KiB. */
-static long proc_status_kib(pid_t pid, const char *key)
+/* A "Key:  N kB" field of /proc/PID/<file>, in KiB; -1 when unreadable. */
+static long proc_kib(pid_t pid, const char *file, const char *key)
 {
 	char p[64], *s, *q;
 	long v = -1;
 
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
 	s = read_all(p);
 	if (s && (q = strstr(s, key)))
-		v = strtol(q + strlen(key) + 1, NULL, 10);
+		v = strtol(q + strlen(key), NULL, 10); /* strtol skips the blanks after the key */
 	free(s);
 	return v;
+}
+
+/* VmRSS or VmHWM of pid, in KiB. */
+static long proc_status_kib(pid_t pid, const char *key)
+{
+	return proc_kib(pid, "status", key);
 }
 
 /* A field of /proc/PID/smaps_rollup ("Anonymous:", "Rss:"), in KiB; -1 when unreadable. */
 static long proc_rollup_kib(pid_t pid, const char *key)
 {
-	char p[64], *s, *q;
-	long v = -1;
-
-	snprintf(p, sizeof(p), "/proc/%d/smaps_rollup", (int)pid);
-	s = read_all(p);
-	if (s && (q = strstr(s, key)))
-		v = strtol(q + strlen(key), NULL, 10);
-	free(s);
-	return v;
+	return proc_kib(pid, "smaps_rollup", key);
 }
 
 /* An agent with no volume, with or without CSI: its peak RSS after 5 idle seconds. */

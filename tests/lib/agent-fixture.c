@@ -55,6 +55,9 @@ struct agent_fixture *fixture_new(const char *tag)
 {
 	struct agent_fixture *f = calloc(1, sizeof(*f));
 
+	/* The agent reads a spec file only when no one but root may write it (spec-trust.h):
+	 * what the tests write is 0644 whatever umask they were started with. */
+	umask(022);
 	f->dir = test_mkdtemp(tag);
 	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
 	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);

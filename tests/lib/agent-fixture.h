@@ -25,6 +25,20 @@ struct agent_fixture *fixture_new(const char *tag);
  * removes the temp dir. */
 void fixture_free(struct agent_fixture *f);
 
+/* The cmocka setup and teardown of a suite whose state is one fixture named tag: defines
+ * static setup() (fixture_new) and teardown() (fixture_free). */
+#define FIXTURE_SETUP_TEARDOWN(tag)        \
+	static int setup(void **state)     \
+	{                                  \
+		*state = fixture_new(tag); \
+		return 0;                  \
+	}                                  \
+	static int teardown(void **state)  \
+	{                                  \
+		fixture_free(*state);      \
+		return 0;                  \
+	}
+
 /* Starts `volagent run` with the fixture's dirs (and extra args, NULL-terminated). */
 int fixture_start(struct agent_fixture *f, const char *const extra[]);
 int fixture_stop(struct agent_fixture *f, int sig);

@@ -32,12 +32,8 @@ host_do() {
 	[ "$(cat "$CTL/ack.$seq_no")" = 0 ]
 }
 
-W=$(mktemp -d /tmp/nfs-e2e.XXXXXX)
-ROOT=$W/root
-PODS=$W/pods
-LOG=$W/agent.log
-mkdir -p "$PODS" "$W/local"
-echo '{}' >"$W/config.json"
+guest_workdir nfs-e2e
+mkdir -p "$W/local"
 echo local-content >"$W/local/hello"
 KUBELET=$W/kubelet
 SOCK=$KUBELET/plugins/csi.volagent.io/csi.sock
@@ -62,10 +58,7 @@ cleanup() {
 	stop_agent
 	# Whatever the agent left (a failed test): lazily, so a dead server cannot hang us.
 	umount_below "$W"
-	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
-		echo "--- agent log (last 60 lines):"
-		tail -n 60 "$LOG" | cut -c1-400
-	fi
+	show_log_if_failed 60
 }
 trap cleanup EXIT
 
@@ -237,6 +230,87 @@ fi
 rm -f "$PODS/p5.json"
 check "p5 removed: nothing left mounted" wait_for 30 count_is "$ROOT" 0
 stop_agent
+
+# --- a server that is down: new mounts to it fail fast; other servers and plugins go on ------
+# The first mount to the frozen server hangs (no timeo: the kernel waits its default 60 s per
+# try, the agent 90 s), and after --nfs-hung-after the server is down: a second mount to it
+# answers UNAVAILABLE at once, naming it; a mount to a second ganesha ($NFS_PORT2) and a local
+# volume go through; the agent starts no more threads or children while it lasts.  Thawed,
+# the held mount completes and new ones go through, without a restart.
+agent_threads() { ls "/proc/$agent_pid/task" | wc -l; }
+agent_children() { grep -l "^PPid:[[:space:]]*$agent_pid\$" /proc/[0-9]*/status 2>/dev/null | wc -l; }
+server_is() { # PORT STATE
+	"$VOLAGENT_BIN" status --state-dir "$W/state" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s = [x["state"] for x in d.get("storage_servers", []) if x["server"] == sys.argv[1]]
+sys.exit(0 if s == [sys.argv[2]] else 1)' "nfs server $SRV:$1" "$2"
+}
+csi_within() { # SECONDS CALL: one call with that deadline
+	echo "$2" >"$W/calls.txt"
+	timeout 60 /usr/bin/python3 "$REPO/tests/csi/csi_client.py" --socket "$SOCK" \
+		--stub-dir "$W/stubs" --timeout "$1" --input "$W/calls.txt" 2>&1
+}
+if [ -n "${NFS_PORT2:-}" ]; then
+	start_agent shared --nfs-timeout 90s --nfs-hung-after 1s
+	check "down: the agent serves CSI" wait_for 30 test -S "$SOCK"
+	wait_for 30 log_has "startup reconstruction complete"
+	pid0=$agent_pid
+	csi "Identity/Probe {}" >/dev/null # its threads started: the baseline is counted after
+	th0=$(agent_threads)
+	ch0=$(agent_children)
+	slow="\"vers=4.1\", \"port=$NFS_PORT\""
+	stg3=$KUBELET/plugins/kubernetes.io/csi/csi.volagent.io/nfs3/globalmount
+	mkdir -p "$stg3"
+	stage3="Node/NodeStageVolume {\"volume_id\": \"nfs3\", \"staging_target_path\": \"$stg3\", \"volume_capability\": {\"mount\": {\"mount_flags\": [\"vers=4.1\"]}, \"access_mode\": {\"mode\": \"MULTI_NODE_MULTI_WRITER\"}}, \"volume_context\": {\"type\": \"nfs\", \"server\": \"$SRV\", \"share\": \"/export\", \"mountOptions\": \"port=$NFS_PORT\"}}"
+	if host_do freeze; then
+		write_pod h1 "{\"pod\": {\"uid\": \"h1\"}, \"volumes\": [{\"name\": \"d\", \"nfs\": {\"server\": \"$SRV\", \"path\": \"/export\"}, \"mountOptions\": [$slow]}]}"
+		h1=$(pod_dir h1 nfs d)
+		check "down: the first mount hangs and the server is called down (status)" \
+			wait_for 20 server_is "$NFS_PORT" down
+		check "down: the first mount is still in flight, not mounted" unmounted "$h1"
+		out=$(csi_within 1 "$stage3")
+		echo "  csi: $out" | cut -c1-400
+		check "down: a second mount to the same server answers UNAVAILABLE within 1 s" \
+			sh -c "echo '$out' | grep -q '^ERR UNAVAILABLE'"
+		check "down: its message names the server and since when" \
+			sh -c "echo '$out' | grep -q 'nfs server $SRV:$NFS_PORT is down since 20'"
+		write_pod h2 "{\"pod\": {\"uid\": \"h2\"}, \"volumes\": [{\"name\": \"d\", \"nfs\": {\"server\": \"$SRV\", \"path\": \"/export\"}, \"mountOptions\": [\"vers=4.1\", \"port=$NFS_PORT2\"]}]}"
+		write_pod h3 "{\"pod\": {\"uid\": \"h3\"}, \"volumes\": [{\"name\": \"l\", \"local\": {\"path\": \"$W/local\"}}]}"
+		write_pod h4 "{\"pod\": {\"uid\": \"h4\"}, \"volumes\": [{\"name\": \"d\", \"nfs\": {\"server\": \"$SRV\", \"path\": \"/export\", \"readOnly\": true}, \"mountOptions\": [$slow]}]}"
+		check "down: a mount to a second NFS server goes through" wait_for 30 mounted "$(pod_dir h2 nfs d)"
+		check "down: a local volume goes through" wait_for 30 mounted "$(pod_dir h3 local l)"
+		check "down: the second server is up in status" server_is "$NFS_PORT2" up
+		# Several more attempts to the dead server (the reconciler retries h4, CSI retries).
+		for i in 1 2 3; do csi_within 1 "$stage3" >/dev/null; sleep 1; done
+		th1=$(agent_threads)
+		ch1=$(agent_children)
+		check "down: no pile-up: threads $th0 -> $th1, children $ch0 -> $ch1 (one hung mount)" \
+			test "$th1" -le $((th0 + 2)) -a "$ch1" -le $((ch0 + 1))
+		check "down: refusals are logged naming the server" log_has "nfs server $SRV:$NFS_PORT is down since"
+		host_do thaw || fail "the host thaws the server"
+		t0=$(now_ms)
+		check "thawed: the held mount completes" wait_for 60 mounted "$h1"
+		echo "  held mount completed $(since "$t0") ms after the thaw"
+		check "thawed: a retried mount to it goes through" wait_for 60 mounted "$(pod_dir h4 nfs d)"
+		ok=
+		for i in $(seq 30); do
+			out=$(csi_within 30 "$stage3")
+			case $out in "OK {}"*) ok=1; break ;; esac
+			sleep 1
+		done
+		check "thawed: CSI NodeStageVolume to it answers OK ($out)" test -n "$ok"
+		check "thawed: the server is up in status" server_is "$NFS_PORT" up
+		check "thawed: the same agent (no restart)" test "$agent_pid" = "$pid0" -a ! "$(not_alive "$pid0" && echo dead)"
+		check "thawed: no child left behind" wait_for 20 sh -c "test \$(grep -l '^PPid:[[:space:]]*$pid0\$' /proc/[0-9]*/status 2>/dev/null | wc -l) -le $ch0"
+		csi "Node/NodeUnstageVolume {\"volume_id\": \"nfs3\", \"staging_target_path\": \"$stg3\"}" >/dev/null
+	else
+		fail "the NFS server is frozen (for the down-server test)"
+	fi
+	rm -f "$PODS"/h[1-4].json
+	check "down: everything unmounted at the end" wait_for 60 count_is "$ROOT" 0
+	stop_agent
+fi
 
 # --- direct mode: each pod dir gets its own NFS mount --------------------------------------
 start_agent direct

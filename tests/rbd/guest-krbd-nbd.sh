@@ -61,10 +61,7 @@ cleanup() {
 		"$REPO/scripts/ceph-cluster" down "$CL" >/dev/null 2>&1 || echo "stopping the cluster failed" >&2
 	fi
 	umount "$W/cfs" 2>/dev/null
-	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
-		echo "--- agent log (last 80 lines):"
-		tail -n 80 "$LOG" 2>/dev/null | cut -c1-400
-	fi
+	show_log_if_failed 80
 }
 trap cleanup EXIT
 

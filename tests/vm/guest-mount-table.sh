@@ -12,21 +12,14 @@ set -uo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/guestlib.sh"
 
-W=$(mktemp -d /tmp/mount-table.XXXXXX)
-ROOT=$W/root
-PODS=$W/pods
-LOG=$W/agent.log
-mkdir -p "$PODS" "$W/data"
-echo '{}' >"$W/config.json"
+guest_workdir mount-table
+mkdir -p "$W/data"
 echo data-content >"$W/data/hello"
 
 cleanup() {
 	stop_agent
 	umount_below "$W"
-	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
-		echo "--- agent log (last 40 lines):"
-		tail -n 40 "$LOG" | cut -c1-400
-	fi
+	show_log_if_failed 40
 }
 trap cleanup EXIT
 

@@ -50,6 +50,25 @@ umount_below() {
 		while read -r m; do umount -l "$m" 2>/dev/null; done
 }
 
+# A fresh work dir /tmp/$1.XXXXXX for one guest test: W, with ROOT, PODS (made), LOG and an
+# empty config.json.
+guest_workdir() {
+	W=$(mktemp -d "/tmp/$1.XXXXXX")
+	ROOT=$W/root
+	PODS=$W/pods
+	LOG=$W/agent.log
+	mkdir -p "$PODS"
+	echo '{}' >"$W/config.json"
+}
+
+# The agent's log, its last $1 lines, when a check failed or KEEP_LOG is set (for a cleanup).
+show_log_if_failed() {
+	if [ "${KEEP_LOG:-}" ] || [ "$failed" != 0 ]; then
+		echo "--- agent log (last $1 lines):"
+		tail -n "$1" "$LOG" 2>/dev/null | cut -c1-400
+	fi
+}
+
 # Whether pid has exited (a zombie counts as exited).
 not_alive() { [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] || [ ! -e "/proc/$1" ]; }
 

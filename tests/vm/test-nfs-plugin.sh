@@ -20,6 +20,7 @@ t_agent_bin
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nfs-plugin.XXXXXX")
 srv=$work/nfs
+srv2=$work/nfs2 # a second server: the first one frozen does not affect it
 share=$work/share
 ctl=$share/ctl
 mkdir -p "$ctl"
@@ -32,6 +33,7 @@ cleanup() {
 	pid=$(server_pid)
 	[ -z "$pid" ] || kill -CONT "$pid" 2>/dev/null || true
 	t_nfs_server_stop "$srv"
+	t_nfs_server_stop "$srv2"
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -70,13 +72,15 @@ t0=$EPOCHREALTIME
 env_lines=$("$t_repo/scripts/nfs-server" start "$srv" /export /stale) || { t_fail "the NFS server starts"; t_done; }
 eval "$env_lines"
 echo "nfs server: port $NFS_PORT, pid $NFS_PID ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2fs", b - a}'))"
+NFS_PORT2=$("$t_repo/scripts/nfs-server" start "$srv2" /export | sed -n 's/^NFS_PORT=\([0-9]*\).*/\1/p') ||
+	{ t_fail "the second NFS server starts"; t_done; }
 coordinator 2>"$work/coordinator.log" &
 coord_pid=$!
 
 t0=$EPOCHREALTIME
 rc=0
 "$t_repo/scripts/vm/run" -s "$share" -t "${NFS_E2E_TIMEOUT:-600}" -e NFS_PORT="$NFS_PORT" \
-	-e VOLAGENT_BIN="$agent" -e CTL="$ctl" -e KEEP_LOG="${KEEP_LOG:-}" -e REPO="$t_repo" \
+	-e NFS_PORT2="$NFS_PORT2" -e VOLAGENT_BIN="$agent" -e CTL="$ctl" -e KEEP_LOG="${KEEP_LOG:-}" -e REPO="$t_repo" \
 	-- unshare -m --propagation private bash "$t_repo/tests/nfs/guest-e2e.sh" \
 	>"$work/out" 2>"$work/err" || rc=$?
 echo "vm boot + nfs plugin tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
@@ -109,4 +113,5 @@ pid=$(server_pid)
 kill -CONT "$pid" 2>/dev/null || true
 "$t_repo/scripts/nfs-server" stop "$srv"
 t_check "the NFS server stops" test ! -e "/proc/$pid/exe"
+"$t_repo/scripts/nfs-server" stop "$srv2"
 t_done
