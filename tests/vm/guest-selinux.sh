@@ -13,21 +13,16 @@ set -uo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/guestlib.sh"
 
-W=$(mktemp -d /tmp/selinux.XXXXXX)
+guest_workdir selinux
 KUBELET=$W/kubelet
 SOCK=$KUBELET/plugins/csi.volagent.io/csi.sock
-LOG=$W/agent.log
-agent_pid=
 loop=
 
 cleanup() {
 	stop_agent
 	umount_below "$W"
 	[ -z "$loop" ] || losetup -d "$loop"
-	if [ "$failed" != 0 ]; then
-		echo "--- agent log (last 40 lines):"
-		tail -n 40 "$LOG" | cut -c1-400
-	fi
+	show_log_if_failed 40
 }
 trap cleanup EXIT
 
@@ -54,9 +49,8 @@ done
 check "the policy knows a label to mount with (${label:-none})" test -n "$label"
 [ -n "$label" ] || { echo "$passed passed, $failed failed"; exit 1; }
 
-echo '{}' >"$W/config.json"
-mkdir -p "$KUBELET" "$W/pods"
-"$VOLAGENT_BIN" run --root-dir "$W/root" --state-dir "$W/state" --pods-dir "$W/pods" \
+mkdir -p "$KUBELET"
+"$VOLAGENT_BIN" run --root-dir "$ROOT" --state-dir "$W/state" --pods-dir "$PODS" \
 	--config "$W/config.json" --device-inventory false --csi --kubelet-root-dir "$KUBELET" \
 	--node-id node-a >>"$LOG" 2>&1 &
 agent_pid=$!
