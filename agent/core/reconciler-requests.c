@@ -26,6 +26,7 @@
 #include "kubelet-record.h"
 #include "log.h"
 #include "macro.h"
+#include "mount-options.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "reconciler-internal.h"
@@ -356,6 +357,31 @@ static bool access_mode_refused(struct reconciler *r, struct pending_request *p,
 	return false;
 }
 
+/* The SELinux label a publish asks for (context=, fscontext=, defcontext=, rootcontext= in its
+ * mount options) must be the one v's filesystem was mounted with, or that v's other targets
+ * asked for: the label is set when the filesystem is mounted, and a bind of that mount cannot
+ * change it.  Another label is a final error naming both.  Returns true when p was refused
+ * (answered). */
+static bool selinux_label_refused(struct reconciler *r, struct pending_request *p,
+				  const struct dsw_volume *v)
+{
+	_cleanup_free_ char *have = mount_options_selinux(v->spec->mount_options);
+	_cleanup_free_ char *want = mount_options_selinux(p->req->spec->mount_options);
+
+	if (!have || !want) {
+		complete(r, p, -ENOMEM, "out of memory");
+		return true;
+	}
+	if (streq(have, want))
+		return false;
+	complete(r, p, -EOPNOTSUPP,
+		 "volume %s is %s with SELinux label %s, not %s: a bind cannot relabel it; "
+		 "unpublish and unstage it to change the label",
+		 p->req->volume_id, v->staged ? "staged" : "published", *have ? have : "(none)",
+		 *want ? want : "(none)");
+	return true;
+}
+
 static void apply_publish(struct reconciler *r, struct pending_request *p)
 {
 	struct volume_request *req = p->req;
@@ -391,7 +417,7 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 		if (!v)
 			return complete(r, p, -ENOMEM, "out of memory");
 	}
-	if (access_mode_refused(r, p, v))
+	if (access_mode_refused(r, p, v) || selinux_label_refused(r, p, v))
 		return;
 	target_owner(req->path, uid, name, sizeof(name));
 	pv = dsw_csi_publish(r->dsw, v, req->path, uid, name, req->read_only, req->fingerprint);

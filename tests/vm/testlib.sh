@@ -8,6 +8,7 @@
 #                                     succeeds; under CI=true a missing requirement fails
 #   t_done                            print the closing line; exit 1 if anything failed
 #   t_need_qemu / t_need_nfs_server   the t_need lines of the VM tests and the NFS server
+#   t_need_csi_client                 the t_need line of the Python CSI client (tests/csi, tests/kubelet)
 #   t_nfs_server_stop DIR             stops the scripts/nfs-server started in DIR, if any
 #   t_agent_bin                       sets $agent: the agent under test ($VOLAGENT_BIN, else the
 #                                     build's), absolute; skips when it is not built
@@ -63,6 +64,10 @@ t_need_nfs_server() {
 	t_need "ganesha.nfsd is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)" test -x /usr/bin/ganesha.nfsd
 	t_need "mount.nfs is not installed (apt-get install nfs-common)" test -x /sbin/mount.nfs
 	t_need "the NFS server needs root" test "$(id -u)" = 0
+}
+
+t_need_csi_client() {
+	t_need "the CSI client needs python3-grpcio and python3-grpc-tools" /usr/bin/python3 -c 'import grpc, grpc_tools'
 }
 
 t_agent_bin() {
