@@ -292,14 +292,6 @@ static int csi_setup(void **state)
 	return 0;
 }
 
-static int csi_teardown(void **state)
-{
-	csi_env_free(*state);
-	return 0;
-}
-
-#define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-
 static void test_csi_no_device_mapper(void **state)
 {
 	struct csi_env *e = *state;
@@ -313,18 +305,22 @@ static void test_csi_no_device_mapper(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
 		 "{\"encryptionPassphrase\": \"" CANARY_CSI_PASS "\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
 		 "{\"encryptionPassphrase\": \"" CANARY_CSI_WRONG "\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\", \"encryptionPassphraseFile\": "
 		 "\"/etc/shadow\"}}\n",
 		 stg, dev, stg, dev, stg, dev, stg, dev);
@@ -502,7 +498,6 @@ static void test_vm_pod_spec(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
-#define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define ENC_CTX                                                                       \
 	"\"volume_context\": {\"type\": \"local\", \"path\": \"%s\", \"encrypted\": " \
 	"\"true\"}, \"secrets\": {\"encryptionPassphrase\": \"" CANARY_CSI_PASS "\"}"
@@ -554,13 +549,14 @@ static void test_vm_csi(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", " ENC_CTX "}\n"
+		 "\"volume_capability\": " CSI_CAP_MOUNT ", " ENC_CTX "}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_MOUNT ", " ENC_CTX "}\n"
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", " ENC_CTX "}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_BLOCK ", " ENC_CTX "}\n"
+		 "\"volume_capability\": " CSI_CAP_BLOCK ", " ENC_CTX "}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK ", " ENC_CTX "}\n",
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK ", " ENC_CTX
+		 "}\n",
 		 stg, dev, stg, tgt, dev, bstg, bdev, bstg, btgt, bdev);
 	out = csi_env_call(e, calls);
 	assert_non_null(out);
@@ -605,7 +601,8 @@ static void test_vm_csi(void **state)
 		"Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
 		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n"
 		"Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		"\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		"\"volume_capability\": " CSI_CAP_MOUNT
+		", \"volume_context\": {\"type\": \"local\", "
 		"\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
 		"{\"encryptionPassphrase\": \"" CANARY_CSI_WRONG "\"}}\n",
 		tgt, stg, btgt, bstg, stg, dev);
@@ -628,9 +625,10 @@ int main(void)
 		cmocka_unit_test(test_passphrase_file_rules),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_device_mapper, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup, csi_teardown),
+		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup,
+						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_vm_pod_spec, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_vm_csi, csi_setup, csi_teardown),
+		cmocka_unit_test_setup_teardown(test_vm_csi, csi_setup, csi_env_teardown),
 	};
 
 	if (!test_have_root())

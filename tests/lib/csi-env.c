@@ -37,6 +37,12 @@ void csi_env_free(struct csi_env *e)
 	free(e);
 }
 
+int csi_env_teardown(void **state)
+{
+	csi_env_free(*state);
+	return 0;
+}
+
 bool csi_socket_exists(void *path)
 {
 	struct stat st;
@@ -65,6 +71,15 @@ char *csi_env_call(struct csi_env *e, const char *calls)
 	if (getenv("VERBOSE"))
 		fprintf(stderr, "%s", out);
 	return out;
+}
+
+void csi_env_call_ok(struct csi_env *e, const char *calls, int n)
+{
+	char *out = csi_env_call(e, calls);
+
+	for (int i = 0; i < n; i++)
+		assert_line(out, i, "OK {}");
+	free(out);
 }
 
 const char *csi_line(const char *out, int n)

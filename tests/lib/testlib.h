@@ -47,6 +47,8 @@ int test_run_capture2(const char *const argv[], char **ret_out, char **ret_err);
 char *test_csi_client(const char *sock, const char *stubs_dir, const char *dir, const char *calls);
 /* mkfs.ext4 -q -F dev (or xfs with -f). */
 int test_mkfs(const char *fstype, const char *dev);
+/* The superblock value name ("TYPE", "UUID") libblkid finds on dev into ret ("" for none). */
+void test_blkid_value(const char *dev, const char *name, char *ret, size_t size);
 
 int test_write_file(const char *path, const char *content);
 char *test_read_file(const char *path);
