@@ -53,35 +53,12 @@ static void assert_no_canary(const char *where, const char *text)
 /* The log, every file of the state dir, status in both forms, the metrics. */
 static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volume)
 {
-	char sock[700], msock[700], *out = NULL;
+	struct canary_outputs o;
 
-	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
-	snprintf(msock, sizeof(msock), "%s/metrics.sock", f->state);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--json", "--socket", sock,
-							      NULL },
-				       &out),
-			 0);
-	assert_no_canary("status --json", out);
+	assert_no_canary_anywhere_in(f, canaries, sizeof(canaries) / sizeof(canaries[0]), &o);
 	if (volume) /* not vacuous (a refused CSI stage leaves no volume behind) */
-		assert_non_null(strstr(out, volume));
-	free(out);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--socket", sock, NULL },
-				       &out),
-			 0);
-	assert_no_canary("status", out);
-	free(out);
-	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
-								 msock, "http://agent/metrics",
-								 NULL },
-					  &out),
-			 0);
-	assert_no_canary("metrics", out);
-	free(out);
-	assert_true(assert_no_canary_in_files(f->state, canaries,
-					      sizeof(canaries) / sizeof(canaries[0])) >= 1);
-	out = test_read_file(f->agent.log_path);
-	assert_no_canary("agent log", out);
-	free(out);
+		assert_non_null(strstr(o.status_json, volume));
+	canary_outputs_free(&o);
 }
 
 /* What libblkid finds on dev: its TYPE and UUID. */
