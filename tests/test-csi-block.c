@@ -303,8 +303,7 @@ static void test_block_expand(void **state)
 	for (int i = 0; i < 4; i++)
 		assert_line(out, i, "OK {}");
 	free(out);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A crash can lose the journal's last CSI entries (they are saved a moment after each call):
@@ -367,8 +366,7 @@ static void test_publish_lost_by_journal_adopted(void **state)
 		 t1, stg);
 	csi_env_call_ok(e, publish, 2);
 	assert_true(path_is_gone(t1));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* An empty file at path with the block device (or published file) src bound over it: what
@@ -484,8 +482,7 @@ static void test_block_kubelet_paths(void **state)
 		 "Node/NodeUnstageVolume {\"volume_id\": \"k\", \"staging_target_path\": \"%s\"}\n",
 		 target, ro, stg);
 	csi_env_call_ok(e, calls, 3);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 int main(void)

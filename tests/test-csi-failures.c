@@ -134,8 +134,7 @@ static void test_deadline_shorter_than_mkfs(void **state)
 	assert_true(fixture_wait_log_after(e->f, off, "msg=\"device mounted\"", 1000));
 	assert_int_equal(fixture_log_count(e->f, "msg=\"device mounted\""), 1);
 	unstage(e, "slow", stg);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A device another holds open O_EXCL (as a mounted filesystem or a device mapper target
@@ -175,8 +174,7 @@ static void test_busy_device_and_refused_mount(void **state)
 			 csi_line(out, 0));
 	free(out);
 	assert_false(test_is_mountpoint(stg));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A device gone before the stage (its loop device detached: the node stays, with no backing
@@ -199,8 +197,7 @@ static void test_vanished_device(void **state)
 			 csi_line(out, 0));
 	free(out);
 	assert_false(test_is_mountpoint(stg));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* The target dir cannot be made: the pod dir's filesystem is full (a tmpfs out of inodes).

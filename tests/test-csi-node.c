@@ -280,8 +280,7 @@ static void test_block_volume_stage_publish_expand(void **state)
 	assert_false(test_is_mountpoint(t1));
 	assert_false(test_is_mountpoint(stg));
 	assert_int_equal(access(stg, F_OK), 0); /* kubelet's staging dir stays */
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 static void test_xfs_online_expand(void **state)
@@ -520,8 +519,7 @@ static void test_invalid_requests(void **state)
 	assert_line(out, 4, "ERR INVALID_ARGUMENT"); /* target outside the kubelet root */
 	assert_line(out, 5, "ERR NOT_FOUND");
 	free(out);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 static void test_many_volumes_at_once(void **state)
@@ -664,8 +662,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n",
 		t1, t2, stg);
 	csi_env_call_ok(e, calls, 3);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 static void test_sigterm_with_call_in_flight(void **state)

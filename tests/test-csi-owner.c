@@ -175,8 +175,7 @@ static void test_lost_journal_own_mounts_released(void **state)
 	csi_env_call_ok(e, calls, 2);
 	assert_false(test_is_mountpoint(t1));
 	assert_false(test_is_mountpoint(stg));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A publish over kubelet's pki dir (a dir below the kubelet root, but not one it gives CSI

@@ -348,8 +348,7 @@ static void test_csi_target_dotdot_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "staging_target_path");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(&e->csi);
 }
 
 static void test_csi_target_outside_kubelet_root_refused(void **state)
@@ -371,8 +370,7 @@ static void test_csi_target_outside_kubelet_root_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "is not under the kubelet root");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(&e->csi);
 }
 
 static void test_csi_symlink_in_target_refused(void **state)
@@ -394,8 +392,7 @@ static void test_csi_symlink_in_target_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "is a symlink");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(&e->csi);
 }
 
 static void test_csi_symlink_in_staging_refused(void **state)

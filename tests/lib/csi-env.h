@@ -44,6 +44,10 @@ char *csi_env_call(struct csi_env *e, const char *calls);
 /* Runs the calls and fails the test unless each of the first n answers is "OK {}". */
 void csi_env_call_ok(struct csi_env *e, const char *calls, int n);
 
+/* Fails the test unless nothing is mounted below kubelet's root dir; then stops the agent
+ * (SIGTERM) and fails unless it exits 0: the end of a test that cleaned up after itself. */
+void csi_env_stop_clean(struct csi_env *e);
+
 /* Kubelet's publish target for pod uid and pv into buf (>= 700), its parent made as kubelet
  * does. */
 const char *csi_env_target(struct csi_env *e, const char *uid, const char *pv, char *buf);
