@@ -31,6 +31,8 @@ static struct {
 } loops[MAX_LOOPS];
 static bool atexit_done;
 
+bool test_mount_events_on = true, test_mount_events_off = false;
+
 bool test_no_mount_events(void)
 {
 	char reason[256];
