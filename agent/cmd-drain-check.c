@@ -70,9 +70,8 @@ int cmd_drain_check(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *socket = NULL, *state_dir = NULL, *config = NULL;
+	struct status_args a = { 0 };
 	unsigned long wait_s = 0;
-	bool as_json = false;
 	uint64_t deadline;
 	json_t *root = NULL, *list;
 	size_t i;
@@ -92,18 +91,6 @@ int cmd_drain_check(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'j':
-			as_json = true;
-			break;
-		case 's':
-			socket = optarg;
-			break;
-		case 'd':
-			state_dir = optarg;
-			break;
-		case 'c':
-			config = optarg;
-			break;
 		case 'h':
 			printf("Usage: volagent drain-check [--wait SECONDS] [--json] "
 			       "[--socket PATH | --state-dir DIR] [--config FILE]\n\n"
@@ -114,6 +101,8 @@ int cmd_drain_check(int argc, char **argv)
 			       "--wait seconds (or no agent answers), 2 on bad usage.\n");
 			return 0;
 		default:
+			if (status_args_take(&a, c, optarg))
+				break;
 			fprintf(stderr, "Try 'volagent drain-check --help'.\n");
 			return 2;
 		}
@@ -124,7 +113,7 @@ int cmd_drain_check(int argc, char **argv)
 	}
 	deadline = mono_s() + wait_s;
 	for (;;) {
-		root = status_fetch("drain-check", socket, state_dir, config, NULL, &rc);
+		root = status_fetch("drain-check", &a, NULL, &rc);
 		if (!root && rc == 2)
 			return 2;
 		list = root ? json_object_get(root, "on_node") : NULL;
@@ -145,7 +134,7 @@ int cmd_drain_check(int argc, char **argv)
 	}
 	if (!root)
 		return 1;
-	if (as_json) {
+	if (a.as_json) {
 		json_auto_t *out = json_array();
 		json_t *e;
 		char *s;

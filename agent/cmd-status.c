@@ -87,23 +87,42 @@ static char *fetch(const char *path, int *ret_errno)
 	return buf;
 }
 
-json_t *status_fetch(const char *cmd, const char *socket, const char *state_dir, const char *config,
-		     char **ret_text, int *ret_code)
+bool status_args_take(struct status_args *a, int c, const char *arg)
+{
+	switch (c) {
+	case 'j':
+		a->as_json = true;
+		return true;
+	case 's':
+		a->socket = arg;
+		return true;
+	case 'd':
+		a->state_dir = arg;
+		return true;
+	case 'c':
+		a->config = arg;
+		return true;
+	default:
+		return false;
+	}
+}
+
+json_t *status_fetch(const char *cmd, const struct status_args *a, char **ret_text, int *ret_code)
 {
 	_cleanup_free_ char *text = NULL, *found = NULL;
 	struct error_info err = { 0 };
-	const char *path = socket;
+	const char *path = a->socket;
 	json_error_t jerr;
 	json_t *root;
 	int e = 0;
 
 	*ret_code = 2;
-	if (socket && state_dir) {
+	if (a->socket && a->state_dir) {
 		fprintf(stderr, "volagent %s: --socket and --state-dir: give one of them\n", cmd);
 		return NULL;
 	}
 	if (!path) {
-		if (admin_socket_path(config, state_dir, &found, &err) < 0) {
+		if (admin_socket_path(a->config, a->state_dir, &found, &err) < 0) {
 			fprintf(stderr, "volagent %s: %s\n", cmd, err_msg(&err));
 			return NULL;
 		}
@@ -266,27 +285,15 @@ int cmd_status(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *socket = NULL, *state_dir = NULL, *config = NULL, *holders = NULL;
+	struct status_args a = { 0 };
+	const char *holders = NULL;
 	_cleanup_free_ char *text = NULL;
 	json_t *root;
-	bool as_json = false;
 	int c, rc;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j':
-			as_json = true;
-			break;
-		case 's':
-			socket = optarg;
-			break;
-		case 'd':
-			state_dir = optarg;
-			break;
-		case 'c':
-			config = optarg;
-			break;
 		case 'H':
 			holders = optarg;
 			break;
@@ -304,6 +311,8 @@ int cmd_status(int argc, char **argv)
 			       DEFAULT_SOCKET);
 			return 0;
 		default:
+			if (status_args_take(&a, c, optarg))
+				break;
 			fprintf(stderr, "Try 'volagent status --help'.\n");
 			return 2;
 		}
@@ -312,15 +321,15 @@ int cmd_status(int argc, char **argv)
 		fprintf(stderr, "volagent status: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	root = status_fetch("status", socket, state_dir, config, &text, &rc);
+	root = status_fetch("status", &a, &text, &rc);
 	if (!root)
 		return rc;
 	if (holders) {
-		rc = status_print_holders(root, holders, as_json);
+		rc = status_print_holders(root, holders, a.as_json);
 		json_decref(root);
 		return rc;
 	}
-	if (as_json)
+	if (a.as_json)
 		fputs(text, stdout);
 	else
 		print_human(root);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <libmount.h>
+
 #include "macro.h"
 #include "mount-options.h"
 
@@ -48,46 +50,86 @@ int mount_options_append(char ***v, const char *opt)
 	return 0;
 }
 
+static bool option_has_name(const char *opt, const char *name);
+
+/* Whether s holds a control character. */
+static bool has_control_chars(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
 int mount_options_split(const char *s, char ***ret)
 {
+	_cleanup_free_ char *copy = strdup(s);
 	char **v = calloc(1, sizeof(*v));
-	const char *p = s;
+	char *p = copy, *name, *value;
+	size_t len = strlen(s), expect = 0, namesz, valuesz;
+	int r;
 
-	if (!v)
+	if (!v || !copy) {
+		free(v);
 		return -ENOMEM;
-	while (*s) {
-		const char *end = strchrnul(p, ',');
-		_cleanup_free_ char *item = strndup(p, (size_t)(end - p));
-		int r;
+	}
+	if (has_control_chars(s)) {
+		mount_options_free(v);
+		return -EINVAL;
+	}
+	/* libmount's parser keeps a quoted value whole (context="a:b:c0,c1"); it skips empty
+	 * items and drops an item with an unclosed quote, so each item must start where the
+	 * previous one's ',' ends and the last one must end the string. */
+	while (len && (r = mnt_optstr_next_option(&p, &name, &namesz, &value, &valuesz)) == 0) {
+		size_t off = (size_t)(name - copy);
+		size_t n = value ? (size_t)(value + valuesz - name) : namesz;
+		_cleanup_free_ char *item = strndup(name, n);
 
-		if (!item) {
+		if (off != expect || !n) {
+			mount_options_free(v);
+			return -EINVAL;
+		}
+		if (!item || mount_options_append(&v, item) < 0) {
 			mount_options_free(v);
 			return -ENOMEM;
 		}
-		for (const char *c = item; *c; c++)
-			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-				mount_options_free(v);
-				return -EINVAL;
-			}
-		if (!*item) {
-			mount_options_free(v);
-			return -EINVAL;
-		}
-		r = mount_options_append(&v, item);
-		if (r < 0) {
-			mount_options_free(v);
-			return r;
-		}
-		if (!*end)
-			break;
-		p = end + 1;
-		if (!*p) { /* a trailing ',' */
-			mount_options_free(v);
-			return -EINVAL;
-		}
+		expect = off + n + 1;
+	}
+	if (len && expect != len + 1) {
+		mount_options_free(v);
+		return -EINVAL;
 	}
 	*ret = v;
 	return 0;
+}
+
+bool mount_option_is_single(const char *opt)
+{
+	char **v = NULL;
+	bool one = mount_options_split(opt, &v) == 0 && mount_options_count(v) == 1;
+
+	mount_options_free(v);
+	return one;
+}
+
+bool mount_option_is_selinux(const char *opt)
+{
+	return option_has_name(opt, "context") || option_has_name(opt, "fscontext") ||
+	       option_has_name(opt, "defcontext") || option_has_name(opt, "rootcontext");
+}
+
+char *mount_options_selinux(char *const *v)
+{
+	size_t n = mount_options_count(v), k = 0;
+	_cleanup_free_ char **labels = calloc(n + 1, sizeof(*labels));
+
+	if (!labels)
+		return NULL;
+	/* A vector of borrowed strings: mount_options_join only reads it. */
+	for (size_t i = 0; i < n; i++)
+		if (mount_option_is_selinux(v[i]))
+			labels[k++] = v[i];
+	return mount_options_join(labels);
 }
 
 char *mount_options_join(char *const *v)

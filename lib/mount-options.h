@@ -16,9 +16,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Splits s at ',' into a new vector in *ret.  An empty s gives an empty vector.  Returns 0,
- * -EINVAL when an item is empty ("a,,b") or holds a control character, or -ENOMEM. */
+/* Splits s at ',' into a new vector in *ret, as libmount parses an option string: a ','
+ * inside double quotes belongs to the value, so an SELinux label such as
+ * context="system_u:object_r:container_file_t:s0:c12,c34" stays one option, quotes and all.
+ * An empty s gives an empty vector.  Returns 0, -EINVAL when an item is empty ("a,,b"), a
+ * quote is not closed, or s holds a control character, or -ENOMEM. */
 int mount_options_split(const char *s, char ***ret);
+
+/* Whether opt is exactly one option as mount_options_split() reads it (a quoted value may
+ * hold commas). */
+bool mount_option_is_single(const char *opt);
 
 /* Frees a vector and its strings.  Accepts NULL; returns NULL. */
 char **mount_options_free(char **v);
@@ -28,6 +35,15 @@ size_t mount_options_count(char *const *v);
 
 /* Appends a copy of opt to *v (which may be NULL).  Returns 0 or -ENOMEM. */
 int mount_options_append(char ***v, const char *opt);
+
+/* Whether opt is an SELinux label option: context=, fscontext=, defcontext= or rootcontext=.
+ * Such an option labels a filesystem when it is mounted; a bind of that mount cannot change
+ * it. */
+bool mount_option_is_selinux(const char *opt);
+
+/* The SELinux label options of v (see above), in their order, joined with ','; "" when v has
+ * none.  Returns a new string or NULL on ENOMEM. */
+char *mount_options_selinux(char *const *v);
 
 /* Joins v with ','.  Returns a new string ("" for none) or NULL on ENOMEM. */
 char *mount_options_join(char *const *v);

@@ -47,7 +47,12 @@ static int context_error(struct libmnt_context *cxt, int rc, const char *what,
 
 static struct libmnt_context *new_context(void)
 {
-	struct libmnt_context *cxt = mnt_new_context();
+	struct libmnt_context *cxt;
+
+	/* libmount reads LIBMOUNT_DEBUG only when asked to (once): its own trace of what it is
+	 * given and hands to mount(2), e.g. LIBMOUNT_DEBUG=cxt. */
+	mnt_init_debug(0);
+	cxt = mnt_new_context();
 
 	if (!cxt)
 		return NULL;

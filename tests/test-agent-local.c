@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <blkid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -48,22 +47,6 @@ static int write_in(const char *dir, const char *name, const char *content)
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	return test_write_file(path, content);
-}
-
-/* blkid's UUID of dev, or "" for none (formatting changes it). */
-static void fs_uuid(const char *dev, char *ret, size_t size)
-{
-	blkid_probe pr = blkid_new_probe_from_filename(dev);
-	const char *v = NULL;
-
-	ret[0] = '\0';
-	if (!pr)
-		return;
-	blkid_probe_enable_superblocks(pr, 1);
-	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_UUID | BLKID_SUBLKS_TYPE);
-	if (blkid_do_safeprobe(pr) == 0 && blkid_probe_lookup_value(pr, "UUID", &v, NULL) == 0)
-		snprintf(ret, size, "%s", v);
-	blkid_free_probe(pr);
 }
 
 static bool path_is_gone(void *path)
@@ -276,13 +259,13 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	char *s;
 
 	assert_non_null(dev);
-	fs_uuid(dev, uuid1, sizeof(uuid1));
+	test_blkid_value(dev, "UUID", uuid1, sizeof(uuid1));
 	assert_string_equal(uuid1, ""); /* blank */
 	assert_int_equal(fixture_write_local_pod(f, "one", "disk", dev), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "one", "disk", d1);
 	assert_true(fixture_wait_mounted(d1, WAIT_MS));
-	fs_uuid(dev, uuid1, sizeof(uuid1));
+	test_blkid_value(dev, "UUID", uuid1, sizeof(uuid1));
 	assert_string_not_equal(uuid1, ""); /* formatted, ext4 by default */
 	assert_int_equal(write_in(d1, "payload", "written-by-one"), 0);
 
@@ -293,7 +276,7 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	s = read_in(d2, "payload");
 	assert_string_equal(s, "written-by-one");
 	free(s);
-	fs_uuid(dev, uuid2, sizeof(uuid2));
+	test_blkid_value(dev, "UUID", uuid2, sizeof(uuid2));
 	assert_string_equal(uuid1, uuid2);
 	{
 		json_t *st = fixture_status(f), *d;
@@ -315,7 +298,7 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	assert_int_equal(fixture_remove_pod(f, "two.json"), 0);
 	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
 	assert_true(fixture_wait_count(f, "devices", 0, WAIT_MS));
-	fs_uuid(dev, uuid2, sizeof(uuid2));
+	test_blkid_value(dev, "UUID", uuid2, sizeof(uuid2));
 	assert_string_equal(uuid1, uuid2);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
@@ -333,7 +316,7 @@ static void test_xfs_and_existing_filesystems(void **state)
 
 	assert_non_null(ro_blank);
 	assert_int_equal(test_mkfs("ext4", ext4), 0);
-	fs_uuid(ext4, uuid_before, sizeof(uuid_before));
+	test_blkid_value(ext4, "UUID", uuid_before, sizeof(uuid_before));
 	snprintf(cmd, sizeof(cmd), "echo 'label: gpt' | sfdisk -q %s", gpt);
 	sfdisk_argv[2] = cmd;
 	assert_int_equal(test_run(sfdisk_argv), 0);
@@ -362,9 +345,9 @@ static void test_xfs_and_existing_filesystems(void **state)
 		assert_string_equal(out, "xfs\n");
 		free(out);
 	}
-	fs_uuid(ext4, uuid_after, sizeof(uuid_after));
+	test_blkid_value(ext4, "UUID", uuid_after, sizeof(uuid_after));
 	assert_string_equal(uuid_before, uuid_after);
-	fs_uuid(ro_blank, uuid_after, sizeof(uuid_after));
+	test_blkid_value(ro_blank, "UUID", uuid_after, sizeof(uuid_after));
 	assert_string_equal(uuid_after, "");
 	assert_int_equal(test_count_mounts_under(f->root), 2); /* fresh: global + bind */
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
@@ -574,7 +557,7 @@ static void test_device_node_outside_dev_is_refused(void **state)
 	assert_true(fixture_wait_pod_error(f, fixture_pod_dir(f, "one", "disk", d),
 					   "is a block device outside /dev", WAIT_MS));
 	assert_int_equal(test_count_mounts_under(f->root), 0);
-	fs_uuid(dev, uuid, sizeof(uuid));
+	test_blkid_value(dev, "UUID", uuid, sizeof(uuid));
 	assert_string_equal(uuid, ""); /* not formatted */
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }

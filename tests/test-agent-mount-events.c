@@ -29,8 +29,9 @@ struct fx {
 	bool events;
 };
 
-static int setup(void **state, bool events)
+static int setup(void **state)
 {
+	bool events = *(bool *)*state;
 	struct fx *x = calloc(1, sizeof(*x));
 
 	if (!x)
@@ -44,16 +45,6 @@ static int setup(void **state, bool events)
 	x->f = fixture_new(events ? "mtab-events" : "mtab-fallback");
 	*state = x;
 	return 0;
-}
-
-static int setup_events(void **state)
-{
-	return setup(state, true);
-}
-
-static int setup_fallback(void **state)
-{
-	return setup(state, false);
 }
 
 static int teardown(void **state)
@@ -303,20 +294,15 @@ static void test_burst_of_mounts_read_in_batches(void **state)
 	assert_true(now - seen <= 4 + took / 5);
 }
 
-/* Each case on both sources, named for the one it runs on. */
-#define BOTH(fn)                                                     \
-	{ "events: " #fn, fn, setup_events, teardown, NULL },        \
-	{                                                            \
-		"fallback: " #fn, fn, setup_fallback, teardown, NULL \
-	}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		BOTH(test_unmounted_by_hand_is_mounted_again),
-		BOTH(test_bind_stacked_on_target_is_removed),
-		BOTH(test_mount_outside_the_trees_costs_no_pass),
-		BOTH(test_burst_of_mounts_read_in_batches),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_unmounted_by_hand_is_mounted_again, setup,
+					   teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_bind_stacked_on_target_is_removed, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_mount_outside_the_trees_costs_no_pass, setup,
+					   teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_burst_of_mounts_read_in_batches, setup, teardown),
 	};
 
 	test_enter_private_mountns();

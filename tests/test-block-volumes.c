@@ -432,15 +432,6 @@ static int csi_setup(void **state)
 	return 0;
 }
 
-static int csi_teardown(void **state)
-{
-	csi_env_free(*state);
-	return 0;
-}
-
-#define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-#define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-
 static void test_csi_block_stage_publish_stats_expand(void **state)
 {
 	struct csi_env *e = *state;
@@ -466,19 +457,19 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n"
+		 "\"volume_capability\": " CSI_CAP_BLOCK ", \"volume_context\": %s}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
 		 ", \"volume_context\": %s}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
 		 ", \"volume_context\": %s}\n"
 		 "Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_MOUNT
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT
 		 ", \"volume_context\": %s}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": %s}\n",
+		 "\"volume_capability\": " CSI_CAP_MOUNT ", \"volume_context\": %s}\n",
 		 stg, ctx, stg, t1, ctx, stg, t1, ctx, t1, stg, t2, ctx, stg, ctx);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
@@ -526,15 +517,13 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 		csi_env_start(e);
 		snprintf(calls, sizeof(calls),
 			 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": "
-			 "\"%s\", \"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n"
+			 "\"%s\", \"volume_capability\": " CSI_CAP_BLOCK
+			 ", \"volume_context\": %s}\n"
 			 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": "
-			 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+			 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
 			 ", \"volume_context\": %s}\n",
 			 stg, ctx, stg, t1, ctx);
-		out = csi_env_call(e, calls);
-		assert_line(out, 0, "OK {}");
-		assert_line(out, 1, "OK {}");
-		free(out);
+		csi_env_call_ok(e, calls, 2);
 		assert_true(fixture_wait_pod_state(e->f, t1, "mounted", 0, WAIT_MS));
 		assert_int_equal(test_mount_id(t1), id_t1);
 		assert_int_equal(test_mount_id(held), id_held);
@@ -663,7 +652,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_journal_lost_held_device_found, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csi_block_stage_publish_stats_expand,
-						csi_setup, csi_teardown),
+						csi_setup, csi_env_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -53,35 +53,12 @@ static void assert_no_canary(const char *where, const char *text)
 /* The log, every file of the state dir, status in both forms, the metrics. */
 static void assert_no_canary_anywhere(struct agent_fixture *f, const char *volume)
 {
-	char sock[700], msock[700], *out = NULL;
+	struct canary_outputs o;
 
-	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
-	snprintf(msock, sizeof(msock), "%s/metrics.sock", f->state);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--json", "--socket", sock,
-							      NULL },
-				       &out),
-			 0);
-	assert_no_canary("status --json", out);
+	assert_no_canary_anywhere_in(f, canaries, sizeof(canaries) / sizeof(canaries[0]), &o);
 	if (volume) /* not vacuous (a refused CSI stage leaves no volume behind) */
-		assert_non_null(strstr(out, volume));
-	free(out);
-	assert_int_equal(test_volagent((const char *const[]){ "status", "--socket", sock, NULL },
-				       &out),
-			 0);
-	assert_no_canary("status", out);
-	free(out);
-	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
-								 msock, "http://agent/metrics",
-								 NULL },
-					  &out),
-			 0);
-	assert_no_canary("metrics", out);
-	free(out);
-	assert_true(assert_no_canary_in_files(f->state, canaries,
-					      sizeof(canaries) / sizeof(canaries[0])) >= 1);
-	out = test_read_file(f->agent.log_path);
-	assert_no_canary("agent log", out);
-	free(out);
+		assert_non_null(strstr(o.status_json, volume));
+	canary_outputs_free(&o);
 }
 
 /* What libblkid finds on dev: its TYPE and UUID. */
@@ -292,14 +269,6 @@ static int csi_setup(void **state)
 	return 0;
 }
 
-static int csi_teardown(void **state)
-{
-	csi_env_free(*state);
-	return 0;
-}
-
-#define CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-
 static void test_csi_no_device_mapper(void **state)
 {
 	struct csi_env *e = *state;
@@ -313,18 +282,22 @@ static void test_csi_no_device_mapper(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
 		 "{\"encryptionPassphrase\": \"" CANARY_CSI_PASS "\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
 		 "{\"encryptionPassphrase\": \"" CANARY_CSI_WRONG "\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\", \"encrypted\": \"true\", \"encryptionPassphraseFile\": "
 		 "\"/etc/shadow\"}}\n",
 		 stg, dev, stg, dev, stg, dev, stg, dev);
@@ -502,7 +475,6 @@ static void test_vm_pod_spec(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
-#define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define ENC_CTX                                                                       \
 	"\"volume_context\": {\"type\": \"local\", \"path\": \"%s\", \"encrypted\": " \
 	"\"true\"}, \"secrets\": {\"encryptionPassphrase\": \"" CANARY_CSI_PASS "\"}"
@@ -554,13 +526,14 @@ static void test_vm_csi(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MOUNT ", " ENC_CTX "}\n"
+		 "\"volume_capability\": " CSI_CAP_MOUNT ", " ENC_CTX "}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_MOUNT ", " ENC_CTX "}\n"
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", " ENC_CTX "}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_BLOCK ", " ENC_CTX "}\n"
+		 "\"volume_capability\": " CSI_CAP_BLOCK ", " ENC_CTX "}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK ", " ENC_CTX "}\n",
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK ", " ENC_CTX
+		 "}\n",
 		 stg, dev, stg, tgt, dev, bstg, bdev, bstg, btgt, bdev);
 	out = csi_env_call(e, calls);
 	assert_non_null(out);
@@ -605,7 +578,8 @@ static void test_vm_csi(void **state)
 		"Node/NodeUnpublishVolume {\"volume_id\": \"blk\", \"target_path\": \"%s\"}\n"
 		"Node/NodeUnstageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\"}\n"
 		"Node/NodeStageVolume {\"volume_id\": \"enc\", \"staging_target_path\": \"%s\", "
-		"\"volume_capability\": " CAP_MOUNT ", \"volume_context\": {\"type\": \"local\", "
+		"\"volume_capability\": " CSI_CAP_MOUNT
+		", \"volume_context\": {\"type\": \"local\", "
 		"\"path\": \"%s\", \"encrypted\": \"true\"}, \"secrets\": "
 		"{\"encryptionPassphrase\": \"" CANARY_CSI_WRONG "\"}}\n",
 		tgt, stg, btgt, bstg, stg, dev);
@@ -628,9 +602,10 @@ int main(void)
 		cmocka_unit_test(test_passphrase_file_rules),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_device_mapper, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup, csi_teardown),
+		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup,
+						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_vm_pod_spec, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_vm_csi, csi_setup, csi_teardown),
+		cmocka_unit_test_setup_teardown(test_vm_csi, csi_setup, csi_env_teardown),
 	};
 
 	if (!test_have_root())

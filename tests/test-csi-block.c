@@ -34,19 +34,12 @@
 #include "testlib.h"
 
 #define CAP_BLOCK_MULTI "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_MULTI_WRITER\"}}"
-#define CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define CAP_XFS \
 	"{\"mount\": {\"fs_type\": \"xfs\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
 static int csi_setup(void **state)
 {
 	*state = csi_env_new("csiblock");
-	return 0;
-}
-
-static int csi_teardown(void **state)
-{
-	csi_env_free(*state);
 	return 0;
 }
 
@@ -160,10 +153,7 @@ static void test_readonly_block_publish(void **state)
 	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
 	off = fixture_log_size(e->f);
 	csi_env_start(e);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	assert_int_equal(test_mount_id(t_ro), id);
 	assert_false(fixture_wait_log_after(e->f, off, "msg=\"volume mounted\"", 200));
 	assert_block_write_refused(t_ro);
@@ -174,9 +164,7 @@ static void test_readonly_block_publish(void **state)
 		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK_MULTI
 		 ", \"volume_context\": %s}\n",
 		 stg, t_rw, ctx);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_false(test_mount_is_ro(t_rw));
 	assert_int_equal(test_direct_write(t_rw, 'B'), 0);
 	assert_true(test_direct_read_is(dev, 'B'));
@@ -209,10 +197,7 @@ static void test_readonly_block_publish(void **state)
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"ro\", \"target_path\": \"%s\"}\n"
 		 "Node/NodeUnstageVolume {\"volume_id\": \"ro\", \"staging_target_path\": \"%s\"}\n",
 		 t_rw, stg);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	assert_true(path_is_gone(t_rw));
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
 	assert_true(test_direct_read_is(dev, 'C'));
@@ -247,9 +232,9 @@ static void test_block_expand(void **state)
 
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n"
+		 "\"volume_capability\": " CSI_CAP_BLOCK ", \"volume_context\": %s}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"grow\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
 		 ", \"volume_context\": %s}\n"
 		 "Node/NodeExpandVolume {\"volume_id\": \"grow\", \"volume_path\": \"%s\"}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"fs\", \"staging_target_path\": \"%s\", "
@@ -318,8 +303,7 @@ static void test_block_expand(void **state)
 	for (int i = 0; i < 4; i++)
 		assert_line(out, i, "OK {}");
 	free(out);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A crash can lose the journal's last CSI entries (they are saved a moment after each call):
@@ -330,7 +314,7 @@ static void test_publish_lost_by_journal_adopted(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
-	char stg[700], t1[800], ctx[200], stage[4096], publish[4096], saved[800], *out, *old;
+	char stg[700], t1[800], ctx[200], stage[4096], publish[4096], saved[800], *old;
 	char journal[700];
 	long off;
 	int id;
@@ -340,27 +324,23 @@ static void test_publish_lost_by_journal_adopted(void **state)
 	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
 	snprintf(stage, sizeof(stage),
 		 "Node/NodeStageVolume {\"volume_id\": \"lost\", \"staging_target_path\": "
-		 "\"%s\", \"volume_capability\": " CAP_BLOCK ", \"volume_context\": %s}\n",
+		 "\"%s\", \"volume_capability\": " CSI_CAP_BLOCK ", \"volume_context\": %s}\n",
 		 stg, ctx);
 	snprintf(publish, sizeof(publish),
 		 "Node/NodePublishVolume {\"volume_id\": \"lost\", \"staging_target_path\": "
-		 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CAP_BLOCK
+		 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
 		 ", \"volume_context\": %s}\n",
 		 stg, t1, ctx);
 	csi_env_start(e);
 	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
 
-	out = csi_env_call(e, stage);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, stage, 1);
 	assert_true(test_wait_file_text(journal, stg, true, 10000));
 	old = test_read_file(journal);
 	assert_non_null(old);
 	assert_null(strstr(old, t1));
 
-	out = csi_env_call(e, publish);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, publish, 1);
 	assert_true(test_wait_file_text(journal, t1, true, 10000));
 	id = test_mount_id(t1);
 	assert_true(id > 0);
@@ -371,12 +351,8 @@ static void test_publish_lost_by_journal_adopted(void **state)
 
 	off = fixture_log_size(e->f);
 	csi_env_start(e);
-	out = csi_env_call(e, stage);
-	assert_line(out, 0, "OK {}");
-	free(out);
-	out = csi_env_call(e, publish);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, stage, 1);
+	csi_env_call_ok(e, publish, 1);
 	assert_int_equal(test_mount_id(t1), id);
 	assert_true(fixture_wait_log_after(e->f, off, "msg=\"adopted existing mount\"", 10000));
 	assert_true(fixture_log_find(e->f, "adopted existing mount", t1) >= 0);
@@ -388,13 +364,9 @@ static void test_publish_lost_by_journal_adopted(void **state)
 		 "Node/NodeUnstageVolume {\"volume_id\": \"lost\", \"staging_target_path\": "
 		 "\"%s\"}\n",
 		 t1, stg);
-	out = csi_env_call(e, publish);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, publish, 2);
 	assert_true(path_is_gone(t1));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* An empty file at path with the block device (or published file) src bound over it: what
@@ -458,9 +430,7 @@ static void test_block_kubelet_paths(void **state)
 
 	/* Kubelet makes the parent: the same call succeeds. */
 	assert_int_equal(mkdir(parent, 0750), 0);
-	out = csi_env_call(e, publish);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, publish, 1);
 	assert_true(is_block_node(target));
 
 	/* A read-only publish binds a read-only loop device over the volume's device. */
@@ -470,9 +440,7 @@ static void test_block_kubelet_paths(void **state)
 		 "\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_BLOCK_MULTI
 		 ", \"volume_context\": %s}\n",
 		 stg, ro, ctx);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_true(st_rdev_of(ro) != st_rdev_of(dev)); /* stats must look through the loop */
 
 	/* Kubelet's binds of the published files, and files holding another device or none. */
@@ -513,24 +481,20 @@ static void test_block_kubelet_paths(void **state)
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"k\", \"target_path\": \"%s\"}\n"
 		 "Node/NodeUnstageVolume {\"volume_id\": \"k\", \"staging_target_path\": \"%s\"}\n",
 		 target, ro, stg);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	assert_line(out, 2, "OK {}");
-	free(out);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_call_ok(e, calls, 3);
+	csi_env_stop_clean(e);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_readonly_block_publish, csi_setup,
-						csi_teardown),
-		cmocka_unit_test_setup_teardown(test_block_expand, csi_setup, csi_teardown),
+						csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_block_expand, csi_setup, csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_publish_lost_by_journal_adopted, csi_setup,
-						csi_teardown),
-		cmocka_unit_test_setup_teardown(test_block_kubelet_paths, csi_setup, csi_teardown),
+						csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_block_kubelet_paths, csi_setup,
+						csi_env_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -35,19 +35,9 @@
 #include "csi-env.h"
 #include "testlib.h"
 
-#define CAP_EXT4 \
-	"{\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-#define CAP_RW "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
-
 static int setup(void **state)
 {
 	*state = csi_env_new("csifail");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	csi_env_free(*state);
 	return 0;
 }
 
@@ -99,7 +89,8 @@ static char *stage_call(char *buf, size_t size, const char *id, const char *stg,
 {
 	snprintf(buf, size,
 		 "Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_EXT4 ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_EXT4
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\"%s}}\n",
 		 id, stg, dev, extra);
 	return buf;
@@ -107,15 +98,13 @@ static char *stage_call(char *buf, size_t size, const char *id, const char *stg,
 
 static void unstage(struct csi_env *e, const char *id, const char *stg)
 {
-	char calls[1024], *out;
+	char calls[1024];
 
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": "
 		 "\"%s\"}\n",
 		 id, stg);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 }
 
 /* A deadline shorter than the stage's mkfs: a non-final code while mkfs runs, and the repeat
@@ -139,16 +128,13 @@ static void test_deadline_shorter_than_mkfs(void **state)
 		fail_msg("a stage past its deadline must answer a non-final code, got: %s",
 			 csi_line(out, 0));
 	free(out);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_true(test_is_mountpoint(stg));
 	assert_int_equal(test_count_mounts_under(e->kubelet), 1);
 	assert_true(fixture_wait_log_after(e->f, off, "msg=\"device mounted\"", 1000));
 	assert_int_equal(fixture_log_count(e->f, "msg=\"device mounted\""), 1);
 	unstage(e, "slow", stg);
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A device another holds open O_EXCL (as a mounted filesystem or a device mapper target
@@ -176,9 +162,7 @@ static void test_busy_device_and_refused_mount(void **state)
 	assert_false(test_is_mountpoint(stg));
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
 	close(held);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_true(test_is_mountpoint(stg));
 	unstage(e, "busy", stg);
 
@@ -190,8 +174,7 @@ static void test_busy_device_and_refused_mount(void **state)
 			 csi_line(out, 0));
 	free(out);
 	assert_false(test_is_mountpoint(stg));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A device gone before the stage (its loop device detached: the node stays, with no backing
@@ -214,8 +197,7 @@ static void test_vanished_device(void **state)
 			 csi_line(out, 0));
 	free(out);
 	assert_false(test_is_mountpoint(stg));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* The target dir cannot be made: the pod dir's filesystem is full (a tmpfs out of inodes).
@@ -239,7 +221,7 @@ static void test_full_filesystem_at_target(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodePublishVolume {\"volume_id\": \"full\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/plugins/x/globalmount\", \"volume_capability\": " CAP_RW
+		 "\"staging_target_path\": \"%s/plugins/x/globalmount\", \"volume_capability\": " CSI_CAP_MOUNT
 		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 target, e->kubelet, src);
 	out = csi_env_call(e, calls);
@@ -248,16 +230,12 @@ static void test_full_filesystem_at_target(void **state)
 	assert_true(access(target, F_OK) < 0 && errno == ENOENT);
 
 	assert_int_equal(mount(NULL, pod, NULL, MS_REMOUNT, "size=64k,nr_inodes=16"), 0);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_true(test_is_mountpoint(target));
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"full\", \"target_path\": \"%s\"}\n",
 		 target);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 	assert_int_equal(umount2(pod, 0), 0);
 }
@@ -265,11 +243,13 @@ static void test_full_filesystem_at_target(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_deadline_shorter_than_mkfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deadline_shorter_than_mkfs, setup,
+						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_busy_device_and_refused_mount, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_vanished_device, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_full_filesystem_at_target, setup, teardown),
+						csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_vanished_device, setup, csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_full_filesystem_at_target, setup,
+						csi_env_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -22,18 +22,11 @@
 #include "csi-env.h"
 #include "testlib.h"
 
-#define CAP_RW "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define OTHER_DRIVER "other.csi.example.com"
 
 static int setup(void **state)
 {
 	*state = csi_env_new("csiowner");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	csi_env_free(*state);
 	return 0;
 }
 
@@ -81,7 +74,7 @@ static void write_record(const char *dir, const char *driver, const char *handle
 static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 {
 	struct csi_env *e = *state;
-	char secret[700], other[700], parent[700], calls[4096], *out;
+	char secret[700], other[700], parent[700], calls[4096];
 	int id_secret, id_other;
 
 	snprintf(secret, sizeof(secret), "%s/pods/uid-1/volumes/kubernetes.io~secret/tok",
@@ -99,10 +92,7 @@ static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"vol-other\", \"target_path\": "
 		 "\"%s\"}\n",
 		 secret, other);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	/* Give a wrongly adopted mount the time a pass takes to go. */
 	assert_false(fixture_wait_unmounted(secret, 1000));
 	assert_untouched(secret, id_secret);
@@ -118,7 +108,7 @@ static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 static void test_unstage_unknown_leaves_other_driver(void **state)
 {
 	struct csi_env *e = *state;
-	char stg[700], dir[700], calls[4096], *out;
+	char stg[700], dir[700], calls[4096];
 	int id;
 
 	snprintf(dir, sizeof(dir), "%s/plugins/kubernetes.io/csi/" OTHER_DRIVER "/0a1b2c",
@@ -134,10 +124,7 @@ static void test_unstage_unknown_leaves_other_driver(void **state)
 		 "Node/NodeUnstageVolume {\"volume_id\": \"vol-x\", \"staging_target_path\": "
 		 "\"%s\"}\n",
 		 stg, stg);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	assert_false(fixture_wait_unmounted(stg, 1000));
 	assert_untouched(stg, id);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
@@ -150,7 +137,7 @@ static void test_lost_journal_own_mounts_released(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
-	char t1[700], stg[700], parent[700], journal[700], calls[8192], *out;
+	char t1[700], stg[700], parent[700], journal[700], calls[8192];
 
 	assert_non_null(dev);
 	csi_env_target(e, "pod-a", "pv-own", t1);
@@ -172,10 +159,7 @@ static void test_lost_journal_own_mounts_released(void **state)
 		 "\"ext4\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}, "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 stg, dev, stg, t1, dev);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	assert_true(test_is_mountpoint(stg));
 	assert_true(test_is_mountpoint(t1));
 	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
@@ -188,14 +172,10 @@ static void test_lost_journal_own_mounts_released(void **state)
 		 "Node/NodeUnstageVolume {\"volume_id\": \"own\", \"staging_target_path\": "
 		 "\"%s\"}\n",
 		 t1, stg);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	assert_false(test_is_mountpoint(t1));
 	assert_false(test_is_mountpoint(stg));
-	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(e);
 }
 
 /* A publish over kubelet's pki dir (a dir below the kubelet root, but not one it gives CSI
@@ -217,10 +197,11 @@ static void test_publish_outside_csi_dirs_refused(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodePublishVolume {\"volume_id\": \"v\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
 		 "Node/NodeStageVolume {\"volume_id\": \"v\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_RW ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_MOUNT
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\"}}\n"
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"v\", \"target_path\": \"%s\"}\n",
 		 stg, pki, src, reg, src, pki);
@@ -243,13 +224,13 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_unpublish_unknown_leaves_foreign_mounts, setup,
-						teardown),
+						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_unstage_unknown_leaves_other_driver, setup,
-						teardown),
+						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_lost_journal_own_mounts_released, setup,
-						teardown),
+						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_publish_outside_csi_dirs_refused, setup,
-						teardown),
+						csi_env_teardown),
 	};
 
 	if (access("/usr/bin/python3", X_OK) < 0 ||

@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <blkid.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,29 +31,8 @@ static int teardown(void **state)
 {
 	struct agent_fixture *f = *state;
 
-	if (getenv("VERBOSE")) {
-		char *log = test_read_file(f->agent.log_path);
-		fprintf(stderr, "--- agent log:\n%s", log ? log : "(none)\n");
-		free(log);
-	}
 	fixture_free(f);
 	return 0;
-}
-
-/* The TYPE libblkid finds on dev ("" for none). */
-static void fs_type(const char *dev, char *ret, size_t size)
-{
-	blkid_probe pr = blkid_new_probe_from_filename(dev);
-	const char *v = NULL;
-
-	ret[0] = '\0';
-	if (!pr)
-		return;
-	blkid_probe_enable_superblocks(pr, 1);
-	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
-	if (blkid_do_safeprobe(pr) == 0 && blkid_probe_lookup_value(pr, "TYPE", &v, NULL) == 0)
-		snprintf(ret, size, "%s", v);
-	blkid_free_probe(pr);
 }
 
 /* An ext4 device mounted at <dir>/host: refused naming where it is mounted; the host's mount
@@ -98,12 +76,12 @@ static void test_exclusively_held_device_refused(void **state)
 	fixture_pod_dir(f, "one", "disk", d);
 	assert_true(fixture_wait_log(f, "open exclusively by another process", WAIT_MS));
 	assert_int_equal(test_count_mounts_under(f->root), 0);
-	fs_type(dev, type, sizeof(type));
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
 	assert_string_equal(type, ""); /* not formatted */
 	/* Released, the same device is formatted and mounted. */
 	close(fd);
 	assert_true(fixture_wait_mounted(d, 60000));
-	fs_type(dev, type, sizeof(type));
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
 	assert_string_equal(type, "ext4");
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }

@@ -19,19 +19,11 @@
 #include "csi-env.h"
 #include "testlib.h"
 
-#define CAP_EXT4 \
-	"{\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 #define WAIT_MS 20000
 
 static int setup(void **state)
 {
 	*state = csi_env_new("drain");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	csi_env_free(*state);
 	return 0;
 }
 
@@ -121,16 +113,14 @@ static void test_drain_check_and_lost_stage(void **state)
 	/* Published. */
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeStageVolume {\"volume_id\": \"vol-d\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_EXT4 ", \"volume_context\": {\"type\": \"local\", "
+		 "\"volume_capability\": " CSI_CAP_EXT4
+		 ", \"volume_context\": {\"type\": \"local\", "
 		 "\"path\": \"%s\"}}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"vol-d\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_EXT4 ", "
+		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_EXT4 ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 stg, dev, stg, t, dev);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 2);
 	assert_int_equal(drain_check(e, NULL, &out), 1);
 	assert_has(out, "1 volume(s) still on this node");
 	assert_has(out, "csi:vol-d");
@@ -143,9 +133,7 @@ static void test_drain_check_and_lost_stage(void **state)
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"vol-d\", \"target_path\": \"%s\"}\n",
 		 t);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_int_equal(drain_check(e, "1", &out), 1);
 	assert_has(out, "staged at ");
 	assert_true(strstr(out, "published for pod") == NULL);
@@ -177,9 +165,7 @@ static void test_drain_check_and_lost_stage(void **state)
 		 "Node/NodeUnstageVolume {\"volume_id\": \"vol-d\", \"staging_target_path\": "
 		 "\"%s\"}\n",
 		 stg);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "OK {}");
-	free(out);
+	csi_env_call_ok(e, calls, 1);
 	assert_int_equal(waitpid(waiter, &status, 0), waiter);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
@@ -194,7 +180,8 @@ static void test_drain_check_and_lost_stage(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_drain_check_and_lost_stage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain_check_and_lost_stage, setup,
+						csi_env_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -54,11 +54,6 @@ static int teardown(void **state)
 {
 	struct env *e = *state;
 
-	if (getenv("VERBOSE")) {
-		char *log = test_read_file(e->f->agent.log_path);
-		fprintf(stderr, "--- agent log:\n%s", log ? log : "(none)\n");
-		free(log);
-	}
 	fixture_free(e->f);
 	free(e);
 	return 0;

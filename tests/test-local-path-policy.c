@@ -23,17 +23,10 @@
 #include "testlib.h"
 
 #define WAIT_MS 10000
-#define CAP_RW "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
 static int setup(void **state)
 {
 	*state = csi_env_new("lpolicy");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	csi_env_free(*state);
 	return 0;
 }
 
@@ -135,10 +128,10 @@ static void test_csi_refused(void **state)
 	csi_env_start(e);
 	snprintf(calls, sizeof(calls),
 		 "Node/NodePublishVolume {\"volume_id\": \"r\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
+		 "\"staging_target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"/\"}}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"k\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s\", \"volume_capability\": " CAP_RW ", "
+		 "\"staging_target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
 		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
 		 t1, stg, t1, stg, e->kubelet);
 	out = csi_env_call(e, calls);
@@ -154,9 +147,9 @@ static void test_csi_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_pod_specs_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prefix_allowlist, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_csi_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pod_specs_refused, setup, csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_prefix_allowlist, setup, csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_csi_refused, setup, csi_env_teardown),
 	};
 
 	test_enter_private_mountns();

@@ -91,8 +91,9 @@ static const char *in_out(struct fx *f, const char *name)
 	return b;
 }
 
-static int setup(void **state, bool events)
+static int setup(void **state)
 {
+	bool events = *(bool *)*state;
 	struct fx *f = calloc(1, sizeof(*f));
 	struct error_info err = { 0 };
 	char reason[256], *real;
@@ -126,16 +127,6 @@ static int setup(void **state, bool events)
 	assert_int_equal(mount_table_refresh(f->t, NULL, NULL, NULL, &err), 0);
 	*state = f;
 	return 0;
-}
-
-static int setup_events(void **state)
-{
-	return setup(state, true);
-}
-
-static int setup_fallback(void **state)
-{
-	return setup(state, false);
 }
 
 static int teardown(void **state)
@@ -475,24 +466,18 @@ static void test_mount_gone_before_read(void **state)
 	asw_free(a);
 }
 
-#define BOTH(fn)                                                     \
-	{ "events: " #fn, fn, setup_events, teardown, NULL },        \
-	{                                                            \
-		"fallback: " #fn, fn, setup_fallback, teardown, NULL \
-	}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		BOTH(test_attach_and_detach),
-		BOTH(test_stacked_bind),
-		BOTH(test_lazy_unmount_of_a_subtree),
-		BOTH(test_moved_in_and_out),
-		BOTH(test_outside_changes_nothing),
-		BOTH(test_entries_kept_across_reads),
-		BOTH(test_overflow_answered_by_full_read),
-		BOTH(test_actual_state_follows_one_target),
-		BOTH(test_mount_gone_before_read),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_attach_and_detach, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_stacked_bind, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_lazy_unmount_of_a_subtree, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_moved_in_and_out, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_outside_changes_nothing, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_entries_kept_across_reads, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_overflow_answered_by_full_read, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_actual_state_follows_one_target, setup, teardown),
+		TEST_ON_BOTH_MOUNT_SOURCES(test_mount_gone_before_read, setup, teardown),
 	};
 
 	test_enter_private_mountns();

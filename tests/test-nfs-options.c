@@ -51,6 +51,26 @@ static void test_split_and_join(void **state)
 	assert_int_equal(mount_options_split("a,b\nc", &v), -EINVAL);
 	assert_null(v);
 	assert_null(mount_options_free(NULL));
+
+	/* An SELinux label as kubelet passes it: the quoted value keeps its comma and quotes,
+	 * and joins back to the same string. */
+	v = split("ro,context=\"system_u:object_r:container_file_t:s0:c12,c34\",noatime");
+	assert_int_equal(mount_options_count(v), 3);
+	assert_string_equal(v[1], "context=\"system_u:object_r:container_file_t:s0:c12,c34\"");
+	assert_string_equal(mount_options_get(v, "context"),
+			    "\"system_u:object_r:container_file_t:s0:c12,c34\"");
+	s = mount_options_join(v);
+	assert_string_equal(s,
+			    "ro,context=\"system_u:object_r:container_file_t:s0:c12,c34\",noatime");
+	free(s);
+	mount_options_free(v);
+	v = NULL;
+	assert_int_equal(mount_options_split("ro,context=\"system_u:object_r:t:s0:c1,c2", &v),
+			 -EINVAL);
+	assert_null(v);
+	assert_true(mount_option_is_single("context=\"system_u:object_r:t:s0:c1,c2\""));
+	assert_false(mount_option_is_single("ro,exec"));
+	assert_false(mount_option_is_single("context=\"a,b"));
 }
 
 static void test_get(void **state)

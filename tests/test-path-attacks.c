@@ -52,11 +52,6 @@ static int teardown(void **state)
 {
 	struct env *e = *state;
 
-	if (getenv("VERBOSE")) {
-		char *log = test_read_file(e->f->agent.log_path);
-		fprintf(stderr, "--- agent log:\n%s", log ? log : "(none)\n");
-		free(log);
-	}
 	fixture_free(e->f);
 	free(e);
 	return 0;
@@ -353,8 +348,7 @@ static void test_csi_target_dotdot_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "staging_target_path");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(&e->csi);
 }
 
 static void test_csi_target_outside_kubelet_root_refused(void **state)
@@ -376,8 +370,7 @@ static void test_csi_target_outside_kubelet_root_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "is not under the kubelet root");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(&e->csi);
 }
 
 static void test_csi_symlink_in_target_refused(void **state)
@@ -399,8 +392,7 @@ static void test_csi_symlink_in_target_refused(void **state)
 	assert_refused(out, "INVALID_ARGUMENT", "is a symlink");
 	free(out);
 	assert_nothing_mounted(e);
-	assert_int_equal(test_count_mounts_under(e->csi.kubelet), 0);
-	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	csi_env_stop_clean(&e->csi);
 }
 
 static void test_csi_symlink_in_staging_refused(void **state)

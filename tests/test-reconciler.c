@@ -95,7 +95,7 @@ static int rec_start(struct fix *f)
 		print_error("reconciler_new: %s\n", err_msg(&err));
 		return k;
 	}
-	f->r->always_full = f->full;
+	f->r->pass.always_full = f->full;
 	k = reconciler_start(f->r, &err);
 	if (k < 0)
 		print_error("reconciler_start: %s\n", err_msg(&err));
@@ -230,7 +230,7 @@ static void probe_on_thread(struct reconciler *r, void *arg)
 	struct probe *p = arg;
 	const struct asw_pod_mount *pm = p->target ? asw_get_pod_mount(r->asw, p->target) : NULL;
 	const struct asw_device *d = p->volume ? asw_get_device(r->asw, p->volume) : NULL;
-	_cleanup_free_ char *key = p->target ? key_for("pod", p->target) : NULL;
+	_cleanup_free_ char *key = p->target ? rec_key_for("pod", p->target) : NULL;
 	const struct backoff_entry *e = key ? backoff_get(r->backoff, key) : NULL;
 
 	p->desired = p->target && dsw_get_pod_volume(r->dsw, p->target);
@@ -241,11 +241,11 @@ static void probe_on_thread(struct reconciler *r, void *arg)
 	p->failures = e ? e->failures : 0;
 	p->delay_ms = e ? e->delay_ms : 0;
 	p->failing = backoff_count(r->backoff);
-	p->passes = r->stats.passes;
-	p->full_passes = r->stats.full_passes;
-	p->incremental_passes = r->stats.incremental_passes;
-	p->keys_visited = r->stats.keys_visited;
-	p->ready = r->ready;
+	p->passes = r->status.stats.passes;
+	p->full_passes = r->status.stats.full_passes;
+	p->incremental_passes = r->status.stats.incremental_passes;
+	p->keys_visited = r->status.stats.keys_visited;
+	p->ready = r->status.ready;
 }
 
 static struct probe probe(struct fix *f, const char *target, const char *volume)
@@ -793,12 +793,12 @@ static void flood_on_thread(struct reconciler *r, void *arg)
 	for (unsigned i = 0; i < fl->n; i++) {
 		snprintf(t, sizeof(t), "/flood/target-%u", i);
 		rec_touch_target(r, t);
-		if (hashmap_size(r->touched_targets) > fl->largest)
-			fl->largest = hashmap_size(r->touched_targets);
+		if (hashmap_size(r->pass.touched_targets) > fl->largest)
+			fl->largest = hashmap_size(r->pass.touched_targets);
 	}
-	fl->full_due = r->full_pass_due;
-	fl->left = hashmap_size(r->touched_targets) + hashmap_size(r->touched_volumes) +
-		   hashmap_size(r->touched_devices);
+	fl->full_due = r->pass.full_pass_due;
+	fl->left = hashmap_size(r->pass.touched_targets) + hashmap_size(r->pass.touched_volumes) +
+		   hashmap_size(r->pass.touched_devices);
 }
 
 static void test_touch_flood_becomes_one_full_pass(void **state)
@@ -1090,7 +1090,7 @@ static void test_vanished_mount_dropped_fallback(void **state)
 
 static void set_limit(struct reconciler *r, void *arg)
 {
-	r->max_pod_ops = (size_t)(uintptr_t)arg;
+	r->ops.max_pod_ops = (size_t)(uintptr_t)arg;
 }
 
 /* The most set-ups in flight at once, from the fake plugin's record. */

@@ -8,6 +8,7 @@
 #include "block-map.h"
 #include "desired-state.h"
 #include "macro.h"
+#include "mount-options.h"
 #include "path-util.h"
 
 /* One allocation: the targets array, then the uid. */
@@ -350,11 +351,21 @@ int dsw_set_pod(struct desired_state *d, const struct pod_spec *p, struct error_
 		const struct pod_volume *src = &p->volumes[i];
 		struct dsw_volume *v = hashmap_get(d->volumes, src->volume_name);
 
-		if (v && !volume_spec_equal(v->spec, src->spec) && !only_used_by(d, v, p->uid))
+		if (v && !volume_spec_equal(v->spec, src->spec) && !only_used_by(d, v, p->uid)) {
+			_cleanup_free_ char *have = mount_options_selinux(v->spec->mount_options);
+			_cleanup_free_ char *want = mount_options_selinux(src->spec->mount_options);
+
+			if (have && want && !streq(have, want))
+				return err_set(err, -EEXIST,
+					       "volumes[%zu]: %s is mounted for another pod with "
+					       "SELinux label %s, not %s; one mount has one label",
+					       i, src->volume_name, *have ? have : "(none)",
+					       *want ? want : "(none)");
 			return err_set(err, -EEXIST,
 				       "volumes[%zu]: %s is already in use by another pod with "
 				       "different settings",
 				       i, src->volume_name);
+		}
 	}
 	pod = hashmap_get(d->pods, p->uid);
 	owner = pod ? pod->owner : NULL;

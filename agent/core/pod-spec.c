@@ -9,6 +9,7 @@
 
 #include "crypt-volume.h"
 #include "macro.h"
+#include "mount-options.h"
 #include "path-util.h"
 #include "pod-spec.h"
 
@@ -153,10 +154,11 @@ static int parse_mount_options(struct volume_spec *spec, json_t *opts, const cha
 	json_array_foreach(opts, i, o)
 	{
 		const char *s = json_is_string(o) ? json_string_value(o) : NULL;
-		if (!s || !*s || strchr(s, ',') || has_control_chars(s))
+		if (!s || !*s || has_control_chars(s) || !mount_option_is_single(s))
 			return err_set(
 				err, -EINVAL,
-				"%s.mountOptions[%zu]: must be one non-empty option without ','",
+				"%s.mountOptions[%zu]: must be one non-empty option (a ',' only "
+				"inside a quoted value, as in context=\"...\")",
 				field, i);
 		if (volume_spec_add_mount_option(spec, s) < 0)
 			return -ENOMEM;

@@ -2,8 +2,10 @@
  * reconciler.c (lifecycle, loop, timers, table refresh, journal saves), reconciler-ops.c
  * (operations in flight and their results), reconciler-pass.c (the pass),
  * reconciler-reconstruct.c (after a restart), reconciler-requests.c (CSI requests) and
- * reconciler-status.c (the status snapshot).  Functions shared between them are prefixed rec_
- * (key_for and requests_ predate that); all run on the reconciler thread. */
+ * reconciler-status.c (the status snapshot).  Functions shared between them are prefixed rec_;
+ * all run on the reconciler thread.  The state is a few parts with one job each: the loop's
+ * timing, the pass's sets, the operations in flight, the CSI requests, status and notify,
+ * and the journal's health. */
 #pragma once
 
 #include <jansson.h>
@@ -33,6 +35,113 @@ struct vol_busy {
 	bool device_op;	    /* a mount_device or unmount_device */
 };
 
+/* The loop's timing (reconciler.c): its fds and thread, the mount table's reads and the
+ * timers of the periodic work.  Owner: the reconciler thread; stop and resync_requested are
+ * set from other threads under status.lock. */
+struct rec_loop {
+	int epoll_fd;
+	int timer_fd;
+	uint64_t timer_armed_ms; /* the deadline timer_fd is armed for (CLOCK_MONOTONIC ms), 0 none */
+	int wake_fd;
+	pthread_t thread;
+	bool thread_started;
+	bool stop;	       /* set under status.lock */
+	bool resync_requested; /* set under status.lock */
+
+	bool table_dirty;
+	bool table_unreadable;	   /* the last read of the mount table failed (logged once) */
+	unsigned long table_reads; /* full reads of the mount table */
+	unsigned long mount_event_batches;   /* reads of the mount event queue */
+	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
+	/* A burst of mount events (EVENT_COALESCE_MS): the monitor's fd is not watched until
+	 * monitor_resume_ms, so that the kernel queues the burst's events and one read takes
+	 * many. */
+	bool monitor_paused;
+	uint64_t monitor_resume_ms;
+	uint64_t last_event_batch_ms;
+	/* A burst of operations no caller waits for (COMPLETION_COALESCE_MS): the executor's fd
+	 * is not watched until completions_resume_ms. */
+	bool completions_paused;
+	uint64_t completions_resume_ms;
+	uint64_t last_refresh_ms;
+	uint64_t last_resync_ms;
+	uint64_t last_health_ms;
+	bool health_due;
+};
+
+/* What the next pass visits (reconciler-pass.c, see rec_touch_target): sets of owned strings.
+ * Owner: the reconciler thread. */
+struct rec_pass_sets {
+	struct hashmap *touched_targets;
+	struct hashmap *touched_volumes; /* the device and every pod volume and mount */
+	struct hashmap *touched_devices; /* the device (and CSI stage) only */
+	/* The pass's own sets, swapped with the touched ones when it starts (kept to save
+	 * allocations of the tables). */
+	struct hashmap *visit_targets, *visit_volumes, *visit_devices;
+	bool full_pass_due; /* the next pass visits every key */
+	bool always_full;   /* tests: every pass is a full one */
+};
+
+/* The operations in flight (reconciler-ops.c).  Owner: the reconciler thread. */
+struct rec_ops {
+	struct hashmap *inflight_pod; /* target -> volume_op */
+	struct hashmap *inflight_dev; /* volume name -> volume_op (device-level) */
+	/* Every op of both, oldest first (volume_op.inflight_older/newer). */
+	struct volume_op *inflight_oldest, *inflight_newest;
+	struct hashmap *busy; /* volume name -> vol_busy */
+	bool setups_deferred; /* set-ups waited for room in flight: a full pass is due */
+	size_t max_pod_ops;   /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
+	unsigned long ops_started;
+	unsigned long ops_failed;
+	unsigned long ops_since_trim; /* operations done since the heap was last trimmed */
+	uint64_t last_op_done_ms;
+	size_t startup_verifies;	/* VERIFYs of the startup reconstruction in flight */
+	unsigned long adopted_at_start; /* mounts verified before ready (one summary line) */
+};
+
+/* CSI requests (reconciler-requests.c): handed over under lock, then owned by the reconciler
+ * thread until their outcome is known; and the CSI part of the journal. */
+struct rec_csi {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct pending_request *incoming; /* under lock */
+	struct pending_request *waiting;  /* reconciler thread only */
+	/* rec_run_on_thread: the call to make, and whether it was made (under lock). */
+	void (*call_fn)(struct reconciler *r, void *arg);
+	void *call_arg;
+	bool call_done;
+	char *kubelet_root;	/* NULL when CSI is off */
+	char *driver_name;	/* NULL when CSI is off */
+	uint64_t save_due_ms;	/* CSI entries changed: save by then (0: clean) */
+	struct hashmap *export; /* each CSI volume's journal entry */
+	unsigned export_gen;
+	/* "<volume_id>\x1f<path>" of each target and staging path the journal's CSI entries
+	 * recorded (those that passed its checks; of this boot, or of an earlier one waiting for
+	 * kubelet): the agent's own record of what it made there.  NULL: none. */
+	struct hashmap *recorded;
+};
+
+/* Status and notify (reconciler-status.c, reconciler.c): what `volagent status`, the metrics
+ * and systemd are told.  lock guards stats, ready and loop.stop/resync_requested; the rest is
+ * the reconciler thread's. */
+struct rec_status {
+	pthread_mutex_t lock;
+	struct reconciler_stats stats;
+	bool ready;
+	uint64_t started_ms; /* for the uptime in status */
+	uint64_t watchdog_interval_ms;
+	uint64_t last_watchdog_ms;
+	char last_status[128];	 /* the STATUS= last sent */
+	uint64_t last_status_ms; /* when it was sent */
+	bool status_due;	 /* the counts changed since: sent at last_status_ms + interval */
+};
+
+/* The journal's health, for status.  Owner: the reconciler thread. */
+struct rec_journal_health {
+	char error[256]; /* the last save problem, "" when healthy */
+	char note[512];	 /* what startup found wrong with it, or "" */
+};
+
 struct reconciler {
 	char *root_dir;
 	char *state_dir;
@@ -50,91 +159,13 @@ struct reconciler {
 	struct backoff *backoff;
 	struct spec_source *specs;
 	struct node_volumes *node_vols; /* what drain-check waits for, and lost stages */
-	struct hashmap *inflight_pod;	/* target -> volume_op */
-	struct hashmap *inflight_dev;	/* volume name -> volume_op (device-level) */
-	/* Every op of both, oldest first (volume_op.inflight_older/newer). */
-	struct volume_op *inflight_oldest, *inflight_newest;
-	struct hashmap *busy; /* volume name -> vol_busy */
-	/* What the next pass visits (see rec_touch_target): sets of owned strings. */
-	struct hashmap *touched_targets;
-	struct hashmap *touched_volumes; /* the device and every pod volume and mount */
-	struct hashmap *touched_devices; /* the device (and CSI stage) only */
-	/* The pass's own sets, swapped with the touched ones when it starts (kept to save
-	 * allocations of the tables). */
-	struct hashmap *visit_targets, *visit_volumes, *visit_devices;
 
-	int epoll_fd;
-	int timer_fd;
-	uint64_t timer_armed_ms; /* the deadline timer_fd is armed for (CLOCK_MONOTONIC ms), 0 none */
-	int wake_fd;
-	pthread_t thread;
-	bool thread_started;
-	bool stop;	       /* set under stats_lock */
-	bool resync_requested; /* set under stats_lock */
-
-	bool table_dirty;
-	unsigned long table_reads;	     /* full reads of the mount table */
-	unsigned long mount_event_batches;   /* reads of the mount event queue */
-	unsigned long mount_event_overflows; /* of those, lost events (then a full read) */
-	/* A burst of mount events (reconciler.c, EVENT_COALESCE_MS): the monitor's fd is not
-	 * watched until monitor_resume_ms, so that the kernel queues the burst's events and one
-	 * read takes many. */
-	bool monitor_paused;
-	uint64_t monitor_resume_ms;
-	uint64_t last_event_batch_ms;
-	/* A burst of operations no caller waits for (reconciler.c, COMPLETION_COALESCE_MS): the
-	 * executor's fd is not watched until completions_resume_ms. */
-	bool completions_paused;
-	uint64_t completions_resume_ms;
-	bool table_unreadable; /* the last read of the mount table failed (logged once) */
-	bool full_pass_due;    /* the next pass visits every key */
-	bool always_full;      /* tests: every pass is a full one */
-	bool setups_deferred;  /* set-ups waited for room in flight: a full pass is due */
-	size_t max_pod_ops;    /* REC_MAX_POD_OPS_IN_FLIGHT (tests lower it) */
-	unsigned long ops_started;
-	unsigned long ops_since_trim; /* operations done since the heap was last trimmed */
-	uint64_t last_op_done_ms;
-	unsigned long ops_failed;
-	bool ready;
-	size_t startup_verifies;	/* VERIFYs of the startup reconstruction in flight */
-	unsigned long adopted_at_start; /* mounts verified before ready (one summary line) */
-	uint64_t last_refresh_ms;
-	uint64_t last_resync_ms;
-	uint64_t last_health_ms;
-	bool health_due;
-	uint64_t watchdog_interval_ms;
-	uint64_t last_watchdog_ms;
-	char last_status[128];	 /* the STATUS= last sent */
-	uint64_t last_status_ms; /* when it was sent */
-	bool status_due;	 /* the counts changed since: sent at last_status_ms + interval */
-
-	pthread_mutex_t stats_lock;
-	struct reconciler_stats stats;
-
-	/* CSI requests: handed over under req_lock, then owned by the reconciler thread until
-	 * their outcome is known. */
-	pthread_mutex_t req_lock;
-	pthread_cond_t req_cond;
-	struct pending_request *incoming; /* under req_lock */
-	struct pending_request *waiting;  /* reconciler thread only */
-	/* rec_run_on_thread: the call to make, and whether it was made (under req_lock). */
-	void (*call_fn)(struct reconciler *r, void *arg);
-	void *call_arg;
-	bool call_done;
-	char *kubelet_root; /* NULL when CSI is off */
-	char *driver_name;  /* NULL when CSI is off */
-
-	uint64_t started_ms;	    /* for the uptime in status */
-	uint64_t csi_save_due_ms;   /* CSI entries changed: save by then (0: clean) */
-	struct hashmap *csi_export; /* reconciler-requests.c: each CSI volume's journal entry */
-	unsigned csi_export_gen;
-	/* reconciler-requests.c: "<volume_id>\x1f<path>" of each target and staging path the
-	 * journal's CSI entries recorded (those that passed its checks; of this boot, or of an
-	 * earlier one waiting for kubelet): the agent's own record of what it made there.  NULL:
-	 * none. */
-	struct hashmap *csi_recorded;
-	char journal_error[256]; /* the last save problem, "" when healthy */
-	char journal_note[512];	 /* what startup found wrong with it, or "" */
+	struct rec_loop loop;
+	struct rec_pass_sets pass;
+	struct rec_ops ops;
+	struct rec_csi csi;
+	struct rec_status status;
+	struct rec_journal_health journal_health;
 };
 
 /* reconciler-ops.c */
@@ -158,7 +189,7 @@ char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device
  * or NULL when kubelet gave no pod name. */
 char *rec_pod_ref(const struct dsw_pod_volume *pv);
 /* The backoff key of an operation: "<kind>:<name>" (caller frees). */
-char *key_for(const char *kind, const char *name);
+char *rec_key_for(const char *kind, const char *name);
 /* Age in seconds of the oldest operation in flight, 0 when none. */
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 /* Applies the results of the operations the executor finished. */
@@ -247,26 +278,26 @@ void rec_csi_journal_changed(struct reconciler *r);
 
 /* reconciler-requests.c */
 /* Applies the requests handed over since the last call. */
-void requests_take_incoming(struct reconciler *r);
+void rec_requests_take_incoming(struct reconciler *r);
 /* Answers the waiting requests whose outcome is now known, and tells submitted ones whose
  * time is up (reconciler_submit). */
-void requests_check_waiting(struct reconciler *r);
+void rec_requests_check_waiting(struct reconciler *r);
 /* When the first submitted request's time is up (now_ms(); UINT64_MAX: none waits). */
-uint64_t requests_next_deadline(struct reconciler *r);
+uint64_t rec_requests_next_deadline(struct reconciler *r);
 /* An operation failed: fails the requests waiting on it. */
-void requests_op_failed(struct reconciler *r, const struct volume_op *op);
+void rec_requests_op_failed(struct reconciler *r, const struct volume_op *op);
 /* Answers every request still waiting with -ESHUTDOWN. */
-void requests_abort_all(struct reconciler *r);
+void rec_requests_abort_all(struct reconciler *r);
 /* reconciler-status.c: the snapshot `volagent status` prints (caller frees). */
 char *reconciler_status_json(struct reconciler *r);
 /* The CSI part of the journal, and loading it back after a restart on the same boot. */
-json_t *requests_export_csi(struct reconciler *r);
-void requests_export_fini(struct reconciler *r);
-int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err);
+json_t *rec_requests_export_csi(struct reconciler *r);
+void rec_requests_export_fini(struct reconciler *r);
+int rec_requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err);
 /* Keeps the targets and staging paths of csi, the journal's entries of an earlier boot (those
  * that pass the journal's checks), as the agent's record of what it made there. */
-void requests_note_earlier_boot(struct reconciler *r, json_t *csi);
-/* Frees what requests_import_csi and requests_note_earlier_boot kept of the journal. */
-void requests_record_fini(struct reconciler *r);
+void rec_requests_note_earlier_boot(struct reconciler *r, json_t *csi);
+/* Frees what rec_requests_import_csi and rec_requests_note_earlier_boot kept of the journal. */
+void rec_requests_record_fini(struct reconciler *r);
 /* Whether the journal's CSI entries recorded volume_id at path (a target or staging path). */
-bool requests_journal_record(struct reconciler *r, const char *volume_id, const char *path);
+bool rec_requests_journal_record(struct reconciler *r, const char *volume_id, const char *path);

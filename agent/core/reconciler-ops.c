@@ -18,11 +18,11 @@ struct vol_busy *rec_busy_get(struct reconciler *r, const char *volume, bool cre
 
 	if (!volume)
 		return NULL;
-	b = hashmap_get(r->busy, volume);
+	b = hashmap_get(r->ops.busy, volume);
 	if (b || !create)
 		return b;
 	b = calloc(1, sizeof(*b));
-	if (!b || !(b->name = strdup(volume)) || hashmap_put(r->busy, b->name, b) < 0) {
+	if (!b || !(b->name = strdup(volume)) || hashmap_put(r->ops.busy, b->name, b) < 0) {
 		if (b)
 			free(b->name);
 		free(b);
@@ -34,7 +34,7 @@ struct vol_busy *rec_busy_get(struct reconciler *r, const char *volume, bool cre
 static void busy_put(struct reconciler *r, struct vol_busy *b)
 {
 	if (b && !b->pod_ops && !b->device_op) {
-		hashmap_remove(r->busy, b->name);
+		hashmap_remove(r->ops.busy, b->name);
 		free(b->name);
 		free(b);
 	}
@@ -49,7 +49,7 @@ bool rec_device_op_running(struct reconciler *r, const char *volume)
 
 bool rec_pod_op_allowed(struct reconciler *r, const char *target, const char *volume)
 {
-	return !hashmap_get(r->inflight_pod, target) && !rec_device_op_running(r, volume);
+	return !hashmap_get(r->ops.inflight_pod, target) && !rec_device_op_running(r, volume);
 }
 
 bool rec_device_op_allowed(struct reconciler *r, const char *volume)
@@ -71,8 +71,8 @@ struct volume_op *rec_op_new(struct reconciler *r, enum volume_op_kind kind, con
 		return NULL;
 	op->target = strdup(target);
 	/* CSI targets and staging paths are walked down from the kubelet root. */
-	op->target_root = strdup(r->kubelet_root && path_is_under(target, r->kubelet_root)
-					 ? r->kubelet_root
+	op->target_root = strdup(r->csi.kubelet_root && path_is_under(target, r->csi.kubelet_root)
+					 ? r->csi.kubelet_root
 					 : r->root_dir);
 	op->volume_name = volume_name ? strdup(volume_name) : NULL;
 	op->plugin = plugin;
@@ -103,21 +103,21 @@ void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op *
 	struct vol_busy *b = rec_busy_get(r, op->volume_name, true);
 
 	op->queued_ms = now_ms();
-	op->inflight_older = r->inflight_newest;
+	op->inflight_older = r->ops.inflight_newest;
 	op->inflight_newer = NULL;
-	if (r->inflight_newest)
-		r->inflight_newest->inflight_newer = op;
+	if (r->ops.inflight_newest)
+		r->ops.inflight_newest->inflight_newer = op;
 	else
-		r->inflight_oldest = op;
-	r->inflight_newest = op;
+		r->ops.inflight_oldest = op;
+	r->ops.inflight_newest = op;
 	if (op->kind == VOLUME_OP_VERIFY)
 		op->seen = seen_in_table(r, op->target);
 	if (device) {
 		if (b)
 			b->device_op = true;
-		hashmap_put(r->inflight_dev, op->volume_name, op);
+		hashmap_put(r->ops.inflight_dev, op->volume_name, op);
 	} else {
-		hashmap_put(r->inflight_pod, op->target, op);
+		hashmap_put(r->ops.inflight_pod, op->target, op);
 		if (b) {
 			b->pod_ops++;
 			if (op->kind == VOLUME_OP_TEAR_DOWN)
@@ -126,7 +126,7 @@ void rec_op_start(struct reconciler *r, struct volume_op *op, struct volume_op *
 	}
 	**tail = op;
 	*tail = (struct volume_op **)&op->job.next;
-	r->ops_started++;
+	r->ops.ops_started++;
 	log_debug("reconcile", "operation started", "op", volume_op_kind_name(op->kind), "volume",
 		  op->volume_name, "target", op->target);
 }
@@ -138,22 +138,22 @@ static void finish_op(struct reconciler *r, struct volume_op *op)
 	if (op->inflight_older)
 		op->inflight_older->inflight_newer = op->inflight_newer;
 	else
-		r->inflight_oldest = op->inflight_newer;
+		r->ops.inflight_oldest = op->inflight_newer;
 	if (op->inflight_newer)
 		op->inflight_newer->inflight_older = op->inflight_older;
 	else
-		r->inflight_newest = op->inflight_older;
+		r->ops.inflight_newest = op->inflight_older;
 	op->inflight_older = op->inflight_newer = NULL;
 	if (op->kind == VOLUME_OP_MOUNT_DEVICE || op->kind == VOLUME_OP_UNMOUNT_DEVICE ||
 	    (op->kind == VOLUME_OP_CHECK_HEALTH && op->device)) {
 		if (b)
 			b->device_op = false;
-		if (hashmap_get(r->inflight_dev, op->volume_name) == op)
-			hashmap_remove(r->inflight_dev, op->volume_name);
+		if (hashmap_get(r->ops.inflight_dev, op->volume_name) == op)
+			hashmap_remove(r->ops.inflight_dev, op->volume_name);
 	} else {
-		if (op->kind == VOLUME_OP_VERIFY && op->startup && r->startup_verifies)
-			r->startup_verifies--;
-		hashmap_remove(r->inflight_pod, op->target);
+		if (op->kind == VOLUME_OP_VERIFY && op->startup && r->ops.startup_verifies)
+			r->ops.startup_verifies--;
+		hashmap_remove(r->ops.inflight_pod, op->target);
 		if (b) {
 			b->pod_ops--;
 			if (op->kind == VOLUME_OP_TEAR_DOWN)
@@ -180,7 +180,7 @@ char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device
 
 	if (path_is_under(target, r->pods_root))
 		return strdup(r->pods_root);
-	if (device && r->kubelet_root && path_is_under(target, r->kubelet_root))
+	if (device && r->csi.kubelet_root && path_is_under(target, r->csi.kubelet_root))
 		return strdup(target);
 	stop = strdup(target);
 	if (stop && strrchr(stop, '/') && strrchr(stop, '/') != stop)
@@ -188,7 +188,7 @@ char *rec_cleanup_stop_for(struct reconciler *r, const char *target, bool device
 	return stop;
 }
 
-char *key_for(const char *kind, const char *name)
+char *rec_key_for(const char *kind, const char *name)
 {
 	return strdup_printf("%s:%s", kind, name);
 }
@@ -196,7 +196,7 @@ char *key_for(const char *kind, const char *name)
 /* Age in seconds of the oldest operation in flight, 0 when none. */
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now)
 {
-	const struct volume_op *op = r->inflight_oldest;
+	const struct volume_op *op = r->ops.inflight_oldest;
 
 	return op && op->queued_ms < now ? (double)(now - op->queued_ms) / 1000.0 : 0;
 }
@@ -211,7 +211,7 @@ static void report_result(struct reconciler *r, struct volume_op *op)
 		const struct backoff_entry *e;
 		bool changed = backoff_failed(r->backoff, op->key, now_ms(), err_msg(&op->err));
 
-		r->ops_failed++;
+		r->ops.ops_failed++;
 		e = backoff_get(r->backoff, op->key);
 		if (changed)
 			log_error("operation failed", "op", kind, "plugin",
@@ -280,14 +280,14 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 	/* A start-up mount verified as ours (its result is in the state already), with more
 	 * verifies in flight: nothing to do until the last is done, then a full pass. */
 	if (op->kind == VOLUME_OP_VERIFY && op->startup && op->verified && op->result >= 0 &&
-	    r->startup_verifies && !r->ready)
+	    r->ops.startup_verifies && !r->status.ready)
 		return;
 	rec_touch_target(r, op->target);
 	/* A mount nobody verified may have been another pod's, seen at a path it held only for
 	 * a moment (its pod dir renamed and back: no mount event says so); the state learned
 	 * that pod's mount by its own path, so only a full read of the table shows it gone. */
 	if (!op->volume_name && op->kind == VOLUME_OP_TEAR_DOWN)
-		r->table_dirty = true;
+		r->loop.table_dirty = true;
 	if (!op->volume_name || op->kind == VOLUME_OP_VERIFY)
 		rec_want_full_pass(r);
 	else if (device || op->kind == VOLUME_OP_TEAR_DOWN ||
@@ -300,16 +300,16 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 
 void rec_log_adopted_at_start(struct reconciler *r)
 {
-	if (r->adopted_at_start)
-		log_info("adopted existing mounts", "count", LOG_INT(r->adopted_at_start));
+	if (r->ops.adopted_at_start)
+		log_info("adopted existing mounts", "count", LOG_INT(r->ops.adopted_at_start));
 }
 
 /* A mount found in place and kept.  At start-up there is one per volume: a summary line says
  * how many (rec_log_adopted_at_start), each is at debug. */
 static void log_adopted(struct reconciler *r, const struct volume_op *op)
 {
-	if (!r->ready) {
-		r->adopted_at_start++;
+	if (!r->status.ready) {
+		r->ops.adopted_at_start++;
 		log_debug("reconcile", "adopted existing mount", "volume", op->volume_name, "pod",
 			  op->pod_uid, "target", op->target);
 	} else {
@@ -457,7 +457,7 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	}
 	report_result(r, op);
 	if (op->result < 0)
-		requests_op_failed(r, op);
+		rec_requests_op_failed(r, op);
 	switch (op->kind) {
 	case VOLUME_OP_SET_UP:
 		applied_set_up(r, op, gen);
@@ -489,24 +489,24 @@ void rec_drain_completed(struct reconciler *r)
 		struct volume_op *op = volume_op_from_job(job);
 		apply_result(r, op);
 		volume_op_free(op);
-		r->ops_since_trim++;
-		r->last_op_done_ms = now_ms();
+		r->ops.ops_since_trim++;
+		r->ops.last_op_done_ms = now_ms();
 		job = next;
 	}
 }
 
 uint64_t rec_trim_deadline(struct reconciler *r)
 {
-	if (r->ops_since_trim < TRIM_AFTER_OPS || !r->ready || hashmap_size(r->inflight_pod) ||
-	    hashmap_size(r->inflight_dev))
+	if (r->ops.ops_since_trim < TRIM_AFTER_OPS || !r->status.ready ||
+	    hashmap_size(r->ops.inflight_pod) || hashmap_size(r->ops.inflight_dev))
 		return UINT64_MAX;
-	return r->last_op_done_ms + TRIM_QUIET_MS;
+	return r->ops.last_op_done_ms + TRIM_QUIET_MS;
 }
 
 void rec_trim_after_burst(struct reconciler *r)
 {
 	if (now_ms() < rec_trim_deadline(r))
 		return;
-	r->ops_since_trim = 0;
+	r->ops.ops_since_trim = 0;
 	malloc_trim(0);
 }

@@ -78,7 +78,8 @@ static void swap_maps(struct hashmap **a, struct hashmap **b)
  * recorded (and nothing is, until it has run: the touch only makes sure it runs). */
 static bool full_pass_next(struct reconciler *r)
 {
-	return r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies);
+	return r->pass.full_pass_due || r->pass.always_full ||
+	       (!r->status.ready && !r->ops.startup_verifies);
 }
 
 static void touch(struct reconciler *r, struct hashmap *set, const char *key)
@@ -86,39 +87,39 @@ static void touch(struct reconciler *r, struct hashmap *set, const char *key)
 	if (!key)
 		return;
 	if (full_pass_next(r)) {
-		r->full_pass_due = true;
+		r->pass.full_pass_due = true;
 		return;
 	}
 	if (hashmap_size(set) >= REC_TOUCHED_MAX || !set_add(set, key)) {
 		/* Too many, or out of memory: nothing is missed. */
-		r->full_pass_due = true;
-		set_clear(r->touched_targets);
-		set_clear(r->touched_volumes);
-		set_clear(r->touched_devices);
+		r->pass.full_pass_due = true;
+		set_clear(r->pass.touched_targets);
+		set_clear(r->pass.touched_volumes);
+		set_clear(r->pass.touched_devices);
 	}
 }
 
 void rec_touch_target(struct reconciler *r, const char *target)
 {
-	touch(r, r->touched_targets, target);
+	touch(r, r->pass.touched_targets, target);
 }
 
 void rec_touch_volume(struct reconciler *r, const char *volume_name)
 {
-	touch(r, r->touched_volumes, volume_name);
+	touch(r, r->pass.touched_volumes, volume_name);
 }
 
 void rec_touch_device(struct reconciler *r, const char *volume_name)
 {
-	touch(r, r->touched_devices, volume_name);
+	touch(r, r->pass.touched_devices, volume_name);
 }
 
 void rec_want_full_pass(struct reconciler *r)
 {
-	r->full_pass_due = true;
-	set_clear(r->touched_targets);
-	set_clear(r->touched_volumes);
-	set_clear(r->touched_devices);
+	r->pass.full_pass_due = true;
+	set_clear(r->pass.touched_targets);
+	set_clear(r->pass.touched_volumes);
+	set_clear(r->pass.touched_devices);
 }
 
 void rec_touch_key(struct reconciler *r, const char *key)
@@ -142,20 +143,22 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 /* Set-ups were deferred and half of the operations in flight are done. */
 static bool deferred_due(struct reconciler *r)
 {
-	return r->setups_deferred && hashmap_size(r->inflight_pod) <= r->max_pod_ops / 2;
+	return r->ops.setups_deferred &&
+	       hashmap_size(r->ops.inflight_pod) <= r->ops.max_pod_ops / 2;
 }
 
 bool rec_pass_pending(struct reconciler *r)
 {
-	return r->full_pass_due || r->health_due || hashmap_size(r->touched_targets) ||
-	       hashmap_size(r->touched_volumes) || hashmap_size(r->touched_devices) ||
-	       deferred_due(r);
+	return r->pass.full_pass_due || r->loop.health_due ||
+	       hashmap_size(r->pass.touched_targets) || hashmap_size(r->pass.touched_volumes) ||
+	       hashmap_size(r->pass.touched_devices) || deferred_due(r);
 }
 
 int rec_pass_init(struct reconciler *r)
 {
-	struct hashmap **maps[] = { &r->touched_targets, &r->touched_volumes, &r->touched_devices,
-				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices };
+	struct hashmap **maps[] = { &r->pass.touched_targets, &r->pass.touched_volumes,
+				    &r->pass.touched_devices, &r->pass.visit_targets,
+				    &r->pass.visit_volumes,   &r->pass.visit_devices };
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		if (!(*maps[i] = hashmap_new()))
@@ -165,8 +168,9 @@ int rec_pass_init(struct reconciler *r)
 
 void rec_pass_fini(struct reconciler *r)
 {
-	struct hashmap **sets[] = { &r->touched_targets, &r->touched_volumes, &r->touched_devices,
-				    &r->visit_targets,	 &r->visit_volumes,   &r->visit_devices };
+	struct hashmap **sets[] = { &r->pass.touched_targets, &r->pass.touched_volumes,
+				    &r->pass.touched_devices, &r->pass.visit_targets,
+				    &r->pass.visit_volumes,   &r->pass.visit_devices };
 
 	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
 		if (*sets[i])
@@ -177,7 +181,7 @@ void rec_pass_fini(struct reconciler *r)
 
 /* --- queueing operations --- */
 
-/* The backoff key of an operation ("<kind>:<name>", as key_for) in buf, without allocating;
+/* The backoff key of an operation ("<kind>:<name>", as rec_key_for) in buf, without allocating;
  * false when it does not fit. */
 static bool format_key(char *buf, size_t size, const char *kind, const char *name)
 {
@@ -225,9 +229,9 @@ static void queue_verify(struct reconciler *r, const struct asw_pod_mount *pm,
 	op->pod_ref = rec_pod_ref(pv);
 	op->read_only = pv->read_only;
 	op->device_mount_path = v->device_mount_path ? strdup(v->device_mount_path) : NULL;
-	op->startup = !r->ready;
+	op->startup = !r->status.ready;
 	if (op->startup)
-		r->startup_verifies++;
+		r->ops.startup_verifies++;
 	rec_op_start(r, op, tail);
 }
 
@@ -321,7 +325,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
 		struct asw_device *d = v;
 		const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
-		_cleanup_free_ char *key = key_for("health", d->mount_path);
+		_cleanup_free_ char *key = rec_key_for("health", d->mount_path);
 		struct volume_op *op;
 
 		if (!plugin_has_check_health(p) || !d->spec || !d->mounted || d->broken || !key ||
@@ -339,7 +343,7 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		struct asw_pod_mount *pm = v;
 		struct dsw_pod_volume *pv =
 			dsw_get_pod_volume_hashed(r->dsw, pm->target, pm->target_hash);
-		_cleanup_free_ char *key = key_for("health", pm->target);
+		_cleanup_free_ char *key = rec_key_for("health", pm->target);
 		struct volume_op *op;
 
 		if (!pv || pv->volume->uses_device ||
@@ -401,7 +405,7 @@ static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, stru
 		c->unverified++;
 		if (pv)
 			dsw_pod_volume_set_mounted(r->dsw, pv, false);
-		if (hashmap_get_hashed(r->inflight_pod, pm->target, pm->target_hash))
+		if (hashmap_get_hashed(r->ops.inflight_pod, pm->target, pm->target_hash))
 			return;
 		if (pv)
 			queue_verify(r, pm, pv, &c->tail);
@@ -425,15 +429,15 @@ static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, st
 
 	c->keys++;
 	dsw_pod_volume_set_mounted(r->dsw, pv, false);
-	if (hashmap_get_hashed(r->inflight_pod, pv->target, pv->target_hash))
+	if (hashmap_get_hashed(r->ops.inflight_pod, pv->target, pv->target_hash))
 		return;
 	b = rec_busy_get(r, vol->name, false);
 	if (b && (b->releasing || b->device_op))
 		return;
 	if (volume_held(r, vol->name, &releasing) && releasing)
 		return;
-	if (hashmap_size(r->inflight_pod) >= r->max_pod_ops) {
-		r->setups_deferred = true; /* a full pass once there is room */
+	if (hashmap_size(r->ops.inflight_pod) >= r->ops.max_pod_ops) {
+		r->ops.setups_deferred = true; /* a full pass once there is room */
 		return;
 	}
 	if (vol->uses_device) {
@@ -482,9 +486,9 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	void *v;
 
-	set_clear(r->touched_targets);
-	set_clear(r->touched_volumes);
-	set_clear(r->touched_devices);
+	set_clear(r->pass.touched_targets);
+	set_clear(r->pass.touched_volumes);
+	set_clear(r->pass.touched_devices);
 	/* Each pod volume's mounted flag is set again by the pod mount that serves it. */
 	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL))
 		dsw_pod_volume_set_mounted(r->dsw, v, false);
@@ -505,8 +509,8 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	it = HASHMAP_ITER_INIT;
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL))
 		visit_device(r, v, c);
-	if (r->health_due) {
-		r->health_due = false;
+	if (r->loop.health_due) {
+		r->loop.health_due = false;
 		queue_health_checks(r, &c->tail);
 	}
 }
@@ -516,65 +520,67 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	const char *key;
 
-	swap_maps(&r->touched_targets, &r->visit_targets);
-	swap_maps(&r->touched_volumes, &r->visit_volumes);
-	swap_maps(&r->touched_devices, &r->visit_devices);
+	swap_maps(&r->pass.touched_targets, &r->pass.visit_targets);
+	swap_maps(&r->pass.touched_volumes, &r->pass.visit_volumes);
+	swap_maps(&r->pass.touched_devices, &r->pass.visit_devices);
 	/* A volume: its device, the pod volumes that want it and the pod mounts that hold it. */
-	while (hashmap_iterate(r->visit_volumes, &it, NULL, &key)) {
+	while (hashmap_iterate(r->pass.visit_volumes, &it, NULL, &key)) {
 		struct dsw_volume *vol = dsw_get_volume(r->dsw, key);
-		bool ok = set_add(r->visit_devices, key);
+		bool ok = set_add(r->pass.visit_devices, key);
 
 		for (struct dsw_pod_volume *pv = vol ? vol->pod_volumes : NULL; pv;
 		     pv = pv->next_of_volume)
-			ok = set_add_hashed(r->visit_targets, pv->target, pv->target_hash) && ok;
+			ok = set_add_hashed(r->pass.visit_targets, pv->target, pv->target_hash) &&
+			     ok;
 		for (const struct asw_pod_mount *pm = asw_pod_mounts_of(r->asw, key); pm;
 		     pm = pm->next_of_volume)
-			ok = set_add_hashed(r->visit_targets, pm->target, pm->target_hash) && ok;
+			ok = set_add_hashed(r->pass.visit_targets, pm->target, pm->target_hash) &&
+			     ok;
 		if (!ok)
-			r->full_pass_due = true;
+			r->pass.full_pass_due = true;
 	}
 	/* A target: the device of what is wanted or held there. */
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
+	while (hashmap_iterate(r->pass.visit_targets, &it, NULL, &key)) {
 		const struct dsw_pod_volume *pv = dsw_get_pod_volume_hashed(r->dsw, key, it.hash);
 		const struct asw_pod_mount *pm = asw_get_pod_mount_hashed(r->asw, key, it.hash);
 
-		if ((pv && !set_add(r->visit_devices, pv->volume->name)) ||
-		    (pm && pm->volume_name && !set_add(r->visit_devices, pm->volume_name)))
-			r->full_pass_due = true;
+		if ((pv && !set_add(r->pass.visit_devices, pv->volume->name)) ||
+		    (pm && pm->volume_name && !set_add(r->pass.visit_devices, pm->volume_name)))
+			r->pass.full_pass_due = true;
 	}
 	/* The steps in the order of a full pass. */
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
+	while (hashmap_iterate(r->pass.visit_targets, &it, NULL, &key)) {
 		struct asw_pod_mount *pm = asw_get_pod_mount_hashed(r->asw, key, it.hash);
 		if (pm)
 			visit_pod_mount(r, pm, c);
 	}
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(r->visit_targets, &it, NULL, &key)) {
+	while (hashmap_iterate(r->pass.visit_targets, &it, NULL, &key)) {
 		struct dsw_pod_volume *pv = dsw_get_pod_volume_hashed(r->dsw, key, it.hash);
 		if (pv && !asw_get_pod_mount_hashed(r->asw, key, it.hash))
 			visit_pod_volume(r, pv, c);
 	}
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(r->visit_devices, &it, NULL, &key)) {
+	while (hashmap_iterate(r->pass.visit_devices, &it, NULL, &key)) {
 		struct dsw_volume *vol = dsw_get_volume(r->dsw, key);
 		if (vol)
 			visit_staged_volume(r, vol, c);
 	}
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(r->visit_devices, &it, NULL, &key)) {
+	while (hashmap_iterate(r->pass.visit_devices, &it, NULL, &key)) {
 		struct asw_device *d = asw_get_device(r->asw, key);
 		if (d)
 			visit_device(r, d, c);
 	}
-	set_clear(r->visit_targets);
-	set_clear(r->visit_volumes);
-	set_clear(r->visit_devices);
+	set_clear(r->pass.visit_targets);
+	set_clear(r->pass.visit_volumes);
+	set_clear(r->pass.visit_devices);
 	/* The health tick needs no full pass: the checks read the state as it is, and a broken
 	 * volume they find is touched. */
-	if (r->health_due) {
-		r->health_due = false;
+	if (r->loop.health_due) {
+		r->loop.health_due = false;
 		queue_health_checks(r, &c->tail);
 	}
 }
@@ -595,8 +601,8 @@ static void reserve_for_startup(struct reconciler *r)
 	static __thread bool reserved;
 	size_t n = hashmap_size(asw_pod_mounts(r->asw));
 
-	(void)hashmap_reserve(r->inflight_pod, n);
-	(void)hashmap_reserve(r->busy, n);
+	(void)hashmap_reserve(r->ops.inflight_pod, n);
+	(void)hashmap_reserve(r->ops.busy, n);
 	if (reserved)
 		return;
 	reserved = true;
@@ -617,12 +623,12 @@ void rec_pass(struct reconciler *r)
 	 * its verifies are in flight: then a pass looks only at what was touched (a verify that
 	 * adopts a mount touches nothing), and the full pass that can make the agent ready
 	 * follows the last of them. */
-	c.full = r->full_pass_due || r->always_full || (!r->ready && !r->startup_verifies) ||
-		 deferred_due(r);
-	r->full_pass_due = false;
+	c.full = r->pass.full_pass_due || r->pass.always_full ||
+		 (!r->status.ready && !r->ops.startup_verifies) || deferred_due(r);
+	r->pass.full_pass_due = false;
 	if (c.full)
-		r->setups_deferred = false; /* each set-up still deferred says so again */
-	if (c.full && !r->ready)
+		r->ops.setups_deferred = false; /* each set-up still deferred says so again */
+	if (c.full && !r->status.ready)
 		reserve_for_startup(r);
 	if (c.full)
 		full_pass(r, &c);
@@ -637,10 +643,10 @@ void rec_pass(struct reconciler *r)
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
 	mounted = dsw_mounted_count(r->dsw);
-	pthread_mutex_lock(&r->stats_lock);
-	if (!r->ready && c.full && c.unverified == 0) {
+	pthread_mutex_lock(&r->status.lock);
+	if (!r->status.ready && c.full && c.unverified == 0) {
 		became_ready = true;
-		r->ready = true;
+		r->status.ready = true;
 		rec_log_adopted_at_start(r);
 		log_info("startup reconstruction complete", "pod_mounts",
 			 LOG_INT(hashmap_size(asw_pod_mounts(r->asw))), "devices",
@@ -648,22 +654,22 @@ void rec_pass(struct reconciler *r)
 		if (r->cfg.on_ready)
 			r->cfg.on_ready(r->cfg.on_ready_userdata);
 	}
-	r->stats.passes++;
+	r->status.stats.passes++;
 	if (c.full)
-		r->stats.full_passes++;
+		r->status.stats.full_passes++;
 	else
-		r->stats.incremental_passes++;
-	r->stats.last_pass_keys = c.keys;
-	r->stats.keys_visited += c.keys;
-	r->stats.ops_started = r->ops_started;
-	r->stats.ops_failed = r->ops_failed;
-	r->stats.last_pass_us = (uint64_t)(seconds * 1e6);
-	r->stats.desired_pod_volumes = hashmap_size(dsw_pod_volumes(r->dsw));
-	r->stats.mounted_pod_volumes = mounted;
-	r->stats.devices = hashmap_size(asw_devices(r->asw));
-	r->stats.failing = backoff_count(r->backoff);
-	r->stats.journal_saves = journal_save_count(r->journal);
-	pthread_mutex_unlock(&r->stats_lock);
+		r->status.stats.incremental_passes++;
+	r->status.stats.last_pass_keys = c.keys;
+	r->status.stats.keys_visited += c.keys;
+	r->status.stats.ops_started = r->ops.ops_started;
+	r->status.stats.ops_failed = r->ops.ops_failed;
+	r->status.stats.last_pass_us = (uint64_t)(seconds * 1e6);
+	r->status.stats.desired_pod_volumes = hashmap_size(dsw_pod_volumes(r->dsw));
+	r->status.stats.mounted_pod_volumes = mounted;
+	r->status.stats.devices = hashmap_size(asw_devices(r->asw));
+	r->status.stats.failing = backoff_count(r->backoff);
+	r->status.stats.journal_saves = journal_save_count(r->journal);
+	pthread_mutex_unlock(&r->status.lock);
 	metrics_reconcile_pass(seconds);
 	metrics_set_volume_gauges(hashmap_size(dsw_pod_volumes(r->dsw)), mounted,
 				  backoff_count(r->backoff), hashmap_size(asw_devices(r->asw)),

@@ -103,13 +103,14 @@ static int check_device_entry(struct reconciler *r, const struct asw_device *d,
 		const struct dsw_volume *v = dsw_get_volume(r->dsw, d->volume_name);
 		const char *id = d->volume_name + strlen("csi:");
 
-		if (!r->kubelet_root || !kubelet_path_in_csi_dirs(r->kubelet_root, d->mount_path))
+		if (!r->csi.kubelet_root ||
+		    !kubelet_path_in_csi_dirs(r->csi.kubelet_root, d->mount_path))
 			return err_set(
 				err, -EBADMSG,
 				"mount_path: %s is not in the kubelet's pods/ or plugins/ dir",
 				d->mount_path);
 		if (!(v && v->device_mount_path && streq(v->device_mount_path, d->mount_path)) &&
-		    !requests_journal_record(r, id, d->mount_path))
+		    !rec_requests_journal_record(r, id, d->mount_path))
 			return err_set(err, -EBADMSG,
 				       "mount_path: %s is not the staging path the journal's CSI "
 				       "entry of the volume holds",
@@ -288,8 +289,8 @@ void rec_remove_orphans(struct reconciler *r)
 	if (!add_keys(&targets, &n, &size, dsw_pod_volumes(r->dsw), false) ||
 	    !add_keys(&targets, &n, &size, asw_pod_mounts(r->asw), false) ||
 	    !add_keys(&targets, &n, &size, mount_table_entries(r->table), false) ||
-	    !add_keys(&targets, &n, &size, r->inflight_pod, false) ||
-	    !add_keys(&targets, &n, &size, r->csi_recorded, true)) {
+	    !add_keys(&targets, &n, &size, r->ops.inflight_pod, false) ||
+	    !add_keys(&targets, &n, &size, r->csi.recorded, true)) {
 		free(targets);
 		return;
 	}
@@ -334,7 +335,7 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 	if (k == -EBADMSG) {
 		log_error("journal is corrupt; continuing from the mount table alone", "error",
 			  err_msg(err));
-		snprintf(r->journal_note, sizeof(r->journal_note),
+		snprintf(r->journal_health.note, sizeof(r->journal_health.note),
 			 "corrupt at startup, moved aside: %s", err_msg(err));
 		err_clear(err);
 		journal_mark_dirty(r->journal);
@@ -343,8 +344,8 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 	}
 	/* CSI entries are kubelet's: after a reboot it calls again for what it still wants, so
 	 * only entries of this boot are restored (a deleted pod is not resurrected). */
-	if (csi && same_boot && r->kubelet_root) {
-		k = requests_import_csi(r, csi, err);
+	if (csi && same_boot && r->csi.kubelet_root) {
+		k = rec_requests_import_csi(r, csi, err);
 		if (k < 0) {
 			log_error(
 				"journal: CSI entries unreadable, waiting for kubelet to call again",
@@ -353,7 +354,7 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 		}
 	} else if (csi && !same_boot) {
 		log_info("journal is from an earlier boot: CSI entries wait for kubelet");
-		requests_note_earlier_boot(r, csi);
+		rec_requests_note_earlier_boot(r, csi);
 	}
 	json_decref(csi);
 	refuse_foreign_device_entries(r);

@@ -26,6 +26,7 @@
 #include "kubelet-record.h"
 #include "log.h"
 #include "macro.h"
+#include "mount-options.h"
 #include "mount-util.h"
 #include "path-util.h"
 #include "quota.h"
@@ -111,13 +112,13 @@ static void pending_enqueue(struct reconciler *r, struct pending_request *p)
 	uint64_t one = 1;
 	bool wake;
 
-	pthread_mutex_lock(&r->req_lock);
-	p->next = r->incoming;
-	r->incoming = p;
+	pthread_mutex_lock(&r->csi.lock);
+	p->next = r->csi.incoming;
+	r->csi.incoming = p;
 	wake = !p->next; /* else the write for the first one not taken yet wakes it for all */
-	pthread_mutex_unlock(&r->req_lock);
+	pthread_mutex_unlock(&r->csi.lock);
 	if (wake)
-		(void)!write(r->wake_fd, &one, sizeof(one));
+		(void)!write(r->loop.wake_fd, &one, sizeof(one));
 }
 
 int reconciler_submit(struct reconciler *r, struct volume_request *req, long long timeout_ms,
@@ -158,15 +159,15 @@ int reconciler_request(struct reconciler *r, struct volume_request *req, long lo
 	}
 	pending_enqueue(r, p);
 
-	pthread_mutex_lock(&r->req_lock);
-	while (!p->done && pthread_cond_timedwait(&p->cond, &r->req_lock, &until) == 0)
+	pthread_mutex_lock(&r->csi.lock);
+	while (!p->done && pthread_cond_timedwait(&p->cond, &r->csi.lock, &until) == 0)
 		;
 	done = p->done;
 	if (done) {
 		*ret = p->result;
 		p->result.status_json = NULL; /* handed to the caller */
 	}
-	pthread_mutex_unlock(&r->req_lock);
+	pthread_mutex_unlock(&r->csi.lock);
 	pending_unref(p);
 	return done ? 0 : -ETIMEDOUT;
 }
@@ -192,9 +193,9 @@ static void complete(struct reconciler *r, struct pending_request *p, int error,
 		p->on_done = NULL;
 		done(0, &p->result, p->userdata);
 	} else if (p->sync) {
-		pthread_mutex_lock(&r->req_lock);
+		pthread_mutex_lock(&r->csi.lock);
 		p->done = true;
-		pthread_mutex_unlock(&r->req_lock);
+		pthread_mutex_unlock(&r->csi.lock);
 		pthread_cond_signal(&p->cond);
 	}
 	pending_unref(p);
@@ -211,11 +212,11 @@ static void expire(struct pending_request *p)
 	free(res.status_json);
 }
 
-uint64_t requests_next_deadline(struct reconciler *r)
+uint64_t rec_requests_next_deadline(struct reconciler *r)
 {
 	uint64_t next = UINT64_MAX;
 
-	for (const struct pending_request *p = r->waiting; p; p = p->next)
+	for (const struct pending_request *p = r->csi.waiting; p; p = p->next)
 		if (p->on_done && p->until_ms < next)
 			next = p->until_ms;
 	return next;
@@ -223,8 +224,8 @@ uint64_t requests_next_deadline(struct reconciler *r)
 
 static void wait_for(struct reconciler *r, struct pending_request *p)
 {
-	p->next = r->waiting;
-	r->waiting = p;
+	p->next = r->csi.waiting;
+	r->csi.waiting = p;
 	/* The request's path (target or staging path) and everything of its volume. */
 	rec_touch_target(r, p->req->path);
 	rec_touch_volume(r, p->name);
@@ -263,7 +264,7 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 				"volume %s is already published without a stage; unpublish it first",
 				req->volume_id);
 	} else {
-		_cleanup_free_ char *key = key_for("dev", p->name);
+		_cleanup_free_ char *key = rec_key_for("dev", p->name);
 		v = dsw_csi_stage(r->dsw, p->name, req->volume_id, req->spec, req->plugin,
 				  req->path, req->fingerprint);
 		if (!v)
@@ -358,6 +359,31 @@ static bool access_mode_refused(struct reconciler *r, struct pending_request *p,
 	return false;
 }
 
+/* The SELinux label a publish asks for (context=, fscontext=, defcontext=, rootcontext= in its
+ * mount options) must be the one v's filesystem was mounted with, or that v's other targets
+ * asked for: the label is set when the filesystem is mounted, and a bind of that mount cannot
+ * change it.  Another label is a final error naming both.  Returns true when p was refused
+ * (answered). */
+static bool selinux_label_refused(struct reconciler *r, struct pending_request *p,
+				  const struct dsw_volume *v)
+{
+	_cleanup_free_ char *have = mount_options_selinux(v->spec->mount_options);
+	_cleanup_free_ char *want = mount_options_selinux(p->req->spec->mount_options);
+
+	if (!have || !want) {
+		complete(r, p, -ENOMEM, "out of memory");
+		return true;
+	}
+	if (streq(have, want))
+		return false;
+	complete(r, p, -EOPNOTSUPP,
+		 "volume %s is %s with SELinux label %s, not %s: a bind cannot relabel it; "
+		 "unpublish and unstage it to change the label",
+		 p->req->volume_id, v->staged ? "staged" : "published", *have ? have : "(none)",
+		 *want ? want : "(none)");
+	return true;
+}
+
 static void apply_publish(struct reconciler *r, struct pending_request *p)
 {
 	struct volume_request *req = p->req;
@@ -393,7 +419,7 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 		if (!v)
 			return complete(r, p, -ENOMEM, "out of memory");
 	}
-	if (access_mode_refused(r, p, v))
+	if (access_mode_refused(r, p, v) || selinux_label_refused(r, p, v))
 		return;
 	target_owner(req->path, uid, name, sizeof(name));
 	pv = dsw_csi_publish(r->dsw, v, req->path, uid, name, req->read_only, req->fingerprint,
@@ -404,7 +430,7 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 		return complete(r, p, -ENOMEM, "out of memory");
 	}
 	{
-		_cleanup_free_ char *key = key_for("pod", req->path);
+		_cleanup_free_ char *key = rec_key_for("pod", req->path);
 		if (key)
 			backoff_forget(r->backoff, key);
 	}
@@ -412,13 +438,13 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 	wait_for(r, p);
 }
 
-bool requests_journal_record(struct reconciler *r, const char *volume_id, const char *path)
+bool rec_requests_journal_record(struct reconciler *r, const char *volume_id, const char *path)
 {
 	_cleanup_free_ char *key = NULL;
 
-	if (!r->csi_recorded || !(key = strdup_printf("%s\x1f%s", volume_id, path)))
+	if (!r->csi.recorded || !(key = strdup_printf("%s\x1f%s", volume_id, path)))
 		return false;
-	return hashmap_get(r->csi_recorded, key) != NULL;
+	return hashmap_get(r->csi.recorded, key) != NULL;
 }
 
 /* Whether a mount at path that nothing in the desired state explains is the agent's own
@@ -432,8 +458,8 @@ static bool unknown_mount_is_own(struct reconciler *r, const char *path, const c
 {
 	if (mnt_util_is_mount_root(path) != 1)
 		return false;
-	if (requests_journal_record(r, volume_id, path) ||
-	    kubelet_record_owns(r->kubelet_root, path, r->driver_name, volume_id))
+	if (rec_requests_journal_record(r, volume_id, path) ||
+	    kubelet_record_owns(r->csi.kubelet_root, path, r->csi.driver_name, volume_id))
 		return true;
 	log_info("not this driver's mount by kubelet's record, leaving it alone", "volume_id",
 		 volume_id, "path", path);
@@ -474,11 +500,11 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 		else if (mnt_util_is_mount_root(target) == 1)
 			return complete(r, p, 0, NULL); /* someone else's: not published here */
 	}
-	if (!asw_get_pod_mount(r->asw, target) && !hashmap_get(r->inflight_pod, target)) {
+	if (!asw_get_pod_mount(r->asw, target) && !hashmap_get(r->ops.inflight_pod, target)) {
 		/* Not mounted: remove the target if it is an empty dir we may have made (only
 		 * where kubelet puts CSI targets: an empty dir of another volume stays). */
 		char record[4096];
-		if (kubelet_csi_record_path(r->kubelet_root, target, record, sizeof(record)))
+		if (kubelet_csi_record_path(r->csi.kubelet_root, target, record, sizeof(record)))
 			(void)rmdir(target);
 		return complete(r, p, 0, NULL);
 	}
@@ -588,14 +614,14 @@ static void (*const apply_kind[])(struct reconciler *r, struct pending_request *
 	[VOLUME_REQUEST_INFO] = apply_info,	  [VOLUME_REQUEST_STATUS] = apply_status,
 };
 
-void requests_take_incoming(struct reconciler *r)
+void rec_requests_take_incoming(struct reconciler *r)
 {
 	struct pending_request *list = NULL, *p, *next;
 
-	pthread_mutex_lock(&r->req_lock);
-	p = r->incoming;
-	r->incoming = NULL;
-	pthread_mutex_unlock(&r->req_lock);
+	pthread_mutex_lock(&r->csi.lock);
+	p = r->csi.incoming;
+	r->csi.incoming = NULL;
+	pthread_mutex_unlock(&r->csi.lock);
 	for (; p; p = next) { /* newest first: reverse into arrival order */
 		next = p->next;
 		p->next = list;
@@ -625,7 +651,7 @@ static bool reached(struct reconciler *r, const struct pending_request *p)
 		return pm && !pm->broken && !pm->foreign && streq_ptr(pm->volume_name, p->name);
 	case VOLUME_REQUEST_UNPUBLISH:
 		return !asw_get_pod_mount(r->asw, req->path) &&
-		       !hashmap_get(r->inflight_pod, req->path);
+		       !hashmap_get(r->ops.inflight_pod, req->path);
 	case VOLUME_REQUEST_UNSTAGE:
 		return !asw_get_device(r->asw, p->name) && !rec_device_op_running(r, p->name);
 	case VOLUME_REQUEST_INFO:
@@ -635,10 +661,10 @@ static bool reached(struct reconciler *r, const struct pending_request *p)
 	return false;
 }
 
-void requests_check_waiting(struct reconciler *r)
+void rec_requests_check_waiting(struct reconciler *r)
 {
-	struct pending_request **pp = &r->waiting;
-	uint64_t now = r->waiting ? now_ms() : 0;
+	struct pending_request **pp = &r->csi.waiting;
+	uint64_t now = r->csi.waiting ? now_ms() : 0;
 
 	while (*pp) {
 		struct pending_request *p = *pp;
@@ -687,9 +713,9 @@ static void withdraw(struct reconciler *r, const struct pending_request *p)
 	}
 }
 
-void requests_op_failed(struct reconciler *r, const struct volume_op *op)
+void rec_requests_op_failed(struct reconciler *r, const struct volume_op *op)
 {
-	struct pending_request **pp = &r->waiting;
+	struct pending_request **pp = &r->csi.waiting;
 
 	while (*pp) {
 		struct pending_request *p = *pp;
@@ -704,12 +730,12 @@ void requests_op_failed(struct reconciler *r, const struct volume_op *op)
 	}
 }
 
-void requests_abort_all(struct reconciler *r)
+void rec_requests_abort_all(struct reconciler *r)
 {
 	struct pending_request *p, *next;
 
-	requests_take_incoming(r);
-	for (p = r->waiting, r->waiting = NULL; p; p = next) {
+	rec_requests_take_incoming(r);
+	for (p = r->csi.waiting, r->csi.waiting = NULL; p; p = next) {
 		next = p->next;
 		complete(r, p, -ESHUTDOWN, "the agent is shutting down; retry");
 	}
@@ -731,7 +757,7 @@ static json_t *fingerprint_json(const struct volume_spec *s, const char *fp)
 	return json_string(m);
 }
 
-/* The journal entry of one CSI volume, kept between saves (r->csi_export, by volume name):
+/* The journal entry of one CSI volume, kept between saves (r->csi.export, by volume name):
  * rebuilt only when what it is built from changed, so a save with thousands of CSI volumes
  * builds (and the journal serialises, journal.c) only the entries that changed since the
  * last one.  The entry is never modified once built; the journal may hold it too. */
@@ -790,9 +816,9 @@ static json_t *export_fingerprint(struct csi_export *x, const char *fp)
 	return m;
 }
 
-void requests_export_fini(struct reconciler *r)
+void rec_requests_export_fini(struct reconciler *r)
 {
-	r->csi_export = hashmap_free_values(r->csi_export, csi_export_free);
+	r->csi.export = hashmap_free_values(r->csi.export, csi_export_free);
 }
 
 /* Appends n strings, each followed by sep, to the key being built in *buf (*len used, *size
@@ -902,7 +928,7 @@ static json_t *export_entry(struct csi_export *x, const struct dsw_volume *vol)
 /* The cached entry of vol, rebuilt if it changed.  NULL: no memory. */
 static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol, unsigned gen)
 {
-	struct csi_export *x = r->csi_export ? hashmap_get(r->csi_export, vol->name) : NULL;
+	struct csi_export *x = r->csi.export ? hashmap_get(r->csi.export, vol->name) : NULL;
 	_cleanup_free_ char *key = export_key(vol);
 	json_t *entry;
 
@@ -915,7 +941,7 @@ static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol,
 	if (!x) {
 		x = calloc(1, sizeof(*x));
 		if (!x || !(x->name = strdup(vol->name)) ||
-		    hashmap_put(r->csi_export, x->name, x) < 0) {
+		    hashmap_put(r->csi.export, x->name, x) < 0) {
 			if (x)
 				free(x->name);
 			free(x);
@@ -943,27 +969,27 @@ static json_t *export_volume(struct reconciler *r, const struct dsw_volume *vol,
 	return entry;
 }
 
-json_t *requests_export_csi(struct reconciler *r)
+json_t *rec_requests_export_csi(struct reconciler *r)
 {
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	json_t *volumes;
 	void *v;
 
-	if (!r->kubelet_root)
+	if (!r->csi.kubelet_root)
 		return NULL;
-	if (!r->csi_export && !(r->csi_export = hashmap_new()))
+	if (!r->csi.export && !(r->csi.export = hashmap_new()))
 		return NULL;
 	volumes = json_array();
 	if (!volumes)
 		return NULL;
-	r->csi_export_gen++;
+	r->csi.export_gen++;
 	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
 		const struct dsw_volume *vol = v;
 		json_t *e;
 
 		if (!vol->csi)
 			continue;
-		e = export_volume(r, vol, r->csi_export_gen);
+		e = export_volume(r, vol, r->csi.export_gen);
 		if (!e || json_array_append(volumes, e) < 0) {
 			/* Never a list with entries missing (out of memory: the save then has no
 			 * CSI section, as when a list could not be made at all before). */
@@ -973,12 +999,12 @@ json_t *requests_export_csi(struct reconciler *r)
 	}
 	/* Forget the volumes that are gone (removing the entry just returned is allowed). */
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_size(r->csi_export) > json_array_size(volumes) &&
-	       hashmap_iterate(r->csi_export, &it, &v, NULL)) {
+	while (hashmap_size(r->csi.export) > json_array_size(volumes) &&
+	       hashmap_iterate(r->csi.export, &it, &v, NULL)) {
 		struct csi_export *x = v;
 
-		if (x->gen != r->csi_export_gen)
-			csi_export_free(hashmap_remove(r->csi_export, x->name));
+		if (x->gen != r->csi.export_gen)
+			csi_export_free(hashmap_remove(r->csi.export, x->name));
 	}
 	return volumes;
 }
@@ -1030,10 +1056,10 @@ static int check_journal_path(struct reconciler *r, const char *path, const char
 {
 	if (path_validate_absolute(path, field, err) < 0)
 		return -EBADMSG;
-	if (!path_is_under(path, r->kubelet_root) || streq(path, r->kubelet_root))
+	if (!path_is_under(path, r->csi.kubelet_root) || streq(path, r->csi.kubelet_root))
 		return err_set(err, -EBADMSG, "%s: %s is not below the kubelet root %s", field,
-			       path, r->kubelet_root);
-	if (!kubelet_path_in_csi_dirs(r->kubelet_root, path))
+			       path, r->csi.kubelet_root);
+	if (!kubelet_path_in_csi_dirs(r->csi.kubelet_root, path))
 		return err_set(err, -EBADMSG,
 			       "%s: %s is not in the kubelet's pods/ or plugins/ dir", field, path);
 	return 0;
@@ -1050,7 +1076,7 @@ static int check_journal_target(struct reconciler *r, json_t *t, const char *fie
 
 	if (check_journal_path(r, target, field, err) < 0)
 		return -EBADMSG;
-	rel = target + strlen(r->kubelet_root);
+	rel = target + strlen(r->csi.kubelet_root);
 	if (startswith(rel, "/pods/") && (v = strchr(rel + strlen("/pods/"), '/')) &&
 	    (startswith(v, "/volumes/") || startswith(v, "/volumeDevices/"))) {
 		const char *dir = strchr(v + 1, '/') + 1;
@@ -1186,18 +1212,18 @@ static void note_path(struct reconciler *r, const char *id, const char *path)
 {
 	char *key = path ? strdup_printf("%s\x1f%s", id, path) : NULL;
 
-	if (!key || hashmap_get(r->csi_recorded, key) || hashmap_put(r->csi_recorded, key, key) < 0)
+	if (!key || hashmap_get(r->csi.recorded, key) || hashmap_put(r->csi.recorded, key, key) < 0)
 		free(key);
 }
 
-/* Keeps the staging path and targets of the checked entry o in r->csi_recorded. */
+/* Keeps the staging path and targets of the checked entry o in r->csi.recorded. */
 static void note_recorded(struct reconciler *r, json_t *o)
 {
 	const char *id = jstr(o, "volume_id");
 	json_t *t;
 	size_t k;
 
-	if (!id || (!r->csi_recorded && !(r->csi_recorded = hashmap_new())))
+	if (!id || (!r->csi.recorded && !(r->csi.recorded = hashmap_new())))
 		return;
 	note_path(r, id, jstr(o, "staging_path"));
 	json_array_foreach(json_object_get(o, "targets"), k, t) note_path(r, id, jstr(t, "target"));
@@ -1218,17 +1244,17 @@ static bool entry_accepted(struct reconciler *r, json_t *o, size_t i)
 	return true;
 }
 
-void requests_record_fini(struct reconciler *r)
+void rec_requests_record_fini(struct reconciler *r)
 {
-	r->csi_recorded = hashmap_free_values(r->csi_recorded, free);
+	r->csi.recorded = hashmap_free_values(r->csi.recorded, free);
 }
 
-void requests_note_earlier_boot(struct reconciler *r, json_t *csi)
+void rec_requests_note_earlier_boot(struct reconciler *r, json_t *csi)
 {
 	json_t *o;
 	size_t i;
 
-	if (!r->kubelet_root || !json_is_array(csi))
+	if (!r->csi.kubelet_root || !json_is_array(csi))
 		return;
 	json_array_foreach(csi, i, o)
 	{
@@ -1236,7 +1262,7 @@ void requests_note_earlier_boot(struct reconciler *r, json_t *csi)
 	}
 }
 
-int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err)
+int rec_requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *err)
 {
 	json_t *o;
 	size_t i;
@@ -1246,7 +1272,7 @@ int requests_import_csi(struct reconciler *r, json_t *csi, struct error_info *er
 		return 0;
 	if (!json_is_array(csi))
 		return err_set(err, -EBADMSG, "csi: must be a list");
-	if (!r->kubelet_root)
+	if (!r->csi.kubelet_root)
 		return 0; /* CSI is off now: nothing of it is restored */
 	json_array_foreach(csi, i, o)
 	{

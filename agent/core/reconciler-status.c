@@ -34,7 +34,7 @@ static json_t *wall_time(uint64_t mono_ms)
  * finished: see apply_result.) */
 static json_t *backoff_json(struct reconciler *r, const char *kind, const char *name)
 {
-	_cleanup_free_ char *key = key_for(kind, name);
+	_cleanup_free_ char *key = rec_key_for(kind, name);
 	const struct backoff_entry *e = key ? backoff_get(r->backoff, key) : NULL;
 	uint64_t now = now_ms();
 	json_t *o;
@@ -127,7 +127,8 @@ static json_t *device_json(struct reconciler *r, const struct asw_device *d)
 	for (size_t i = 0; i < d->att.n_meta; i++)
 		json_object_set_new(meta, d->att.meta[i].key, json_string(d->att.meta[i].value));
 	json_object_set_new(o, "attachment", meta);
-	json_object_set_new(o, "in_flight", op_json(hashmap_get(r->inflight_dev, d->volume_name)));
+	json_object_set_new(o, "in_flight",
+			    op_json(hashmap_get(r->ops.inflight_dev, d->volume_name)));
 	json_object_set_new(o, "backoff", backoff_json(r, "dev", d->volume_name));
 	return o;
 }
@@ -237,7 +238,7 @@ char *reconciler_status_json(struct reconciler *r)
 				json_object_set_new(p, "size", size);
 		}
 		json_object_set_new(p, "in_flight",
-				    op_json(hashmap_get(r->inflight_pod, pv->target)));
+				    op_json(hashmap_get(r->ops.inflight_pod, pv->target)));
 		json_object_set_new(p, "backoff", bo);
 		if (vo)
 			json_array_append_new(json_object_get(vo, "pods"), p);
@@ -259,7 +260,7 @@ char *reconciler_status_json(struct reconciler *r)
 		json_object_set_new(o, "volume",
 				    pm->volume_name ? json_string(pm->volume_name) : json_null());
 		json_object_set_new(o, "in_flight",
-				    op_json(hashmap_get(r->inflight_pod, pm->target)));
+				    op_json(hashmap_get(r->ops.inflight_pod, pm->target)));
 		json_object_set_new(o, "backoff", backoff_json(r, "pod", pm->target));
 		json_array_append_new(unwanted, o);
 	}
@@ -267,11 +268,13 @@ char *reconciler_status_json(struct reconciler *r)
 	json_object_set_new(journal, "saves",
 			    json_integer((json_int_t)journal_save_count(r->journal)));
 	json_object_set_new(journal, "unsaved_changes", json_boolean(journal_is_dirty(r->journal)));
-	json_object_set_new(journal, "healthy", json_boolean(!r->journal_error[0]));
+	json_object_set_new(journal, "healthy", json_boolean(!r->journal_health.error[0]));
 	json_object_set_new(journal, "error",
-			    r->journal_error[0] ? json_string(r->journal_error) : json_null());
+			    r->journal_health.error[0] ? json_string(r->journal_health.error)
+						       : json_null());
 	json_object_set_new(journal, "startup",
-			    r->journal_note[0] ? json_string(r->journal_note) : json_null());
+			    r->journal_health.note[0] ? json_string(r->journal_health.note)
+						      : json_null());
 	json_object_set_new(counts, "desired_pod_volumes",
 			    json_integer((json_int_t)hashmap_size(dsw_pod_volumes(r->dsw))));
 	json_object_set_new(counts, "mounted", json_integer((json_int_t)mounted));
@@ -280,25 +283,26 @@ char *reconciler_status_json(struct reconciler *r)
 			    json_integer((json_int_t)hashmap_size(asw_devices(r->asw))));
 	json_object_set_new(counts, "in_backoff", json_integer(backoff_count(r->backoff)));
 	json_object_set_new(counts, "in_flight",
-			    json_integer((json_int_t)(hashmap_size(r->inflight_pod) +
-						      hashmap_size(r->inflight_dev))));
+			    json_integer((json_int_t)(hashmap_size(r->ops.inflight_pod) +
+						      hashmap_size(r->ops.inflight_dev))));
 
-	json_object_set_new(counts, "passes", json_integer((json_int_t)r->stats.passes));
-	json_object_set_new(counts, "mount_table_reads", json_integer((json_int_t)r->table_reads));
+	json_object_set_new(counts, "passes", json_integer((json_int_t)r->status.stats.passes));
+	json_object_set_new(counts, "mount_table_reads",
+			    json_integer((json_int_t)r->loop.table_reads));
 	json_object_set_new(counts, "mount_event_batches",
-			    json_integer((json_int_t)r->mount_event_batches));
+			    json_integer((json_int_t)r->loop.mount_event_batches));
 	json_object_set_new(counts, "mount_event_overflows",
-			    json_integer((json_int_t)r->mount_event_overflows));
+			    json_integer((json_int_t)r->loop.mount_event_overflows));
 	json_object_set_new(root, "mount_table_source",
 			    json_string(mount_monitor_has_events(r->monitor) ? "mount events"
 									     : "libmount"));
 
 	json_object_set_new(root, "version", json_string(VOLAGENT_VERSION));
 	json_object_set_new(root, "pid", json_integer(getpid()));
-	json_object_set_new(root, "started_at", wall_time(r->started_ms));
+	json_object_set_new(root, "started_at", wall_time(r->status.started_ms));
 	json_object_set_new(root, "uptime_seconds",
-			    json_integer((json_int_t)((now_ms() - r->started_ms) / 1000)));
-	json_object_set_new(root, "ready", json_boolean(r->ready));
+			    json_integer((json_int_t)((now_ms() - r->status.started_ms) / 1000)));
+	json_object_set_new(root, "ready", json_boolean(r->status.ready));
 	json_object_set_new(root, "journal", journal);
 	json_object_set_new(root, "counts", counts);
 	json_object_set_new(root, "volumes", list);

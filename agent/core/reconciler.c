@@ -32,8 +32,8 @@
 
 void rec_csi_journal_changed(struct reconciler *r)
 {
-	if (!r->csi_save_due_ms)
-		r->csi_save_due_ms = now_ms() + CSI_JOURNAL_DELAY_MS;
+	if (!r->csi.save_due_ms)
+		r->csi.save_due_ms = now_ms() + CSI_JOURNAL_DELAY_MS;
 }
 
 /* Saves the journal if a device record changed, or CSI entries changed and their save is due
@@ -41,21 +41,21 @@ void rec_csi_journal_changed(struct reconciler *r)
 void rec_save_journal(struct reconciler *r, bool force)
 {
 	struct error_info err = { 0 };
-	bool csi_due = r->csi_save_due_ms && (force || now_ms() >= r->csi_save_due_ms);
+	bool csi_due = r->csi.save_due_ms && (force || now_ms() >= r->csi.save_due_ms);
 	json_t *csi;
 
 	if (!journal_is_dirty(r->journal) && !csi_due)
 		return;
 	journal_mark_dirty(r->journal);
-	csi = requests_export_csi(r);
+	csi = rec_requests_export_csi(r);
 	if (journal_flush(r->journal, r->asw, csi, &err) < 0) {
 		log_error("cannot save the journal, continuing", "path", journal_path(r->journal),
 			  "error", err_msg(&err));
-		snprintf(r->journal_error, sizeof(r->journal_error), "save failed: %s",
-			 err_msg(&err));
+		snprintf(r->journal_health.error, sizeof(r->journal_health.error),
+			 "save failed: %s", err_msg(&err));
 	} else {
-		r->journal_error[0] = '\0';
-		r->csi_save_due_ms = 0;
+		r->journal_health.error[0] = '\0';
+		r->csi.save_due_ms = 0;
 	}
 	json_decref(csi);
 }
@@ -86,9 +86,9 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 
 	if (k < 0)
 		return k;
-	r->last_refresh_ms = now_ms();
-	r->table_dirty = false;
-	r->table_reads++;
+	r->loop.last_refresh_ms = now_ms();
+	r->loop.table_dirty = false;
+	r->loop.table_reads++;
 	/* Also what changed without a trace in the table: a mount an operation reported that
 	 * went again before the table showed it. */
 	if (first) {
@@ -121,7 +121,7 @@ static int watch_input(struct reconciler *r, int fd, bool on)
 {
 	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.fd = fd };
 
-	return epoll_ctl(r->epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+	return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
 }
 
 static int watch_monitor(struct reconciler *r, bool on)
@@ -133,17 +133,17 @@ static int watch_monitor(struct reconciler *r, bool on)
  * loop at once; a batch read then is still part of the burst. */
 static void resume_mount_monitor(struct reconciler *r, uint64_t now)
 {
-	if (!r->monitor_paused || now < r->monitor_resume_ms)
+	if (!r->loop.monitor_paused || now < r->loop.monitor_resume_ms)
 		return;
 	if (watch_monitor(r, true) < 0) {
 		/* Cannot happen for an fd in the set; if it does, events are not followed: read
 		 * the table as the fallback would. */
-		r->table_dirty = true;
-		r->monitor_resume_ms = now + r->cfg.refresh_min_interval_ms;
+		r->loop.table_dirty = true;
+		r->loop.monitor_resume_ms = now + r->cfg.refresh_min_interval_ms;
 		return;
 	}
-	r->monitor_paused = false;
-	r->last_event_batch_ms = now;
+	r->loop.monitor_paused = false;
+	r->loop.last_event_batch_ms = now;
 }
 
 /* Operations complete one by one, and each completion that finds the reconciler asleep wakes
@@ -157,26 +157,26 @@ static void resume_mount_monitor(struct reconciler *r, uint64_t now)
 
 static void pause_completions(struct reconciler *r)
 {
-	if (r->completions_paused || r->waiting || executor_pending(r->ex) == 0)
+	if (r->loop.completions_paused || r->csi.waiting || executor_pending(r->ex) == 0)
 		return;
 	if (watch_input(r, executor_get_fd(r->ex), false) < 0)
 		return; /* cannot happen for an fd in the set: then not paused */
-	r->completions_paused = true;
+	r->loop.completions_paused = true;
 	/* now_ms() + 1 may be a few us away: the pause lasts at least one whole ms. */
-	r->completions_resume_ms = now_ms() + COMPLETION_COALESCE_MS + 1;
+	r->loop.completions_resume_ms = now_ms() + COMPLETION_COALESCE_MS + 1;
 }
 
 static void resume_completions(struct reconciler *r, uint64_t now)
 {
-	if (!r->completions_paused || (now < r->completions_resume_ms && !r->waiting))
+	if (!r->loop.completions_paused || (now < r->loop.completions_resume_ms && !r->csi.waiting))
 		return;
 	if (watch_input(r, executor_get_fd(r->ex), true) < 0) {
 		/* Cannot happen; if it does, the completions are taken on each turn of the loop. */
 		rec_drain_completed(r);
-		r->completions_resume_ms = now + 1;
+		r->loop.completions_resume_ms = now + 1;
 		return;
 	}
-	r->completions_paused = false;
+	r->loop.completions_paused = false;
 }
 
 /* How long the loop may wait in epoll_wait: until a pause ends (a pause moves with every batch
@@ -186,10 +186,10 @@ static int wait_timeout(const struct reconciler *r, uint64_t kick_ms)
 {
 	uint64_t now = now_ms(), until = UINT64_MAX;
 
-	if (r->monitor_paused)
-		until = r->monitor_resume_ms;
-	if (r->completions_paused && r->completions_resume_ms < until)
-		until = r->completions_resume_ms;
+	if (r->loop.monitor_paused)
+		until = r->loop.monitor_resume_ms;
+	if (r->loop.completions_paused && r->loop.completions_resume_ms < until)
+		until = r->loop.completions_resume_ms;
 	if (kick_ms != UINT64_MAX && now + kick_ms < until)
 		until = now + kick_ms;
 	if (until == UINT64_MAX)
@@ -206,28 +206,29 @@ static void dispatch_mount_monitor(struct reconciler *r)
 
 	if (!mount_monitor_has_events(r->monitor)) {
 		if (k > 0)
-			r->table_dirty = true;
+			r->loop.table_dirty = true;
 		return;
 	}
-	r->mount_event_batches++;
+	r->loop.mount_event_batches++;
 	now = now_ms();
-	if (now - r->last_event_batch_ms < event_coalesce_ms(r) && watch_monitor(r, false) == 0) {
-		r->monitor_paused = true;
-		r->monitor_resume_ms = now + event_coalesce_ms(r);
+	if (now - r->loop.last_event_batch_ms < event_coalesce_ms(r) &&
+	    watch_monitor(r, false) == 0) {
+		r->loop.monitor_paused = true;
+		r->loop.monitor_resume_ms = now + event_coalesce_ms(r);
 	}
-	r->last_event_batch_ms = now;
+	r->loop.last_event_batch_ms = now;
 	if (k == MOUNT_MONITOR_UNREAD) {
 		/* Mounts that went before they could be read: which targets they were on, only a
 		 * full read can tell (of what the state believed), within refresh_min_interval_ms
 		 * when a burst of them goes on. */
-		r->table_dirty = true;
+		r->loop.table_dirty = true;
 	} else if (k != 0) {
 		if (k > 0)
-			r->mount_event_overflows++;
+			r->loop.mount_event_overflows++;
 		log_debug("reconcile", "mount events lost, reading the table again", "error",
 			  k < 0 ? strerror(-k) : "queue overflow");
-		r->table_dirty = true;
-		r->last_refresh_ms = 0;
+		r->loop.table_dirty = true;
+		r->loop.last_refresh_ms = 0;
 	}
 }
 
@@ -239,17 +240,17 @@ static void refresh_table_in_loop(struct reconciler *r)
 	struct error_info err = { 0 };
 
 	if (rec_refresh_table(r, &err) < 0) {
-		r->last_refresh_ms = now_ms();
-		if (!r->table_unreadable)
+		r->loop.last_refresh_ms = now_ms();
+		if (!r->loop.table_unreadable)
 			log_error(
 				"cannot read the mount table, keeping the last one read and retrying",
 				"error", err_msg(&err));
-		r->table_unreadable = true;
+		r->loop.table_unreadable = true;
 		return;
 	}
-	if (r->table_unreadable)
+	if (r->loop.table_unreadable)
 		log_info("the mount table is readable again");
-	r->table_unreadable = false;
+	r->loop.table_unreadable = false;
 }
 
 /* --- the loop --- */
@@ -260,39 +261,40 @@ static void refresh_table_in_loop(struct reconciler *r)
 
 static void arm_timer(struct reconciler *r)
 {
-	uint64_t now = now_ms(), next = r->last_resync_ms + r->cfg.resync_ms;
+	uint64_t now = now_ms(), next = r->loop.last_resync_ms + r->cfg.resync_ms;
 	uint64_t b = backoff_next_deadline(r->backoff);
 	struct itimerspec its = { 0 };
 
 	if (b < next)
 		next = b;
-	if (r->cfg.health_interval_ms && r->last_health_ms + r->cfg.health_interval_ms < next)
-		next = r->last_health_ms + r->cfg.health_interval_ms;
-	if (r->csi_save_due_ms && r->csi_save_due_ms < next)
-		next = r->csi_save_due_ms;
-	if (r->table_dirty) {
-		uint64_t t = r->last_refresh_ms + r->cfg.refresh_min_interval_ms;
+	if (r->cfg.health_interval_ms && r->loop.last_health_ms + r->cfg.health_interval_ms < next)
+		next = r->loop.last_health_ms + r->cfg.health_interval_ms;
+	if (r->csi.save_due_ms && r->csi.save_due_ms < next)
+		next = r->csi.save_due_ms;
+	if (r->loop.table_dirty) {
+		uint64_t t = r->loop.last_refresh_ms + r->cfg.refresh_min_interval_ms;
 		if (t < next)
 			next = t;
 	}
-	if (r->watchdog_interval_ms && r->last_watchdog_ms + r->watchdog_interval_ms < next)
-		next = r->last_watchdog_ms + r->watchdog_interval_ms;
-	if (r->status_due && r->last_status_ms + STATUS_MIN_INTERVAL_MS < next)
-		next = r->last_status_ms + STATUS_MIN_INTERVAL_MS;
+	if (r->status.watchdog_interval_ms &&
+	    r->status.last_watchdog_ms + r->status.watchdog_interval_ms < next)
+		next = r->status.last_watchdog_ms + r->status.watchdog_interval_ms;
+	if (r->status.status_due && r->status.last_status_ms + STATUS_MIN_INTERVAL_MS < next)
+		next = r->status.last_status_ms + STATUS_MIN_INTERVAL_MS;
 	if (rec_trim_deadline(r) < next)
 		next = rec_trim_deadline(r);
-	if (requests_next_deadline(r) < next)
-		next = requests_next_deadline(r);
+	if (rec_requests_next_deadline(r) < next)
+		next = rec_requests_next_deadline(r);
 	if (next <= now)
 		next = now + 1;
 	/* Armed for next already, and not expired (next > now, on the timer's clock): a loop
 	 * turn that moved no deadline (most of them, in a burst of events) costs no syscall. */
-	if (next == r->timer_armed_ms)
+	if (next == r->loop.timer_armed_ms)
 		return;
 	its.it_value.tv_sec = (time_t)(next / 1000);
 	its.it_value.tv_nsec = (long)(next % 1000) * 1000000;
-	r->timer_armed_ms = timerfd_settime(r->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0 ? next
-											     : 0;
+	r->loop.timer_armed_ms =
+		timerfd_settime(r->loop.timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0 ? next : 0;
 }
 
 static void notify_systemd(struct reconciler *r)
@@ -300,19 +302,21 @@ static void notify_systemd(struct reconciler *r)
 	uint64_t now = now_ms();
 	char status[128];
 
-	if (r->watchdog_interval_ms && now - r->last_watchdog_ms >= r->watchdog_interval_ms) {
+	if (r->status.watchdog_interval_ms &&
+	    now - r->status.last_watchdog_ms >= r->status.watchdog_interval_ms) {
 		sd_notify(0, "WATCHDOG=1");
-		r->last_watchdog_ms = now;
+		r->status.last_watchdog_ms = now;
 	}
 	snprintf(status, sizeof(status), "STATUS=desired=%zu mounted=%zu failing=%u",
-		 r->stats.desired_pod_volumes, r->stats.mounted_pod_volumes, r->stats.failing);
-	r->status_due = !streq(status, r->last_status);
-	if (r->status_due &&
-	    (!r->last_status_ms || now - r->last_status_ms >= STATUS_MIN_INTERVAL_MS)) {
+		 r->status.stats.desired_pod_volumes, r->status.stats.mounted_pod_volumes,
+		 r->status.stats.failing);
+	r->status.status_due = !streq(status, r->status.last_status);
+	if (r->status.status_due && (!r->status.last_status_ms ||
+				     now - r->status.last_status_ms >= STATUS_MIN_INTERVAL_MS)) {
 		sd_notify(0, status);
-		memcpy(r->last_status, status, sizeof(status));
-		r->last_status_ms = now;
-		r->status_due = false;
+		memcpy(r->status.last_status, status, sizeof(status));
+		r->status.last_status_ms = now;
+		r->status.status_due = false;
 	}
 }
 
@@ -320,9 +324,9 @@ static bool should_stop(struct reconciler *r)
 {
 	bool stop;
 
-	pthread_mutex_lock(&r->stats_lock);
-	stop = r->stop;
-	pthread_mutex_unlock(&r->stats_lock);
+	pthread_mutex_lock(&r->status.lock);
+	stop = r->loop.stop;
+	pthread_mutex_unlock(&r->status.lock);
 	return stop;
 }
 
@@ -330,10 +334,10 @@ static bool take_resync_request(struct reconciler *r)
 {
 	bool requested;
 
-	pthread_mutex_lock(&r->stats_lock);
-	requested = r->resync_requested;
-	r->resync_requested = false;
-	pthread_mutex_unlock(&r->stats_lock);
+	pthread_mutex_lock(&r->status.lock);
+	requested = r->loop.resync_requested;
+	r->loop.resync_requested = false;
+	pthread_mutex_unlock(&r->status.lock);
 	return requested;
 }
 
@@ -360,21 +364,21 @@ void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, vo
 {
 	uint64_t one = 1;
 
-	if (!r->thread_started) {
+	if (!r->loop.thread_started) {
 		fn(r, arg);
 		return;
 	}
-	pthread_mutex_lock(&r->req_lock);
-	r->call_fn = fn;
-	r->call_arg = arg;
-	r->call_done = false;
-	pthread_mutex_unlock(&r->req_lock);
-	(void)!write(r->wake_fd, &one, sizeof(one));
-	pthread_mutex_lock(&r->req_lock);
-	while (!r->call_done)
-		pthread_cond_wait(&r->req_cond, &r->req_lock);
-	r->call_fn = NULL;
-	pthread_mutex_unlock(&r->req_lock);
+	pthread_mutex_lock(&r->csi.lock);
+	r->csi.call_fn = fn;
+	r->csi.call_arg = arg;
+	r->csi.call_done = false;
+	pthread_mutex_unlock(&r->csi.lock);
+	(void)!write(r->loop.wake_fd, &one, sizeof(one));
+	pthread_mutex_lock(&r->csi.lock);
+	while (!r->csi.call_done)
+		pthread_cond_wait(&r->csi.cond, &r->csi.lock);
+	r->csi.call_fn = NULL;
+	pthread_mutex_unlock(&r->csi.lock);
 }
 
 /* Makes the call rec_run_on_thread asked for, if any. */
@@ -383,17 +387,17 @@ static void run_call(struct reconciler *r)
 	void (*fn)(struct reconciler *, void *);
 	void *arg;
 
-	pthread_mutex_lock(&r->req_lock);
-	fn = r->call_done ? NULL : r->call_fn;
-	arg = r->call_arg;
-	pthread_mutex_unlock(&r->req_lock);
+	pthread_mutex_lock(&r->csi.lock);
+	fn = r->csi.call_done ? NULL : r->csi.call_fn;
+	arg = r->csi.call_arg;
+	pthread_mutex_unlock(&r->csi.lock);
 	if (!fn)
 		return;
 	fn(r, arg);
-	pthread_mutex_lock(&r->req_lock);
-	r->call_done = true;
-	pthread_cond_broadcast(&r->req_cond);
-	pthread_mutex_unlock(&r->req_lock);
+	pthread_mutex_lock(&r->csi.lock);
+	r->csi.call_done = true;
+	pthread_cond_broadcast(&r->csi.cond);
+	pthread_mutex_unlock(&r->csi.lock);
 }
 
 static void handle_event(struct reconciler *r, int fd)
@@ -408,11 +412,11 @@ static void handle_event(struct reconciler *r, int fd)
 	} else if (fd == executor_get_fd(r->ex)) {
 		rec_drain_completed(r);
 		pause_completions(r);
-	} else if (fd == r->timer_fd) {
-		(void)!read(r->timer_fd, &n, sizeof(n)); /* the loop looks at what is due */
-	} else if (fd == r->wake_fd) {
-		(void)!read(r->wake_fd, &n, sizeof(n));
-		requests_take_incoming(r);
+	} else if (fd == r->loop.timer_fd) {
+		(void)!read(r->loop.timer_fd, &n, sizeof(n)); /* the loop looks at what is due */
+	} else if (fd == r->loop.wake_fd) {
+		(void)!read(r->loop.wake_fd, &n, sizeof(n));
+		rec_requests_take_incoming(r);
 		run_call(r);
 	} else {
 		for (size_t i = 0; i < r->cfg.n_sources; i++)
@@ -440,16 +444,16 @@ static void *reconciler_main(void *arg)
 		uint64_t now = now_ms(), kick_ms;
 		int n;
 
-		if (now - r->last_resync_ms >= r->cfg.resync_ms) {
-			r->last_resync_ms = now;
+		if (now - r->loop.last_resync_ms >= r->cfg.resync_ms) {
+			r->loop.last_resync_ms = now;
 			rec_want_full_pass(r);
-			r->table_dirty = true;
-			r->last_refresh_ms = 0; /* a resync reads the table now */
+			r->loop.table_dirty = true;
+			r->loop.last_refresh_ms = 0; /* a resync reads the table now */
 		}
 		if (r->cfg.health_interval_ms &&
-		    now - r->last_health_ms >= r->cfg.health_interval_ms) {
-			r->last_health_ms = now;
-			r->health_due = true; /* checks queued by the next pass, full or not */
+		    now - r->loop.last_health_ms >= r->cfg.health_interval_ms) {
+			r->loop.last_health_ms = now;
+			r->loop.health_due = true; /* checks queued by the next pass, full or not */
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
 		 * others, at most every refresh_min_interval_ms while a burst goes on. */
@@ -457,13 +461,14 @@ static void *reconciler_main(void *arg)
 		resume_completions(r, now);
 		if (take_resync_request(r))
 			forced_resync(r);
-		if (r->table_dirty && now - r->last_refresh_ms >= r->cfg.refresh_min_interval_ms)
+		if (r->loop.table_dirty &&
+		    now - r->loop.last_refresh_ms >= r->cfg.refresh_min_interval_ms)
 			refresh_table_in_loop(r);
 		/* Operations whose backoff is over are retried, and only those. */
 		backoff_take_due(r->backoff, now_ms(), touch_key, r);
 		if (rec_pass_pending(r))
 			rec_pass(r);
-		requests_check_waiting(r);
+		rec_requests_check_waiting(r);
 		rec_save_journal(r, false);
 		notify_systemd(r);
 		rec_trim_after_burst(r);
@@ -472,7 +477,7 @@ static void *reconciler_main(void *arg)
 		log_flush();
 		/* Jobs queued behind a slow one get a worker of their own. */
 		kick_ms = executor_kick(r->ex);
-		n = epoll_wait(r->epoll_fd, evs, ARRAY_SIZE(evs), wait_timeout(r, kick_ms));
+		n = epoll_wait(r->loop.epoll_fd, evs, ARRAY_SIZE(evs), wait_timeout(r, kick_ms));
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
 			break;
@@ -481,9 +486,9 @@ static void *reconciler_main(void *arg)
 			handle_event(r, evs[i].data.fd);
 	}
 	/* Let operations in flight finish so the journal records what they did. */
-	r->completions_resume_ms = 0; /* every completion is taken as it comes */
+	r->loop.completions_resume_ms = 0; /* every completion is taken as it comes */
 	resume_completions(r, 0);
-	while (executor_pending(r->ex) > 0 || hashmap_size(r->inflight_pod) > 0) {
+	while (executor_pending(r->ex) > 0 || hashmap_size(r->ops.inflight_pod) > 0) {
 		/* The executor's fd alone: the loop's other inputs are no longer read, and one
 		 * left readable (a mount event of an operation in flight) would make every wait
 		 * return at once.  The wait ends when a kick falls due, or after 100 ms. */
@@ -496,7 +501,7 @@ static void *reconciler_main(void *arg)
 		rec_drain_completed(r);
 	}
 	rec_drain_completed(r);
-	requests_abort_all(r);
+	rec_requests_abort_all(r);
 	rec_save_journal(r, true);
 	log_buffer_stop();
 	return NULL;
@@ -506,7 +511,7 @@ static int watch_fd(struct reconciler *r, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 
-	return epoll_ctl(r->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+	return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
 static int watch_sources(struct reconciler *r)
@@ -527,11 +532,11 @@ static int open_mount_table(struct reconciler *r, struct error_info *err)
 	char reason[256] = "";
 	size_t n = 0;
 
-	if (r->kubelet_root)
-		kubelet = realpath(r->kubelet_root, NULL);
+	if (r->csi.kubelet_root)
+		kubelet = realpath(r->csi.kubelet_root, NULL);
 	trees[n++] = root ? root : r->root_dir;
-	if (r->kubelet_root)
-		trees[n++] = kubelet ? kubelet : r->kubelet_root;
+	if (r->csi.kubelet_root)
+		trees[n++] = kubelet ? kubelet : r->csi.kubelet_root;
 	r->table = mount_table_new(trees, n);
 	if (!r->table)
 		return -ENOMEM;
@@ -560,18 +565,18 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 
 	if (!r)
 		return -ENOMEM;
-	r->epoll_fd = r->timer_fd = r->wake_fd = -1;
-	pthread_mutex_init(&r->stats_lock, NULL);
-	pthread_mutex_init(&r->req_lock, NULL);
+	r->loop.epoll_fd = r->loop.timer_fd = r->loop.wake_fd = -1;
+	pthread_mutex_init(&r->status.lock, NULL);
+	pthread_mutex_init(&r->csi.lock, NULL);
 	{
 		pthread_condattr_t ca;
 		pthread_condattr_init(&ca);
 		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* waits use CLOCK_MONOTONIC */
-		pthread_cond_init(&r->req_cond, &ca);
+		pthread_cond_init(&r->csi.cond, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	r->kubelet_root = cfg->kubelet_root ? strdup(cfg->kubelet_root) : NULL;
-	r->driver_name = cfg->driver_name ? strdup(cfg->driver_name) : NULL;
+	r->csi.kubelet_root = cfg->kubelet_root ? strdup(cfg->kubelet_root) : NULL;
+	r->csi.driver_name = cfg->driver_name ? strdup(cfg->driver_name) : NULL;
 	r->cfg = *cfg;
 	r->root_dir = strdup(cfg->root_dir);
 	r->state_dir = strdup(cfg->state_dir);
@@ -581,19 +586,19 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->cfg.root_dir = r->root_dir;
 	r->cfg.state_dir = r->state_dir;
 	r->cfg.pods_dir = r->pods_dir;
-	r->cfg.kubelet_root = r->kubelet_root;
-	r->cfg.driver_name = r->driver_name;
+	r->cfg.kubelet_root = r->csi.kubelet_root;
+	r->cfg.driver_name = r->csi.driver_name;
 	r->dsw = dsw_new(cfg->root_dir);
 	r->asw = asw_new(cfg->root_dir);
 	r->backoff = backoff_new(cfg->backoff_initial_ms, cfg->backoff_max_ms);
-	r->inflight_pod = hashmap_new();
-	r->inflight_dev = hashmap_new();
-	r->busy = hashmap_new();
+	r->ops.inflight_pod = hashmap_new();
+	r->ops.inflight_dev = hashmap_new();
+	r->ops.busy = hashmap_new();
 	r->node_vols = node_volumes_new(cfg->stale_stage_after_ms);
-	r->max_pod_ops = REC_MAX_POD_OPS_IN_FLIGHT;
+	r->ops.max_pod_ops = REC_MAX_POD_OPS_IN_FLIGHT;
 	if (!r->root_dir || !r->state_dir || (cfg->pods_dir && !r->pods_dir) || !r->pods_root ||
-	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff || !r->inflight_pod ||
-	    !r->inflight_dev || !r->busy || !r->node_vols || rec_pass_init(r) < 0) {
+	    !r->plugins_prefix || !r->dsw || !r->asw || !r->backoff || !r->ops.inflight_pod ||
+	    !r->ops.inflight_dev || !r->ops.busy || !r->node_vols || rec_pass_init(r) < 0) {
 		reconciler_free(r);
 		return -ENOMEM;
 	}
@@ -617,11 +622,12 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 		reconciler_free(r);
 		return k;
 	}
-	r->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (r->epoll_fd < 0 || r->timer_fd < 0 || r->wake_fd < 0 || watch_fd(r, r->timer_fd) < 0 ||
-	    watch_fd(r, r->wake_fd) < 0 || watch_fd(r, executor_get_fd(r->ex)) < 0 ||
+	r->loop.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	r->loop.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	r->loop.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->loop.epoll_fd < 0 || r->loop.timer_fd < 0 || r->loop.wake_fd < 0 ||
+	    watch_fd(r, r->loop.timer_fd) < 0 || watch_fd(r, r->loop.wake_fd) < 0 ||
+	    watch_fd(r, executor_get_fd(r->ex)) < 0 ||
 	    watch_fd(r, mount_monitor_get_fd(r->monitor)) < 0 ||
 	    (r->specs && watch_fd(r, spec_source_get_fd(r->specs)) < 0) || watch_sources(r) < 0) {
 		k = -errno;
@@ -643,16 +649,16 @@ int reconciler_start(struct reconciler *r, struct error_info *err)
 	if (k < 0)
 		return k;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
-		r->watchdog_interval_ms = usec / 2000; /* ping twice per interval */
-	r->last_resync_ms = r->last_health_ms = r->started_ms = now_ms();
+		r->status.watchdog_interval_ms = usec / 2000; /* ping twice per interval */
+	r->loop.last_resync_ms = r->loop.last_health_ms = r->status.started_ms = now_ms();
 	rec_want_full_pass(r);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	k = -pthread_create(&r->thread, NULL, reconciler_main, r);
+	k = -pthread_create(&r->loop.thread, NULL, reconciler_main, r);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (k < 0)
 		return err_set(err, k, "cannot start the reconciler thread: %s", strerror(-k));
-	r->thread_started = true;
+	r->loop.thread_started = true;
 	return 0;
 }
 
@@ -666,24 +672,24 @@ void reconciler_request_resync(struct reconciler *r)
 {
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&r->stats_lock);
-	r->resync_requested = true;
-	pthread_mutex_unlock(&r->stats_lock);
-	(void)!write(r->wake_fd, &one, sizeof(one));
+	pthread_mutex_lock(&r->status.lock);
+	r->loop.resync_requested = true;
+	pthread_mutex_unlock(&r->status.lock);
+	(void)!write(r->loop.wake_fd, &one, sizeof(one));
 }
 
 void reconciler_stop(struct reconciler *r)
 {
 	uint64_t one = 1;
 
-	if (!r || !r->thread_started)
+	if (!r || !r->loop.thread_started)
 		return;
-	pthread_mutex_lock(&r->stats_lock);
-	r->stop = true;
-	pthread_mutex_unlock(&r->stats_lock);
-	(void)!write(r->wake_fd, &one, sizeof(one));
-	pthread_join(r->thread, NULL);
-	r->thread_started = false;
+	pthread_mutex_lock(&r->status.lock);
+	r->loop.stop = true;
+	pthread_mutex_unlock(&r->status.lock);
+	(void)!write(r->loop.wake_fd, &one, sizeof(one));
+	pthread_join(r->loop.thread, NULL);
+	r->loop.thread_started = false;
 }
 
 static void drop_job(struct executor_job *job)
@@ -700,7 +706,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 		return NULL;
 	reconciler_stop(r);
 	executor_free(r->ex, drop_job);
-	r->inflight_oldest = r->inflight_newest = NULL; /* dropped with their jobs */
+	r->ops.inflight_oldest = r->ops.inflight_newest = NULL; /* dropped with their jobs */
 	spec_source_free(r->specs);
 	node_volumes_free(r->node_vols);
 	journal_free(r->journal);
@@ -709,27 +715,27 @@ struct reconciler *reconciler_free(struct reconciler *r)
 	dsw_free(r->dsw);
 	asw_free(r->asw);
 	backoff_free(r->backoff);
-	hashmap_free(r->inflight_pod);
-	hashmap_free(r->inflight_dev);
+	hashmap_free(r->ops.inflight_pod);
+	hashmap_free(r->ops.inflight_dev);
 	rec_pass_fini(r);
-	requests_export_fini(r);
-	requests_record_fini(r);
-	while (r->busy && hashmap_iterate(r->busy, &it, &v, NULL)) {
+	rec_requests_export_fini(r);
+	rec_requests_record_fini(r);
+	while (r->ops.busy && hashmap_iterate(r->ops.busy, &it, &v, NULL)) {
 		free(((struct vol_busy *)v)->name);
 		free(v);
 	}
-	hashmap_free(r->busy);
-	if (r->epoll_fd >= 0)
-		close(r->epoll_fd);
-	if (r->timer_fd >= 0)
-		close(r->timer_fd);
-	if (r->wake_fd >= 0)
-		close(r->wake_fd);
-	pthread_mutex_destroy(&r->stats_lock);
-	pthread_mutex_destroy(&r->req_lock);
-	pthread_cond_destroy(&r->req_cond);
-	free(r->kubelet_root);
-	free(r->driver_name);
+	hashmap_free(r->ops.busy);
+	if (r->loop.epoll_fd >= 0)
+		close(r->loop.epoll_fd);
+	if (r->loop.timer_fd >= 0)
+		close(r->loop.timer_fd);
+	if (r->loop.wake_fd >= 0)
+		close(r->loop.wake_fd);
+	pthread_mutex_destroy(&r->status.lock);
+	pthread_mutex_destroy(&r->csi.lock);
+	pthread_cond_destroy(&r->csi.cond);
+	free(r->csi.kubelet_root);
+	free(r->csi.driver_name);
 	free(r->root_dir);
 	free(r->state_dir);
 	free(r->pods_dir);
@@ -743,15 +749,15 @@ bool reconciler_is_ready(struct reconciler *r)
 {
 	bool ready;
 
-	pthread_mutex_lock(&r->stats_lock);
-	ready = r->ready;
-	pthread_mutex_unlock(&r->stats_lock);
+	pthread_mutex_lock(&r->status.lock);
+	ready = r->status.ready;
+	pthread_mutex_unlock(&r->status.lock);
 	return ready;
 }
 
 void reconciler_get_stats(struct reconciler *r, struct reconciler_stats *ret)
 {
-	pthread_mutex_lock(&r->stats_lock);
-	*ret = r->stats;
-	pthread_mutex_unlock(&r->stats_lock);
+	pthread_mutex_lock(&r->status.lock);
+	*ret = r->status.stats;
+	pthread_mutex_unlock(&r->status.lock);
 }

@@ -19,6 +19,7 @@
 #include "csi.pb-c.h"
 #include "fs-probe.h"
 #include "macro.h"
+#include "mount-options.h"
 #include "mount-util.h"
 #include "plugin.h"
 #include "quota.h"
@@ -77,17 +78,25 @@ static int check_mode_fits_volume(const struct volume_plugin *p, const struct vo
 	return -EOPNOTSUPP;
 }
 
-static int add_options(struct volume_spec *spec, const char *csv)
+/* Adds the options of the list csv (field names it for an error) to spec, split as libmount
+ * splits them: a quoted value keeps its commas (an SELinux context="..." label). */
+static int add_options(struct volume_spec *spec, const char *csv, const char *field,
+		       struct csi_reply *reply)
 {
-	_cleanup_free_ char *copy = strdup(csv);
-	char *save = NULL;
+	char **v = NULL;
+	int r = mount_options_split(csv, &v);
 
-	if (!copy)
-		return -ENOMEM;
-	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save))
-		if (volume_spec_add_mount_option(spec, o) < 0)
-			return -ENOMEM;
-	return 0;
+	if (r == -EINVAL) {
+		csi_reply_set(reply, CSI_INVALID_ARGUMENT,
+			      "%s: an empty option, an unclosed quote or a control character in "
+			      "\"%s\"",
+			      field, csv);
+		return r;
+	}
+	for (char **o = v; r == 0 && o && *o; o++)
+		r = volume_spec_add_mount_option(spec, *o);
+	mount_options_free(v);
+	return r;
 }
 
 /* An encrypted CSI volume's passphrase comes in the secrets (crypt-volume.h), never from a
@@ -133,7 +142,7 @@ static int spec_from_request(const char *volume_id, const struct csi_map *contex
 		if (refuse_passphrase_file(kv->key, reply) < 0)
 			return -EINVAL;
 		if (streq(kv->key, "mountOptions"))
-			r = add_options(spec, kv->value);
+			r = add_options(spec, kv->value, "volume_context.mountOptions", reply);
 		else
 			r = volume_spec_set(spec, kv->key, kv->value);
 		if (r < 0)
@@ -151,9 +160,13 @@ static int spec_from_request(const char *volume_id, const struct csi_map *contex
 		return -ENOMEM;
 	if (cap->present && cap->fs_type[0] && volume_spec_set(spec, "fsType", cap->fs_type) < 0)
 		return -ENOMEM;
-	for (size_t i = 0; cap->present && i < cap->n_mount_flags; i++)
-		if (add_options(spec, cap->mount_flags[i]) < 0)
-			return -ENOMEM;
+	for (size_t i = 0; cap->present && i < cap->n_mount_flags; i++) {
+		int r = add_options(spec, cap->mount_flags[i],
+				    "volume_capability.mount.mount_flags", reply);
+
+		if (r < 0)
+			return r;
+	}
 	for (size_t i = 0; i < secrets->n; i++)
 		if (volume_spec_set_secret(spec, secrets->items[i].key, secrets->items[i].value) <
 		    0)

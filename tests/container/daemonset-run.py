@@ -15,9 +15,9 @@ Host directories the agent keeps data in (the kubelet dir, its state, local volu
 placed under --host-root, at the same path inside the container as outside (as the manifest
 has them), so the test's host never touches the machine's real /var/lib/kubelet.  System
 paths (/dev, /sys, /run/udev, /lib/modules, /etc/selinux) are the machine's own, and skipped
-when absent, as /run/udev is on hosts without udev.  /run/mount (libmount's utab) comes from
-under --host-root to the same path in the container, so the test never writes the machine's
-utab.  An emptyDir is a tmpfs (medium Memory) or a fresh directory under --host-root.
+when absent, as /run/udev is on hosts without udev and /etc/selinux on hosts without
+SELinux.  /run/mount (libmount's utab) comes from under --host-root to the same path in
+the container, so the test never writes the machine's utab.  An emptyDir is a tmpfs (medium Memory) or a fresh directory under --host-root.
 kubelet's $(VAR) references are expanded in env values (earlier variables) and in args.
 --metrics-port replaces the port of --metrics-address and of the metrics containerPort, so
 that two test runs on one machine do not collide.  Fields kubelet honours that podman has

@@ -17,17 +17,9 @@ checker=$top/tests/deploy/check-manifests.py
 unit=$top/systemd/volagent.service
 passed=0 failed=0
 
-skip() {
-	if [ "${CI:-}" = true ]; then
-		echo "test-kustomize: $* (a failure in CI)"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	echo "test-kustomize: skipped: $*"
-	exit 77
-}
-command -v "$kubectl" >/dev/null || skip "$kubectl not installed (kubernetes-client)"
-$python -c 'import kubernetes.client, yaml' 2>/dev/null || skip "python3-kubernetes or python3-yaml missing"
+. "$top/tests/vm/testlib.sh"
+command -v "$kubectl" >/dev/null || t_skip "test-kustomize: $kubectl not installed (kubernetes-client)"
+$python -c 'import kubernetes.client, yaml' 2>/dev/null || t_skip "test-kustomize: python3-kubernetes or python3-yaml missing"
 
 T=$(mktemp -d /tmp/vkust.XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -1,6 +1,6 @@
 /* fuzz-journal.c - libFuzzer target for the journal reader: the bytes as
  * <state-dir>/journal.json (in a private dir under /dev/shm), loaded by journal_load() as a
- * starting agent does, then its CSI section through requests_import_csi(), the same import the
+ * starting agent does, then its CSI section through rec_requests_import_csi(), the same import the
  * reconciler runs at startup (on a reconciler that holds only its desired and actual state:
  * no thread, no mount table, nothing mounted).
  *
@@ -70,12 +70,12 @@ static void import_csi(json_t *csi)
 
 	r.dsw = dsw_new("/fuzz/root");
 	r.asw = asw_new("/fuzz/root");
-	r.kubelet_root = (char *)"/var/lib/kubelet";
+	r.csi.kubelet_root = (char *)"/var/lib/kubelet";
 	FUZZ_CHECK(r.dsw && r.asw);
-	k = requests_import_csi(&r, csi, &err);
+	k = rec_requests_import_csi(&r, csi, &err);
 	if (k < 0)
 		FUZZ_CHECK(k == -ENOMEM || err.msg[0]);
-	requests_record_fini(&r);
+	rec_requests_record_fini(&r);
 	dsw_free(r.dsw);
 	asw_free(r.asw);
 }

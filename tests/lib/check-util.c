@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-fixture.h"
 #include "check-util.h"
 #include "testlib.h"
 
@@ -119,4 +120,40 @@ int assert_no_canary_in_files(const char *dir, const char *const *canaries, size
 	tree_files = 0;
 	assert_int_equal(nftw(dir, check_tree_file, 16, FTW_PHYS), 0);
 	return tree_files;
+}
+
+void assert_no_canary_anywhere_in(struct agent_fixture *f, const char *const *canaries, size_t n,
+				  struct canary_outputs *ret)
+{
+	char sock[700], msock[700], *log;
+
+	*ret = (struct canary_outputs){ 0 };
+	snprintf(sock, sizeof(sock), "%s/admin.sock", f->state);
+	snprintf(msock, sizeof(msock), "%s/metrics.sock", f->state);
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--json", "--socket", sock,
+							      NULL },
+				       &ret->status_json),
+			 0);
+	assert_no_canary_in("status --json", ret->status_json, canaries, n);
+	assert_int_equal(test_volagent((const char *const[]){ "status", "--socket", sock, NULL },
+				       &ret->status),
+			 0);
+	assert_no_canary_in("status", ret->status, canaries, n);
+	assert_int_equal(test_run_capture((const char *const[]){ "curl", "-sf", "--unix-socket",
+								 msock, "http://agent/metrics",
+								 NULL },
+					  &ret->metrics),
+			 0);
+	assert_no_canary_in("metrics", ret->metrics, canaries, n);
+	assert_true(assert_no_canary_in_files(f->state, canaries, n) >= 1);
+	log = test_read_file(f->agent.log_path);
+	assert_no_canary_in("agent log", log, canaries, n);
+	free(log);
+}
+
+void canary_outputs_free(struct canary_outputs *o)
+{
+	free(o->status_json);
+	free(o->status);
+	free(o->metrics);
 }

@@ -1,13 +1,15 @@
 /* check-util.h - cmocka checks that several tests make alike: whether a process has a library
  * mapped, that the kernel refuses a write through a read-only block device's file, and a
  * direct write and read of a pattern through a block device's file, that no canary (a secret
- * a test handed the agent) shows up in a text or a tree of files.  They
- * fail the running cmocka test when the check cannot be made. */
+ * a test handed the agent) shows up in a text, a tree of files or anywhere a running agent
+ * writes.  They fail the running cmocka test when the check cannot be made. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+struct agent_fixture;
 
 /* Whether /proc/<pid>/maps names what (a library's file name, e.g. "libgrpc"); fails the test
  * when the maps cannot be read. */
@@ -30,3 +32,17 @@ void assert_no_canary_in(const char *where, const char *text, const char *const 
 			 size_t n);
 /* assert_no_canary_in() for every regular file below dir; returns how many were read. */
 int assert_no_canary_in_files(const char *dir, const char *const *canaries, size_t n);
+
+/* What the running agent of a fixture answers: status in both forms and its metrics. */
+struct canary_outputs {
+	char *status_json; /* `volagent status --json` */
+	char *status;	   /* `volagent status` */
+	char *metrics;	   /* GET /metrics on <state-dir>/metrics.sock */
+};
+/* Fails the test when any of canaries[0..n) shows up anywhere the running agent of f writes:
+ * its status (both forms), its metrics, the files of its state dir (one at least) and its log.
+ * The three answers are handed back in ret for the test's own checks (free them with
+ * canary_outputs_free). */
+void assert_no_canary_anywhere_in(struct agent_fixture *f, const char *const *canaries, size_t n,
+				  struct canary_outputs *ret);
+void canary_outputs_free(struct canary_outputs *o);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -37,6 +38,12 @@ void csi_env_free(struct csi_env *e)
 	free(e);
 }
 
+int csi_env_teardown(void **state)
+{
+	csi_env_free(*state);
+	return 0;
+}
+
 bool csi_socket_exists(void *path)
 {
 	struct stat st;
@@ -65,6 +72,21 @@ char *csi_env_call(struct csi_env *e, const char *calls)
 	if (getenv("VERBOSE"))
 		fprintf(stderr, "%s", out);
 	return out;
+}
+
+void csi_env_call_ok(struct csi_env *e, const char *calls, int n)
+{
+	char *out = csi_env_call(e, calls);
+
+	for (int i = 0; i < n; i++)
+		assert_line(out, i, "OK {}");
+	free(out);
+}
+
+void csi_env_stop_clean(struct csi_env *e)
+{
+	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 
 const char *csi_line(const char *out, int n)

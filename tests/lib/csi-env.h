@@ -23,6 +23,15 @@ void csi_env_init(struct csi_env *e, struct agent_fixture *f);
  * freed (its agent stopped, its mounts and loop devices gone). */
 struct csi_env *csi_env_new(const char *name);
 void csi_env_free(struct csi_env *e);
+/* csi_env_free of *state, as a cmocka teardown. */
+int csi_env_teardown(void **state);
+
+/* The volume capabilities most calls carry: a mount (no fs_type), a raw block device, an ext4
+ * mount; all SINGLE_NODE_WRITER. */
+#define CSI_CAP_MOUNT "{\"mount\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+#define CSI_CAP_BLOCK "{\"block\": {}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
+#define CSI_CAP_EXT4 \
+	"{\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}"
 
 /* Starts `volagent run --csi` on kubelet's root dir (no device inventory) and waits for the
  * socket and for "startup reconstruction complete" logged by this run (a restart's log
@@ -32,6 +41,12 @@ void csi_env_start(struct csi_env *e);
 /* Runs the calls (one per line) and returns the answers, one line each (caller frees); with
  * VERBOSE set, also prints them to stderr. */
 char *csi_env_call(struct csi_env *e, const char *calls);
+/* Runs the calls and fails the test unless each of the first n answers is "OK {}". */
+void csi_env_call_ok(struct csi_env *e, const char *calls, int n);
+
+/* Fails the test unless nothing is mounted below kubelet's root dir; then stops the agent
+ * (SIGTERM) and fails unless it exits 0: the end of a test that cleaned up after itself. */
+void csi_env_stop_clean(struct csi_env *e);
 
 /* Kubelet's publish target for pod uid and pv into buf (>= 700), its parent made as kubelet
  * does. */

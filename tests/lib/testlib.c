@@ -1,4 +1,5 @@
 /* testlib.c - see testlib.h. */
+#include <blkid.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,8 @@ static struct {
 	int fd;
 } loops[MAX_LOOPS];
 static bool atexit_done;
+
+bool test_mount_events_on = true, test_mount_events_off = false;
 
 bool test_no_mount_events(void)
 {
@@ -335,6 +338,21 @@ int test_mkfs(const char *fstype, const char *dev)
 	if (!strcmp(fstype, "xfs"))
 		return test_run((const char *const[]){ "mkfs.xfs", "-q", "-f", dev, NULL });
 	return test_run((const char *const[]){ "mkfs.ext4", "-q", "-F", dev, NULL });
+}
+
+void test_blkid_value(const char *dev, const char *name, char *ret, size_t size)
+{
+	blkid_probe pr = blkid_new_probe_from_filename(dev);
+	const char *v = NULL;
+
+	ret[0] = '\0';
+	if (!pr)
+		return;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_UUID | BLKID_SUBLKS_TYPE);
+	if (blkid_do_safeprobe(pr) == 0 && blkid_probe_lookup_value(pr, name, &v, NULL) == 0)
+		snprintf(ret, size, "%s", v);
+	blkid_free_probe(pr);
 }
 
 int test_write_file(const char *path, const char *content)

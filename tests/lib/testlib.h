@@ -19,6 +19,15 @@ bool test_have_root(void);
 /* Whether the kernel lacks mount events (mount_notify_probe()); if so, says on stderr that the
  * case is skipped. */
 bool test_no_mount_events(void);
+/* One cmocka case run on each source of mount changes, named for it: the kernel's mount
+ * events, then libmount's monitor and mountinfo (the fallback).  setup finds *state pointing
+ * at a bool, true for the events (*(bool *)*state). */
+extern bool test_mount_events_on, test_mount_events_off;
+#define TEST_ON_BOTH_MOUNT_SOURCES(fn, setup, teardown)                       \
+	{ "events: " #fn, fn, setup, teardown, &test_mount_events_on },       \
+	{                                                                     \
+		"fallback: " #fn, fn, setup, teardown, &test_mount_events_off \
+	}
 
 /* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
 char *test_mkdtemp(const char *tag);
@@ -47,6 +56,8 @@ int test_run_capture2(const char *const argv[], char **ret_out, char **ret_err);
 char *test_csi_client(const char *sock, const char *stubs_dir, const char *dir, const char *calls);
 /* mkfs.ext4 -q -F dev (or xfs with -f). */
 int test_mkfs(const char *fstype, const char *dev);
+/* The superblock value name ("TYPE", "UUID") libblkid finds on dev into ret ("" for none). */
+void test_blkid_value(const char *dev, const char *name, char *ret, size_t size);
 
 int test_write_file(const char *path, const char *content);
 char *test_read_file(const char *path);

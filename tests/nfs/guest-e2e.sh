@@ -81,7 +81,8 @@ nfs_vol() { # NAME EXPORT [EXTRA SOURCE FIELDS] [EXTRA VOLUME FIELDS]
 try_write() { (echo "$2" >"$1") 2>&1; }
 
 # --- shared mode: mount, write, read-only, options, one mount for two pods ----------------
-start_agent shared
+# The node id is the Node's name, not the hostname, as a DaemonSet passes it.
+start_agent shared --node-id node-a
 t0=$(now_ms)
 write_pod p1 "{\"pod\": {\"uid\": \"p1\"}, \"volumes\": [$(nfs_vol data /export), $(nfs_vol ro /export '"readOnly": true')]}"
 d1=$(pod_dir p1 nfs data)
@@ -149,6 +150,21 @@ out=$(csi "Node/NodeUnpublishVolume {\"volume_id\": \"nfs1\", \"target_path\": \
 echo "$out" | sed 's/^/  csi: /'
 check "CSI: NodeUnpublishVolume and NodeUnstageVolume answer OK" test "$(echo "$out" | grep -c '^OK {}')" = 2
 check "CSI: target and staging dir are unmounted" sh -c "! awk '\$5 == \"$tgt\" || \$5 == \"$stg\"' /proc/self/mountinfo | grep -q ."
+
+# --- CSI as kubelet drives it: tests/kubelet/lifecycle.py from registration to unstage ------
+pv="{\"name\": \"pv-knfs\", \"handle\": \"nfs-kubelet\", \"accessModes\": [\"ReadWriteMany\"], \"mountOptions\": [\"vers=4.1\", \"timeo=50\"], \"volumeAttributes\": {\"type\": \"nfs\", \"server\": \"$SRV\", \"share\": \"/export\", \"mountOptions\": \"port=$NFS_PORT,retrans=2\"}}"
+t0=$(now_ms)
+timeout 300 /usr/bin/python3 "$REPO/tests/kubelet/lifecycle.py" --root "$KUBELET" \
+	--stub-dir "$W/stubs" --node-name node-a --node-label "kubernetes.io/hostname=$(hostname)" \
+	--label nfs --pv "$pv" >"$W/kubelet.out" 2>&1
+while IFS= read -r line; do
+	case $line in
+	"PASS: "*) pass "kubelet driver: ${line#PASS: }" ;;
+	"FAIL: "*) fail "kubelet driver: ${line#FAIL: }" ;;
+	*) echo "  kubelet driver: $line" ;;
+	esac
+done <"$W/kubelet.out"
+echo "  kubelet driver: $(since "$t0") ms"
 
 # --- a dead server: nothing hangs, other volumes converge, the volume heals ------------------
 write_pod p3 "{\"pod\": {\"uid\": \"p3\"}, \"volumes\": [$(nfs_vol data /export)]}"

@@ -12,19 +12,11 @@ case "$build" in /*) ;; *) build="$here/$build" ;; esac
 tmp=${TMPDIR:-/tmp}
 passed=0 failed=0 skipped=0
 
-skip() {
-	if [ "${CI:-}" = true ]; then
-		echo "rbd tests: $* (a failure in CI)"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	echo "skipped: $*"
-	exit 77
-}
+. "$here/tests/vm/testlib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root"
+[ "$(id -u)" = 0 ] || t_skip "rbd tests: needs root"
 for tool in ceph-mon ceph-osd rbd rbd-fuse; do
-	command -v "$tool" >/dev/null || skip "$tool not installed (scripts/install-deps test)"
+	command -v "$tool" >/dev/null || t_skip "rbd tests: $tool not installed (scripts/install-deps test)"
 done
 bins=()
 for b in "$build"/tests/test-rbd-*; do

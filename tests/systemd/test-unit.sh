@@ -27,21 +27,13 @@ case "$build" in /*) ;; *) build="$here/$build" ;; esac
 scale=${TEST_TIME_SCALE:-1}
 passed=0 failed=0
 
-skip() {
-	if [ "${CI:-}" = true ]; then
-		echo "systemd unit test: $* (a failure in CI)"
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-	echo "skipped: $*"
-	exit 77
-}
+. "$here/tests/vm/testlib.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root"
+[ "$(id -u)" = 0 ] || t_skip "systemd unit test: needs root"
 for tool in podman runc ceph-mon ceph-osd rbd rbd-fuse capsh; do
-	command -v "$tool" >/dev/null || skip "$tool not installed (scripts/install-deps test)"
+	command -v "$tool" >/dev/null || t_skip "systemd unit test: $tool not installed (scripts/install-deps test)"
 done
-[ -x /lib/systemd/systemd ] || skip "no /lib/systemd/systemd to boot in the container"
+[ -x /lib/systemd/systemd ] || t_skip "systemd unit test: no /lib/systemd/systemd to boot in the container"
 [ -x "$build/volagent" ] || { echo "no $build/volagent (run make)"; echo "0 passed, 1 failed"; exit 1; }
 
 T=$(mktemp -d /tmp/vsd.XXXXXX)

@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 t_need_qemu
 t_need_nfs_server
-t_need "the CSI client needs python3-grpcio and python3-grpc-tools" /usr/bin/python3 -c 'import grpc, grpc_tools' 
+t_need_csi_client
 
 t_agent_bin
 

@@ -1,13 +1,17 @@
 # shellcheck shell=bash
-# testlib.sh - sourced by the shell tests under tests/vm and tests/ceph: pass/fail counters,
-# the closing "N passed, N failed" line that tests/run-tests.sh reads, and skipping.
+# testlib.sh - sourced by the shell tests under tests/vm, tests/ceph, tests/deploy, tests/systemd
+# and tests/rbd/run.sh: pass/fail counters, the closing "N passed, N failed" line that
+# tests/run-tests.sh reads, and skipping.
 #
 #   t_pass NAME / t_fail NAME [WHY]   count one result and print it
 #   t_check NAME CMD...               pass if CMD succeeds
 #   t_need REASON CMD...              skip (exit 77, REASON as the last line) unless CMD
 #                                     succeeds; under CI=true a missing requirement fails
+#   t_skip REASON                     that skip, unconditionally (also for tests/deploy,
+#                                     tests/systemd and tests/rbd/run.sh)
 #   t_done                            print the closing line; exit 1 if anything failed
 #   t_need_qemu / t_need_nfs_server   the t_need lines of the VM tests and the NFS server
+#   t_need_csi_client                 the t_need line of the Python CSI client (tests/csi, tests/kubelet)
 #   t_nfs_server_stop DIR             stops the scripts/nfs-server started in DIR, if any
 #   t_agent_bin                       sets $agent: the agent under test ($VOLAGENT_BIN, else the
 #                                     build's), absolute; skips when it is not built
@@ -37,14 +41,15 @@ t_check() {
 t_need() {
 	local reason=$1
 	shift
-	if "$@" >/dev/null 2>&1; then
-		return 0
-	fi
+	"$@" >/dev/null 2>&1 || t_skip "$reason"
+}
+
+t_skip() {
 	if [ "${CI:-}" = true ]; then
-		t_fail "$reason (a requirement under CI)"
+		t_fail "$1 (a requirement under CI)"
 		t_done
 	fi
-	echo "SKIP: $reason"
+	echo "SKIP: $1"
 	exit 77
 }
 
@@ -63,6 +68,10 @@ t_need_nfs_server() {
 	t_need "ganesha.nfsd is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)" test -x /usr/bin/ganesha.nfsd
 	t_need "mount.nfs is not installed (apt-get install nfs-common)" test -x /sbin/mount.nfs
 	t_need "the NFS server needs root" test "$(id -u)" = 0
+}
+
+t_need_csi_client() {
+	t_need "the CSI client needs python3-grpcio and python3-grpc-tools" /usr/bin/python3 -c 'import grpc, grpc_tools'
 }
 
 t_agent_bin() {
