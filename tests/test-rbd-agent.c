@@ -641,6 +641,21 @@ static bool image_holds(const char *image, char ch)
 	return ok;
 }
 
+/* Lines of the agent's log that name mkfs, but for the start-up lines that say where each
+ * helper was found (msg=helper): a format would be one of them. */
+static int log_lines_naming_mkfs(const struct ctx *c)
+{
+	char *log = test_read_file(c->f->agent.log_path), *line, *save = NULL;
+	int n = 0;
+
+	for (line = log ? strtok_r(log, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, "mkfs") && !strstr(line, "msg=helper "))
+			n++;
+	free(log);
+	return n;
+}
+
 static void test_block_volume_map_write_restart(void **state)
 {
 	struct ctx *c = *state;
@@ -657,7 +672,7 @@ static void test_block_volume_map_write_restart(void **state)
 	/* Bytes written through the pod's file reach the image; nothing was formatted. */
 	dd_block(c, a, 'R');
 	assert_true(image_holds(c->image, 'R'));
-	assert_int_equal(fixture_log_count(c->f, "mkfs"), 0);
+	assert_int_equal(log_lines_naming_mkfs(c), 0);
 
 	/* SIGKILL and restart: adopted, not re-mapped. */
 	pid = fuse_pid(c);
