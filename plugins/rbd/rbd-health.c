@@ -56,7 +56,8 @@ static int split_monitor(const char *entry, char *host, size_t host_len, char *p
 /* Connects to addr and reads the messenger's banner, within deadline (CLOCK_MONOTONIC ms). */
 static int banner_from(const struct addrinfo *ai, uint64_t deadline)
 {
-	_cleanup_close_ int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	_cleanup_close_ int fd =
+		socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	struct pollfd p = { .fd = fd, .events = POLLOUT };
 	char banner[8];
 	size_t got = 0;
@@ -143,7 +144,7 @@ int rbd_health_probe(const char *monitors, uint64_t timeout_ms, struct error_inf
 			 r == -ETIMEDOUT ? "no banner within its share of the deadline"
 					 : strerror(-r));
 	}
-	return err_set(err, r == -ETIMEDOUT ? r : r == -EINVAL ? r : -EHOSTUNREACH,
+	return err_set(err, r == -ETIMEDOUT || r == -EINVAL ? r : -EHOSTUNREACH,
 		       "no monitor answered within %llums (%s)", (unsigned long long)timeout_ms,
 		       tried);
 }
