@@ -18,8 +18,9 @@
 #include "server-health.h"
 
 #define RBD_HEALTH_KEY_PREFIX "rbd cluster "
-/* The probe's deadline over all monitors. */
-#define RBD_HEALTH_PROBE_MS 2000
+/* The probe's deadline over all monitors: short, so that the attach that runs it still
+ * answers within a second (a monitor that runs sends its banner at once). */
+#define RBD_HEALTH_PROBE_MS 500
 
 /* Operations on a cluster in flight this long make it down (0: only timeouts do). */
 void rbd_health_set_hung_after(uint64_t ms);
