@@ -32,12 +32,49 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct server_entry servers[SERVER_HEALTH_MAX];
 static size_t n_servers;
 static uint64_t hung_after_ms = 5000;
+static struct {
+	char prefix[32];
+	uint64_t ms;
+} hung_after_for[4];
+static size_t n_hung_after_for;
 
 void server_health_set_hung_after(uint64_t ms)
 {
 	pthread_mutex_lock(&lock);
 	hung_after_ms = ms;
 	pthread_mutex_unlock(&lock);
+}
+
+int server_health_set_hung_after_for(const char *prefix, uint64_t ms)
+{
+	int r = -ENOSPC;
+
+	if (strlen(prefix) >= sizeof(hung_after_for[0].prefix))
+		return -EINVAL;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i <= n_hung_after_for && i < ARRAY_SIZE(hung_after_for); i++) {
+		if (i == n_hung_after_for) {
+			snprintf(hung_after_for[i].prefix, sizeof(hung_after_for[i].prefix), "%s",
+				 prefix);
+			n_hung_after_for++;
+		} else if (!streq(hung_after_for[i].prefix, prefix)) {
+			continue;
+		}
+		hung_after_for[i].ms = ms;
+		r = 0;
+		break;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+/* Lock held. */
+static uint64_t hung_after_of(const struct server_entry *s)
+{
+	for (size_t i = 0; i < n_hung_after_for; i++)
+		if (startswith(s->key, hung_after_for[i].prefix))
+			return hung_after_for[i].ms;
+	return hung_after_ms;
 }
 
 static struct server_entry *find(const char *key, bool create)
@@ -77,11 +114,12 @@ static void mark_up(struct server_entry *s, uint64_t now)
  * others (and for status, which asks too). */
 static void check_hung(struct server_entry *s, uint64_t now)
 {
-	for (struct server_health_op *o = s->ops; o && !s->down && hung_after_ms; o = o->next) {
+	uint64_t hung_after = hung_after_of(s);
+
+	for (struct server_health_op *o = s->ops; o && !s->down && hung_after; o = o->next) {
 		char why[96];
 
-		if (o->probe || o->started_ms < s->up_since_ms ||
-		    now - o->started_ms < hung_after_ms)
+		if (o->probe || o->started_ms < s->up_since_ms || now - o->started_ms < hung_after)
 			continue;
 		snprintf(why, sizeof(why), "an operation on it has not returned for %llus",
 			 (unsigned long long)((now - o->started_ms) / 1000));
@@ -158,6 +196,29 @@ out:
 	return r;
 }
 
+int server_health_gate(const char *key, struct server_health_op *op,
+		       int (*probe)(void *arg, struct error_info *err), void *arg,
+		       struct error_info *err)
+{
+	struct error_info perr = { 0 };
+	char why[sizeof(perr.msg) + 8];
+	int r = server_health_begin(key, op, err);
+
+	if (r <= 0)
+		return r;
+	r = probe(arg, &perr);
+	snprintf(why, sizeof(why), "probe: %s", err_msg(&perr));
+	server_health_probe_end(op, r == 0, r == 0 ? NULL : why);
+	/* Up now; or still down, refused with the usual message (the probe's answer its
+	 * reason, the next probe later). */
+	r = server_health_begin(key, op, err);
+	if (r == 1) { /* cannot be: the next probe is not due yet */
+		server_health_probe_end(op, false, why);
+		return err_set(err, -EHOSTUNREACH, "%s is down: %s", key, why);
+	}
+	return r;
+}
+
 void server_health_end(struct server_health_op *op, int result, const char *reason)
 {
 	uint64_t now = now_ms();
@@ -228,5 +289,6 @@ void server_health_reset(void)
 	pthread_mutex_lock(&lock);
 	n_servers = 0;
 	hung_after_ms = 5000;
+	n_hung_after_for = 0;
 	pthread_mutex_unlock(&lock);
 }

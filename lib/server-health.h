@@ -38,6 +38,9 @@ struct server_health_op {
 
 /* Operations in flight longer than this make their server down (0: only timeouts do). */
 void server_health_set_hung_after(uint64_t ms);
+/* The same for the servers whose key starts with prefix (a plugin's own setting: "rbd cluster
+ * "), instead of the one above.  At most 4 prefixes; -ENOSPC past that. */
+int server_health_set_hung_after_for(const char *prefix, uint64_t ms);
 
 /* Before an operation on server key that may hang.  Returns 0 (go on; end it with
  * server_health_end), 1 (the server is down and a probe is due: run it, then
@@ -50,6 +53,13 @@ void server_health_end(struct server_health_op *op, int result, const char *reas
 /* After a probe: answered makes the server up; else the next probe is due after the next
  * backoff step, reason saying why it failed. */
 void server_health_probe_end(struct server_health_op *op, bool answered, const char *reason);
+
+/* begin, with the probe run when it is due: probe(arg, err) returns 0 when the server
+ * answered.  Returns 0 (go on; end op with server_health_end), or -EHOSTUNREACH with err
+ * saying the server is down (the probe's answer the reason when it was run). */
+int server_health_gate(const char *key, struct server_health_op *op,
+		       int (*probe)(void *arg, struct error_info *err), void *arg,
+		       struct error_info *err);
 
 struct server_health_info {
 	char key[SERVER_HEALTH_KEY_MAX];

@@ -784,33 +784,26 @@ static int unmount_escalating(const char *path, struct error_info *err)
 static int mount_nfs_now(const struct nfs_volume *v, const struct mount_target *t,
 			 const char *canon, struct mount_job *job, struct error_info *err);
 
+/* The probe of a server that is down: TCP connect, then the NFS NULL call (nfs-probe.h). */
+static int probe_server(void *arg, struct error_info *err)
+{
+	const struct nfs_volume *v = arg;
+	int fd = -1, r = check_reachable(v, &fd, err);
+
+	return r < 0 ? r : nfs_probe_null(fd, settings.connect_timeout_ms, err);
+}
+
 /* The server's gate (server-health.h): begins op on v's server, running the probe when the
  * server is down and one is due.  Returns 0 (end op with server_health_end), or -errno with
  * err set: -EHOSTUNREACH while the server is down. */
 static int server_gate(const struct nfs_volume *v, struct server_health_op *op,
 		       struct error_info *err)
 {
-	char key[SERVER_MAX + 32], hp[SERVER_MAX + 16], why[sizeof(err->msg)];
-	int r, fd = -1;
+	char key[SERVER_MAX + 32], hp[SERVER_MAX + 16];
 
 	host_port(v, hp, sizeof(hp));
 	snprintf(key, sizeof(key), "nfs server %s", hp);
-	r = server_health_begin(key, op, err);
-	if (r <= 0)
-		return r;
-	r = check_reachable(v, &fd, err);
-	if (r == 0)
-		r = nfs_probe_null(fd, settings.connect_timeout_ms, err);
-	snprintf(why, sizeof(why), "probe: %s", err_msg(err));
-	server_health_probe_end(op, r == 0, r == 0 ? NULL : why);
-	/* Up now; or still down, refused with the usual message (the probe's answer its
-	 * reason, the next probe later). */
-	r = server_health_begin(key, op, err);
-	if (r == 1) { /* cannot be: the next probe is not due yet */
-		server_health_probe_end(op, false, why);
-		return err_set(err, -EHOSTUNREACH, "%s is down: %s", key, why);
-	}
-	return r;
+	return server_health_gate(key, op, probe_server, (void *)v, err);
 }
 
 /* Mounts v at t (canonical path canon), unless it is there already. */

@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent-fixture.h"
@@ -42,6 +43,7 @@ struct ctx {
 	char kubelet[64];	      /* short: the CSI socket's path must fit in 107 bytes */
 	struct secret_watch *disk;    /* the fixture's dir: state, root, the test's key file */
 	struct secret_watch *secrets; /* the secret dir, a tmpfs */
+	pid_t mon_stopped;	      /* the ceph-mon a test SIGSTOPped (teardown continues it) */
 };
 
 static int image_seq;
@@ -103,6 +105,8 @@ static int teardown(void **state)
 {
 	struct ctx *c = *state;
 
+	if (c->mon_stopped > 0)
+		kill(c->mon_stopped, SIGCONT);
 	if (c->f->agent.pid > 0)
 		fixture_stop(c->f, SIGTERM);
 	/* The agent leaves attachments to outlive it; a test cleans up what it made. */
@@ -824,6 +828,263 @@ static void test_csi_access_modes(void **state)
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
 }
 
+/* --- a Ceph cluster that is down: new attaches to it fail fast (rbd-health.h) --- */
+
+/* The PID of the cluster's ceph-mon, as scripts/ceph-cluster recorded it ("PID ceph-mon a"
+ * in $CEPH_DIR/run/started). */
+static pid_t mon_pid(void)
+{
+	const char *dir = getenv("CEPH_DIR");
+	char path[600], line[200];
+	pid_t pid = 0;
+	FILE *f;
+
+	if (!dir)
+		return 0;
+	snprintf(path, sizeof(path), "%s/run/started", dir);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		int p;
+		char name[32];
+		if (sscanf(line, "%d %31s", &p, name) == 2 && !strcmp(name, "ceph-mon"))
+			pid = p;
+	}
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+static int count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The processes whose parent is pid. */
+static int children_of(pid_t pid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		char path[300], line[128];
+		FILE *f;
+
+		if (atoi(de->d_name) <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
+		f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "PPid:", 5)) {
+				n += atoi(line + 5) == pid;
+				break;
+			}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct agent_procs {
+	pid_t pid;
+	int most; /* children */
+};
+
+static bool children_at_most(void *arg)
+{
+	struct agent_procs *a = arg;
+
+	return children_of(a->pid) <= a->most;
+}
+
+/* Whether status shows the cluster (key) in state. */
+static bool cluster_is(json_t *status, const void *arg)
+{
+	const char *const *want = arg;
+	json_t *s;
+	size_t i;
+
+	json_array_foreach(
+		json_object_get(status, "storage_servers"), i,
+		s) if (!strcmp(json_string_value(json_object_get(s, "server")) ?: "",
+			       want[0])) return !strcmp(json_string_value(json_object_get(s,
+											  "state"))
+								?: "",
+							want[1]);
+	return false;
+}
+
+/* The ceph-mon SIGSTOPped (it accepts connections and answers nothing): the first attach
+ * hangs until --rbd-timeout, the cluster is down after --rbd-hung-after, a CSI NodeStage to it
+ * answers UNAVAILABLE within a second naming it, a local volume goes through, and the agent
+ * starts no more helpers or threads while it lasts; SIGCONTed, the held pod's volume and a new
+ * NodeStage go through, same agent. */
+static void test_cluster_down_fails_fast(void **state)
+{
+	struct ctx *c = *state;
+	char sock[700], stg[700], img2[64], key[128], calls[4096], tgt[600], local[600], *out;
+	const char *down[] = { key, "down" }, *up[] = { key, "up" };
+	const char *python = "/usr/bin/python3";
+	struct agent_procs procs;
+	struct timespec t0, t1;
+	int th0, th1, ch0, ch1;
+	long ms;
+	pid_t mon = mon_pid(), agent;
+
+	if (access(python, X_OK) < 0 ||
+	    test_run((const char *const[]){ python, "-c", "import grpc, grpc_tools", NULL }) != 0)
+		skip();
+	assert_true(mon > 0);
+	snprintf(c->kubelet, sizeof(c->kubelet), "/tmp/vrbd-XXXXXX");
+	assert_non_null(mkdtemp(c->kubelet));
+	snprintf(sock, sizeof(sock), "%s/plugins/csi.volagent.io/csi.sock", c->kubelet);
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/d2/globalmount",
+		 c->kubelet);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, NULL }), 0);
+	snprintf(img2, sizeof(img2), "%s-2", c->image);
+	assert_int_equal(rt_create_image(img2, 64), 0);
+	snprintf(key, sizeof(key), "rbd cluster %s", rt.mon);
+	assert_int_equal(fixture_start(c->f,
+				       (const char *const[]){
+					       "--csi", "--kubelet-root-dir", c->kubelet,
+					       "--device-inventory", "false",
+					       "--rbd-attach-methods", "fuse", "--rbd-timeout",
+					       "4s", "--rbd-hung-after", "1s", "--backoff-max",
+					       "2s", "--log-level", "debug", NULL }),
+			 0);
+	agent = c->f->agent.pid;
+	assert_true(test_wait_until(socket_exists, sock, 10000));
+	assert_true(fixture_wait_ready(c->f, NULL, 10000));
+	out = csi(c, sock, "Identity/Probe {}\n"); /* its threads started: counted after */
+	free(out);
+	{
+		char task[64];
+		snprintf(task, sizeof(task), "/proc/%d/task", (int)agent);
+		th0 = count_entries(task);
+		ch0 = children_of(agent);
+
+		assert_int_equal(kill(mon, SIGSTOP), 0);
+		c->mon_stopped = mon;
+		write_pod(c, "p1", NULL, false);
+		pod_dir(c, "p1", tgt);
+		/* The first attach's helper hangs; after 1 s the cluster is down. */
+		assert_true(fixture_wait_status(c->f, NULL, cluster_is, down, 20000));
+		assert_false(test_is_mountpoint(tgt));
+
+		snprintf(calls, sizeof(calls),
+			 "Node/NodeStageVolume {\"volume_id\": \"d2\", \"staging_target_path\": "
+			 "\"%s\", " CAP ", " CTX("%s") "}\n",
+			 stg, rt.mon, rt.pool, img2, rt.key);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		out = csi(c, sock, calls);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		print_message("%s", out);
+		ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		print_message("NodeStageVolume to the stopped cluster answered in %ld ms (with "
+			      "python's start)\n",
+			      ms);
+		assert_answer(out, 0, "ERR UNAVAILABLE");
+		assert_answer(out, 0, "is down since 20");
+		{
+			char want[200];
+			snprintf(want, sizeof(want), "%s is down", key);
+			assert_answer(out, 0, want);
+		}
+		free(out);
+		ch1 = children_of(agent);
+		print_message("down, first helper still running: children %d -> %d\n", ch0, ch1);
+		assert_true(ch1 <= ch0 + 1);
+		/* The call's own time, without python's start: a second call, deadline 1 s. */
+		{
+			char *argv_out = NULL, input[700], stubs[700];
+			const char *argv[] = { python,	     "tests/csi/csi_client.py",
+					       "--socket",   sock,
+					       "--stub-dir", stubs,
+					       "--timeout",  "1",
+					       "--input",    input,
+					       NULL };
+			snprintf(input, sizeof(input), "%s/calls.txt", c->f->dir);
+			snprintf(stubs, sizeof(stubs), "%s/stubs", c->f->dir);
+			assert_int_equal(test_write_file(input, calls), 0);
+			assert_int_equal(test_run_capture(argv, &argv_out), 0);
+			unlink(input);
+			assert_answer(argv_out, 0, "ERR UNAVAILABLE");
+			free(argv_out);
+		}
+
+		/* Local volumes go on meanwhile. */
+		snprintf(local, sizeof(local), "%s",
+			 fixture_make_source(c->f, "localsrc", "local\n"));
+		assert_int_equal(fixture_write_local_pod(c->f, "l1", "v", local), 0);
+		{
+			char ld[600];
+			assert_true(fixture_wait_mounted(fixture_pod_dir(c->f, "l1", "v", ld),
+							 WAIT_MS));
+		}
+		/* The held attach times out (4 s) and is retried at backoff: refused, no new
+		 * helper; more NodeStage calls are refused too. */
+		{
+			char vol[128];
+			snprintf(vol, sizeof(vol), "volume=rbd:%s/%s", rt.pool, c->image);
+			assert_true(fixture_wait_log_line(c->f, vol, "is down since", WAIT_MS));
+		}
+		for (int i = 0; i < 3; i++) {
+			out = csi(c, sock, calls);
+			assert_answer(out, 0, "ERR UNAVAILABLE");
+			free(out);
+		}
+		th1 = count_entries(task);
+		ch1 = children_of(agent);
+		print_message("down: threads %d -> %d, children %d -> %d\n", th0, th1, ch0, ch1);
+		assert_true(th1 <= th0 + 2);
+		assert_true(ch1 <= ch0 + 1);
+		assert_false(test_is_mountpoint(tgt));
+
+		assert_int_equal(kill(mon, SIGCONT), 0);
+		c->mon_stopped = 0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		assert_true(fixture_wait_mounted(tgt, WAIT_MS));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		print_message("the held pod's volume mounted %ld ms after SIGCONT\n",
+			      (long)((t1.tv_sec - t0.tv_sec) * 1000 +
+				     (t1.tv_nsec - t0.tv_nsec) / 1000000));
+		assert_true(fixture_wait_status(c->f, NULL, cluster_is, up, WAIT_MS));
+		out = csi(c, sock, calls);
+		print_message("%s", out);
+		assert_answer(out, 0, "OK {}");
+		free(out);
+		assert_int_equal(c->f->agent.pid, agent);
+		assert_int_equal(kill(agent, 0), 0);
+		th1 = count_entries(task);
+		procs = (struct agent_procs){ .pid = agent, .most = ch0 };
+		assert_true(test_wait_until(children_at_most, &procs, WAIT_MS));
+		print_message("up: threads %d -> %d\n", th0, th1);
+		assert_true(th1 <= th0 + 2);
+	}
+
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeUnstageVolume {\"volume_id\": \"d2\", \"staging_target_path\": \"%s\"}\n",
+		 stg);
+	out = csi(c, sock, calls);
+	assert_answer(out, 0, "OK {}");
+	free(out);
+	remove_pod(c, "p1");
+	assert_int_equal(fixture_remove_pod(c->f, "l1.json"), 0);
+	assert_true(fixture_wait_unmounted(tgt, WAIT_MS));
+	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+	assert_true(rt_wait_no_watchers(img2, WAIT_MS));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -839,6 +1100,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_csi_access_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_volume_map_write_restart, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_cluster_down_fails_fast, setup, teardown),
 	};
 
 	rt_init();

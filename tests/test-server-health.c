@@ -193,10 +193,72 @@ static void test_probe_real_server(void **state)
 	assert_int_equal(nfs_probe_null(connect_to(s->port), 2000, &err), 0);
 }
 
+/* The probe of the gate: counts its runs, answers as *arg says. */
+static int probe_runs;
+
+static int fake_probe(void *arg, struct error_info *err)
+{
+	probe_runs++;
+	return *(bool *)arg ? 0 : err_set(err, -ETIMEDOUT, "no banner");
+}
+
+/* A plugin's own hung-after for its keys (rbd's "rbd cluster "), the others keeping theirs;
+ * the gate runs the probe when due, once, and lets the caller through when it answered.
+ * (The probe here is a function of the test: this is the state's logic; the rbd probe runs
+ * against a stopped ceph-mon in test-rbd-agent.) */
+static void test_hung_after_for_and_gate(void **state)
+{
+	struct server_health_op hung, hung2, op;
+	struct error_info err = { 0 };
+	bool answers = false;
+
+	server_health_reset();
+	server_health_set_hung_after(60000);
+	assert_int_equal(server_health_set_hung_after_for("rbd cluster ", 200), 0);
+	assert_int_equal(server_health_set_hung_after_for("rbd cluster ", 200), 0);
+	assert_int_equal(server_health_begin("rbd cluster m:6789", &hung, &err), 0);
+	assert_int_equal(server_health_begin("nfs server a:2049", &hung2, &err), 0);
+	sleep_ms(300);
+	/* rbd's limit (200 ms) passed, NFS's (60 s) not. */
+	assert_int_equal(server_health_gate("nfs server a:2049", &op, fake_probe, &answers, &err),
+			 0);
+	server_health_end(&op, 0, NULL);
+	assert_int_equal(server_health_gate("rbd cluster m:6789", &op, fake_probe, &answers, &err),
+			 -EHOSTUNREACH);
+	assert_non_null(strstr(err.msg, "rbd cluster m:6789 is down since 20"));
+	assert_int_equal(probe_runs, 0);
+	sleep_ms(1100); /* the first probe is due after 1 s: it runs, not answered */
+	assert_int_equal(server_health_gate("rbd cluster m:6789", &op, fake_probe, &answers, &err),
+			 -EHOSTUNREACH);
+	assert_int_equal(probe_runs, 1);
+	assert_non_null(strstr(err.msg, "probe: no banner"));
+	assert_int_equal(server_health_gate("rbd cluster m:6789", &op, fake_probe, &answers, &err),
+			 -EHOSTUNREACH);
+	assert_int_equal(probe_runs, 1); /* the next is due 2 s later */
+	sleep_ms(2100);
+	answers = true;
+	assert_int_equal(server_health_gate("rbd cluster m:6789", &op, fake_probe, &answers, &err),
+			 0);
+	assert_int_equal(probe_runs, 2);
+	assert_false(info_of("rbd cluster m:6789")->down);
+	server_health_end(&op, 0, NULL);
+	server_health_end(&hung, -ETIMEDOUT, "timed out");
+	server_health_end(&hung2, 0, NULL);
+	assert_true(info_of("rbd cluster m:6789")->down);
+	for (int i = 0; i < 3; i++) {
+		char p[16];
+		snprintf(p, sizeof(p), "p%d ", i);
+		assert_int_equal(server_health_set_hung_after_for(p, 1), 0);
+	}
+	assert_int_equal(server_health_set_hung_after_for("p3 ", 1), -ENOSPC);
+	server_health_reset();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_down_up_and_probes),
+		cmocka_unit_test(test_hung_after_for_and_gate),
 		cmocka_unit_test_setup_teardown(test_probe_real_server, server_setup,
 						server_teardown),
 	};

@@ -7,18 +7,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "macro.h"
 #include "rbd-ceph.h"
+#include "rbd-health.h"
 
 #define DLOPEN_NOTE_TYPE 0x407c0c0a /* FDO_DLOPEN_METADATA */
 #define DLOPEN_NOTE_JSON                                                                        \
@@ -131,58 +129,6 @@ struct rbd_ceph *rbd_ceph_free(struct rbd_ceph *c)
 	return NULL;
 }
 
-/* Whether a TCP connection to one monitor ("host:port", "v1:host:port", "[::1]:port";
- * port 6789 when none) opens within timeout_ms. */
-static bool mon_answers(const char *mon, int timeout_ms)
-{
-	char host[256], port[16] = "6789";
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
-	const char *colon;
-	bool ok = false;
-
-	if (startswith(mon, "v1:") || startswith(mon, "v2:"))
-		mon += 3;
-	snprintf(host, sizeof(host), "%s", mon);
-	colon = strrchr(host, ':');
-	if (colon && (host[0] != '[' || colon > strchr(host, ']'))) {
-		snprintf(port, sizeof(port), "%.*s", (int)strcspn(colon + 1, "/"), colon + 1);
-		host[colon - host] = '\0';
-	}
-	if (host[0] == '[') {
-		memmove(host, host + 1, strlen(host));
-		host[strcspn(host, "]")] = '\0';
-	}
-	if (getaddrinfo(host, port, &hints, &ai) != 0)
-		return false;
-	for (struct addrinfo *a = ai; a && !ok; a = a->ai_next) {
-		int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e = 0;
-		socklen_t len = sizeof(e);
-		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-
-		if (fd < 0)
-			continue;
-		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-			ok = true;
-		else if (errno == EINPROGRESS && poll(&pfd, 1, timeout_ms) == 1 &&
-			 getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 && e == 0)
-			ok = true;
-		close(fd);
-	}
-	freeaddrinfo(ai);
-	return ok;
-}
-
-static bool any_mon_answers(const char *monitors)
-{
-	_cleanup_free_ char *copy = strdup(monitors);
-	char *m, *save = NULL;
-
-	for (m = copy ? strtok_r(copy, ",", &save) : NULL; m; m = strtok_r(NULL, ",", &save))
-		if (mon_answers(m, 1000))
-			return true;
-	return false;
-}
-
 int rbd_ceph_connect(const struct rbd_credentials *cred, uint64_t timeout_ms, struct rbd_ceph **ret,
 		     struct error_info *err)
 {
@@ -237,8 +183,10 @@ int rbd_ceph_connect(const struct rbd_credentials *cred, uint64_t timeout_ms, st
 		case ETIMEDOUT:
 		case EINTR:
 			/* A monitor that refuses the key makes the client hunt until the timeout:
-			 * tell that from a cluster that does not answer at all. */
-			if (any_mon_answers(cred->monitors))
+			 * tell that from a cluster that does not answer at all (the messenger's
+			 * banner, rbd-health.h: the kernel accepts connections to a stopped
+			 * monitor too). */
+			if (rbd_health_probe(cred->monitors, RBD_HEALTH_PROBE_MS, NULL) == 0)
 				return err_set(
 					err, -EACCES,
 					"authentication as client.%s failed: monitors %s answer "

@@ -11,12 +11,14 @@
 #include "macro.h"
 #include "process.h"
 #include "rbd-cluster.h"
+#include "rbd-health.h"
 
 #define HELPER_OUTPUT_MAX (256 * 1024)
 
 struct rbd_cluster {
 	char *monitors, *user, *keyring, *keyfile, *key;
 	uint64_t timeout_ms;
+	bool track_health; /* each helper run through the cluster's gate (rbd-health.h) */
 };
 
 static const char *helper_path = "/proc/self/exe";
@@ -174,10 +176,36 @@ out:
 	return r;
 }
 
+void rbd_cluster_track_health(struct rbd_cluster *c)
+{
+	c->track_health = true;
+}
+
+/* helper_run through the cluster's gate when its health is tracked: refused at once while
+ * the cluster is down, and a run that times out makes it down. */
+static int helper_call(struct rbd_cluster *c, const char *op, json_t *extra, json_t **ret,
+		       struct error_info *err)
+{
+	struct server_health_op gate = { 0 };
+	struct error_info own = { 0 }, *e = err ? err : &own;
+	int r;
+
+	if (c->track_health && c->monitors) {
+		r = rbd_health_begin(c->monitors, &gate, e);
+		if (r < 0) {
+			json_decref(extra);
+			return r;
+		}
+	}
+	r = helper_run(c, op, extra, ret, e);
+	rbd_health_end(&gate, r, e);
+	return r;
+}
+
 int rbd_cluster_check(struct rbd_cluster *c, struct error_info *err)
 {
 	json_t *answer = NULL;
-	int r = helper_run(c, "check", NULL, &answer, err);
+	int r = helper_call(c, "check", NULL, &answer, err);
 
 	json_decref(answer);
 	return r;
@@ -194,7 +222,7 @@ int rbd_cluster_watchers(struct rbd_cluster *c, const char *pool, const char *im
 
 	if (!req)
 		return -ENOMEM;
-	r = helper_run(c, "watchers", req, &answer, err);
+	r = helper_call(c, "watchers", req, &answer, err);
 	if (r < 0)
 		return r;
 	ws = json_object_get(answer, "watchers");
@@ -228,7 +256,7 @@ int rbd_cluster_blocklist(struct rbd_cluster *c, const char *addr, uint32_t expi
 
 	if (!req)
 		return -ENOMEM;
-	r = helper_run(c, "blocklist", req, &answer, NULL);
+	r = helper_call(c, "blocklist", req, &answer, NULL);
 	json_decref(answer);
 	return r;
 }

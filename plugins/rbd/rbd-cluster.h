@@ -61,6 +61,11 @@ int rbd_cluster_watchers(struct rbd_cluster *c, const char *pool, const char *im
  * -EACCES otherwise. */
 int rbd_cluster_blocklist(struct rbd_cluster *c, const char *addr, uint32_t expire_s);
 
+/* From now on each call on c goes through the cluster's gate (rbd-health.h): -EHOSTUNREACH
+ * at once while the cluster is down, and a call that times out makes it down.  The plugin
+ * sets it; a test using the calls in-process need not. */
+void rbd_cluster_track_health(struct rbd_cluster *c);
+
 /* Connects and disconnects, nothing else: are the monitors there and is the key accepted? */
 int rbd_cluster_check(struct rbd_cluster *c, struct error_info *err);
 

@@ -41,6 +41,7 @@
 #include "plugin.h"
 #include "rbd-attach.h"
 #include "rbd-cluster.h"
+#include "rbd-health.h"
 #include "rbd-util.h"
 
 #define DEFAULT_POOL "rbd"
@@ -332,6 +333,21 @@ release:
 	return 0;
 }
 
+/* A map (krbd, rbd-nbd, rbd-fuse) through the cluster's gate (rbd-health.h): refused at once
+ * while the cluster is down; one that hangs or times out makes it down. */
+static int attach_method_gated(const struct rbd_params *p, enum rbd_method m,
+			       struct device_attachment *ret, struct error_info *err)
+{
+	struct server_health_op gate;
+	int r = rbd_health_begin(p->monitors, &gate, err);
+
+	if (r < 0)
+		return r;
+	r = rbd_attach_method(p, m, ret, err);
+	rbd_health_end(&gate, r, err);
+	return r;
+}
+
 static int attach_image(const struct volume_spec *spec, bool read_only,
 			struct device_attachment *ret, struct error_info *err)
 {
@@ -369,6 +385,7 @@ static int attach_image(const struct volume_spec *spec, bool read_only,
 				p.timeout_ms, &c, err);
 	if (r < 0)
 		goto out;
+	rbd_cluster_track_health(c);
 	r = rbd_cluster_watchers(c, p.pool, p.image, &before, &n_before, err);
 	if (r < 0)
 		goto out;
@@ -416,9 +433,14 @@ static int attach_image(const struct volume_spec *spec, bool read_only,
 		}
 		(void)rbd_record_write(p.record_path, &att);
 		device_attachment_clear(&att);
-		r = rbd_attach_method(&p, method, &att, &merr);
+		r = attach_method_gated(&p, method, &att, &merr);
 		if (r == 0)
 			break;
+		if (r == -EHOSTUNREACH) { /* the cluster is down: no other method either */
+			unlink(p.record_path);
+			r = err_set(err, r, "%s", err_msg(&merr));
+			goto out;
+		}
 		snprintf(failures + len, sizeof(failures) - len, "%s%s: %s", len ? "; " : "", m,
 			 err_msg(&merr));
 		log_debug("rbd", "attach method failed, trying the next", "volume", p.name,
@@ -492,6 +514,8 @@ static int detach_image(const struct volume_spec *spec, const struct device_atta
 										      "secretFile"),
 					.key = p.key },
 				p.timeout_ms, &c, &ignored);
+		if (c)
+			rbd_cluster_track_health(c);
 		forget_dead_client(&p, c, use);
 	}
 	if (use == &rec || !rec.device_path || streq_ptr(rec.device_path, att->device_path))
@@ -813,6 +837,12 @@ static int set_op_timeout(const char *value, uint64_t ms, struct error_info *err
 	return 0;
 }
 
+static int set_hung_after(const char *value, uint64_t ms, struct error_info *err)
+{
+	rbd_health_set_hung_after(ms);
+	return 0;
+}
+
 static int set_nbd_reattach(const char *value, uint64_t ms, struct error_info *err)
 {
 	if (ms < 1000)
@@ -831,6 +861,10 @@ static const struct plugin_option rbd_options[] = {
 	{ "rbd-nbd-reattach-timeout", PLUGIN_OPTION_DURATION, "5m",
 	  "a dead rbd-nbd's device holds its I/O this long for a new rbd-nbd (an agent restart)",
 	  set_nbd_reattach },
+	{ "rbd-hung-after", PLUGIN_OPTION_DURATION, "10s",
+	  "an attach or cluster call in flight this long makes its Ceph cluster down: new ones "
+	  "to it fail at once until a monitor answers a probe; 0: only a timeout does",
+	  set_hung_after },
 	{ 0 }
 };
 
