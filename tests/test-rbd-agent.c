@@ -641,6 +641,20 @@ static bool image_holds(const char *image, char ch)
 	return ok;
 }
 
+/* The lines of the agent's log that mention text, except the start-up's list of the helpers
+ * it found ("msg=helper name=mkfs.ext4 path=..."). */
+static int log_lines_mentioning(const struct ctx *c, const char *text)
+{
+	char *log = test_read_file(c->f->agent.log_path), *line, *save = NULL;
+	int n = 0;
+
+	for (line = log ? strtok_r(log, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save))
+		n += strstr(line, text) && !strstr(line, "msg=helper ");
+	free(log);
+	return n;
+}
+
 static void test_block_volume_map_write_restart(void **state)
 {
 	struct ctx *c = *state;
@@ -657,7 +671,7 @@ static void test_block_volume_map_write_restart(void **state)
 	/* Bytes written through the pod's file reach the image; nothing was formatted. */
 	dd_block(c, a, 'R');
 	assert_true(image_holds(c->image, 'R'));
-	assert_int_equal(fixture_log_count(c->f, "mkfs"), 0);
+	assert_int_equal(log_lines_mentioning(c, "mkfs"), 0);
 
 	/* SIGKILL and restart: adopted, not re-mapped. */
 	pid = fuse_pid(c);
