@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,57 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-util.h"
 #include "testlib.h"
 
 #define KEY "AQBvolagentDumpCanaryKey0123456789abcdef=="
-
-static bool core_pattern_is_plain(void)
-{
-	char *p = test_read_file("/proc/sys/kernel/core_pattern");
-	bool plain = p && p[0] && p[0] != '|' && !strchr(p, '/');
-
-	free(p);
-	return plain;
-}
-
-/* Whether any file in dir holds KEY. */
-static bool key_in_dir(const char *dir, int *ret_files)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	bool found = false;
-
-	*ret_files = 0;
-	while (d && (de = readdir(d))) {
-		char path[600];
-		FILE *f;
-		char *buf;
-		size_t n;
-
-		if (strncmp(de->d_name, "core", 4) != 0)
-			continue;
-		(*ret_files)++;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		f = fopen(path, "re");
-		buf = malloc(1 << 20);
-		assert_non_null(buf);
-		while (f && (n = fread(buf, 1, (1 << 20) - 1, f)) > 0) {
-			/* a key split across two reads is missed: the reads overlap below */
-			if (memmem(buf, n, KEY, strlen(KEY)))
-				found = true;
-			if (n > strlen(KEY))
-				fseek(f, -(long)strlen(KEY), SEEK_CUR);
-			if (n < (1 << 20) - 1)
-				break;
-		}
-		free(buf);
-		if (f)
-			fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
 
 /* Runs `BIN rbd-helper check` in dir with the forced abort asked for and a request with KEY
  * on stdin; returns its wait status. */
@@ -110,12 +62,12 @@ static void test_crash_leaves_no_key(void **state)
 	char *dir = test_mkdtemp("rbd-dump");
 	int status, files;
 
-	if (!core_pattern_is_plain())
+	if (!test_core_pattern_is_plain())
 		skip(); /* core_pattern is not a plain file name */
 	status = run_helper_with_fault(test_volagent_test_bin(), dir);
 	assert_true(WIFSIGNALED(status));
 	assert_int_equal(WTERMSIG(status), SIGABRT);
-	assert_false(key_in_dir(dir, &files));
+	assert_int_equal(test_core_files_count(dir, KEY, &files), 0);
 	assert_int_equal(files, 0); /* non-dumpable: no core at all */
 	test_rm_rf(dir);
 	free(dir);
