@@ -258,20 +258,29 @@ static void csi_check(struct agent_fixture *f, const char *sock, const char *cal
  * canaries in the capability's mount_flags, the volume_context's mountOptions and secrets,
  * its server never answering: checked while the call is in flight (status and journal hold
  * the volume) and after it failed. */
+/* The one NodeStageVolume call (with every canary) of volume nfs-NAME to port, into calls;
+ * its staging dir (pv NAME) is made. */
+static void stage_call(const char *kubelet, const char *name, int port, char *calls, size_t size)
+{
+	char stg[700];
+
+	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/%s/globalmount",
+		 kubelet, name);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, NULL }), 0);
+	snprintf(calls, size,
+		 "Node/NodeStageVolume {\"volume_id\": \"nfs-%s\", \"staging_target_path\": "
+		 "\"%s\", \"volume_capability\": " CAP_FLAGS ", " CONTEXT "}\n",
+		 name, stg, port);
+}
+
 static void test_csi_stage(void **state)
 {
 	struct agent_fixture *f = *state;
-	char kubelet[600], sock[700], stg[700], calls[4096];
+	char kubelet[600], sock[700], calls[4096];
 	int fds[3], hung = hung_server(fds);
 
 	csi_agent_start(f, "shared", kubelet, sock);
-	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/hung/globalmount",
-		 kubelet);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, NULL }), 0);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"nfs-hung\", \"staging_target_path\": "
-		 "\"%s\", \"volume_capability\": " CAP_FLAGS ", " CONTEXT "}\n",
-		 stg, hung);
+	stage_call(kubelet, "hung", hung, calls, sizeof(calls));
 	csi_check(f, sock, calls, "\"volume_id\":\"nfs-hung\"", "csi:nfs-hung", 0);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
@@ -314,7 +323,7 @@ static void test_csi_publish(void **state)
 static void test_csi_secret_not_in_core(void **state)
 {
 	struct agent_fixture *f = *state;
-	char kubelet[600], sock[700], stg[700], calls[4096], journal[700], cwd[PATH_MAX];
+	char kubelet[600], sock[700], calls[4096], journal[700], cwd[PATH_MAX];
 	struct rlimit old, unlimited = { RLIM_INFINITY, RLIM_INFINITY };
 	char *bin = realpath(test_volagent_bin(), NULL); /* the agent starts in f->dir */
 	int fds[3], hung, files, secrets, encoded, contexts;
@@ -335,13 +344,7 @@ static void test_csi_secret_not_in_core(void **state)
 	assert_int_equal(chdir(cwd), 0);
 	assert_int_equal(setrlimit(RLIMIT_CORE, &old), 0);
 
-	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/csi.volagent.io/core/globalmount",
-		 kubelet);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", stg, NULL }), 0);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"nfs-core\", \"staging_target_path\": "
-		 "\"%s\", \"volume_capability\": " CAP_FLAGS ", " CONTEXT "}\n",
-		 stg, hung);
+	stage_call(kubelet, "core", hung, calls, sizeof(calls));
 	snprintf(journal, sizeof(journal), "%s/journal.json", f->state);
 	csi_start(f, sock, calls, &c);
 	assert_true(test_wait_file_text(journal, "\"volume_id\":\"nfs-core\"", true, WAIT_MS));
