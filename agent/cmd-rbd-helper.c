@@ -10,11 +10,9 @@
  * "message":"..."}}.  Exit 0 ok, 1 the operation failed, 2 bad usage or request, 3 the Ceph
  * libraries cannot be loaded.  docs/rbd.md describes the protocol.
  *
- * VOLAGENT_RBD_HELPER_FAULT=hang|abort[:FILE] (tests only): a forced failure after the
- * request was read, for the daemon's deadline and crash handling, which cannot be produced
- * for real on demand.  With :FILE only the run that creates FILE fails (once). */
+ * The tests' forced failures (a hang or a crash after the request was read) exist only in
+ * their build, $(BUILD)/volagent-test (rbd-helper-fault.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +23,7 @@
 #include "commands.h"
 #include "macro.h"
 #include "rbd-ceph.h"
+#include "rbd-helper-fault.h"
 
 #define REQUEST_MAX (64 * 1024)
 #define EXIT_FAILED 1
@@ -75,26 +74,6 @@ static const char *req_str(json_t *req, const char *key, const char **bad)
 	if (v && !json_is_string(v) && !*bad)
 		*bad = key;
 	return json_string_value(v);
-}
-
-static void forced_fault(void)
-{
-	const char *f = getenv("VOLAGENT_RBD_HELPER_FAULT"), *once;
-
-	if (!f)
-		return;
-	once = strchr(f, ':');
-	if (once) {
-		int fd = open(once + 1, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return; /* failed once already */
-		close(fd);
-	}
-	if (startswith(f, "hang")) /* forced failure (tests): a Ceph call that never returns */
-		for (;;)
-			pause();
-	if (startswith(f, "abort")) /* forced failure (tests): a crash inside the library */
-		abort();
 }
 
 int cmd_rbd_helper(int argc, char **argv)
@@ -177,7 +156,8 @@ int cmd_rbd_helper(int argc, char **argv)
 			json_decref(req);
 			return answer_error(-EINVAL, msg, EXIT_USAGE);
 		}
-		forced_fault();
+		if (rbd_helper_fault_apply) /* a test build only */
+			rbd_helper_fault_apply();
 		r = rbd_ceph_connect(&cred, (uint64_t)timeout_ms, &c, &err);
 		if (r == 0 && streq(op, "check")) {
 			answer = json_object();

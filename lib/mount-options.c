@@ -132,6 +132,29 @@ char *mount_options_selinux(char *const *v)
 	return mount_options_join(labels);
 }
 
+char **mount_options_own_mount(char *const *v, bool read_only)
+{
+	size_t n = mount_options_count(v), k = 0;
+	char **own = calloc(n + 4, sizeof(*own));
+	bool suid = false, dev = false;
+
+	if (!own)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		own[k++] = v[i];
+		/* asked for, or already there */
+		suid = suid || streq(v[i], "suid") || streq(v[i], "nosuid");
+		dev = dev || streq(v[i], "dev") || streq(v[i], "nodev");
+	}
+	if (read_only)
+		own[k++] = (char *)"ro";
+	if (!suid)
+		own[k++] = (char *)"nosuid";
+	if (!dev)
+		own[k++] = (char *)"nodev";
+	return own;
+}
+
 char *mount_options_join(char *const *v)
 {
 	size_t len = 1;

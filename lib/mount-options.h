@@ -45,6 +45,12 @@ bool mount_option_is_selinux(const char *opt);
  * none.  Returns a new string or NULL on ENOMEM. */
 char *mount_options_selinux(char *const *v);
 
+/* The options of a mount the agent makes itself: v, plus "ro" when read_only, "nosuid"
+ * unless v has "suid" or "nosuid", and "nodev" unless it has "dev" or "nodev" (a volume's
+ * set-uid files and device nodes do not count on the host unless the volume asks).  Returns a
+ * new vector of v's own strings (free the vector only, not its items), or NULL on ENOMEM. */
+char **mount_options_own_mount(char *const *v, bool read_only);
+
 /* Joins v with ','.  Returns a new string ("" for none) or NULL on ENOMEM. */
 char *mount_options_join(char *const *v);
 

@@ -14,3 +14,13 @@ RBD_TEST_BINS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(RBD_TEST_SRCS))
 check: $(RBD_TEST_BINS)
 $(RBD_TEST_BINS): LIBS_EXTRA += -lrbd -lrados
 CHECK_SCRIPTS += tests/rbd/run.sh
+
+# The agent the tests run where they force a failure of `volagent rbd-helper` (a hang, a
+# crash): build/volagent plus tests/lib/rbd-helper-fault.o, the only definition of the seam in
+# plugins/rbd/rbd-helper-fault.h.  build/volagent has none of it (test-rbd-helper-dump checks).
+VOLAGENT_TEST_BIN := $(BUILD)/volagent-test
+$(VOLAGENT_TEST_BIN): $(BUILD)/agent/main.o $(BUILD)/tests/lib/rbd-helper-fault.o \
+		      $(BUILD)/libvolagent.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
+check: $(VOLAGENT_TEST_BIN)
+$(RBD_TEST_BINS): | $(VOLAGENT_TEST_BIN)

@@ -19,27 +19,12 @@
 int device_fs_join_options(char *const *mount_options, bool read_only, char **ret,
 			   struct error_info *err)
 {
-	size_t n = mount_options_count(mount_options), limit = (size_t)sysconf(_SC_PAGESIZE), k;
-	_cleanup_free_ char **v = calloc(n + 4, sizeof(*v));
-	bool suid = false, dev = false;
+	size_t n = mount_options_count(mount_options), limit = (size_t)sysconf(_SC_PAGESIZE);
+	_cleanup_free_ char **v = mount_options_own_mount(mount_options, read_only);
 	char *joined;
 
 	if (!v)
 		return -ENOMEM;
-	/* A vector of borrowed strings: mount_options_join only reads it. */
-	for (size_t i = 0; i < n; i++) {
-		v[i] = mount_options[i];
-		suid = suid || streq(v[i], "suid");
-		dev = dev || streq(v[i], "dev");
-	}
-	k = n;
-	if (read_only)
-		v[k++] = (char *)"ro";
-	/* A volume's set-uid files and device nodes do not count on the host unless it asks. */
-	if (!suid)
-		v[k++] = (char *)"nosuid";
-	if (!dev)
-		v[k++] = (char *)"nodev";
 	joined = mount_options_join(v);
 	if (!joined)
 		return -ENOMEM;

@@ -4,9 +4,10 @@
  * Spec: pod spec files give {"nfs": {"server": ..., "path": ..., "readOnly": bool}} and the
  * volume's "mountOptions" (Kubernetes' names); a CSI volume_context gives type=nfs, server,
  * share (or path) and mountOptions (one comma-separated string), plus the capability's mount
- * flags.  The mount is source "server:/path" ("[v6addr]:/path") with exactly the spec's
- * options, plus "ro" when read-only: nothing else is added (kubelet's nfs plugin does the
- * same; mount.nfs itself adds addr= and clientaddr=).
+ * flags.  The mount is source "server:/path" ("[v6addr]:/path") with the spec's options,
+ * plus "ro" when read-only, and "nosuid" and "nodev" unless the options ask "suid" or "dev"
+ * (as on the agent's device mounts; kubelet's nfs plugin adds neither; mount.nfs itself
+ * adds addr= and clientaddr=).
  *
  * Modes (--nfs-mode, this plugin's option):
  *   shared (default): one NFS mount per node per export and options, at the node-wide dir the
@@ -402,10 +403,19 @@ static int nfs_volume_finish(struct nfs_volume *v, int r, struct error_info *err
 	return r;
 }
 
-/* The options for a message: "vers=4.1,password=****". */
+/* The options of the mount: the spec's, plus nosuid and nodev unless it asks suid or dev
+ * (a vector of v's strings: free the vector only).  Not in v->options, which names the
+ * volume: the names of the mounts older agents made stay the same. */
+static char **mount_options_of(const struct nfs_volume *v)
+{
+	return mount_options_own_mount(v->options, false);
+}
+
+/* The options of the mount for a message: "vers=4.1,password=****,nosuid,nodev". */
 static void options_for_message(const struct nfs_volume *v, char *buf, size_t size)
 {
-	_cleanup_free_ char *m = mount_options_mask(v->options, v->sensitive);
+	_cleanup_free_ char **o = mount_options_of(v);
+	_cleanup_free_ char *m = o ? mount_options_mask(o, v->sensitive) : NULL;
 
 	snprintf(buf, size, "%s", m && *m ? m : "none");
 }
@@ -810,7 +820,8 @@ static int server_gate(const struct nfs_volume *v, struct server_health_op *op,
 static int mount_nfs_at(const struct nfs_volume *v, const struct mount_target *t, const char *canon,
 			struct error_info *err)
 {
-	_cleanup_free_ char *opts = mount_options_join(v->options);
+	_cleanup_free_ char **own = mount_options_of(v);
+	_cleanup_free_ char *opts = own ? mount_options_join(own) : NULL;
 	struct mount_job job = { .source = v->source, .dir_fd = t->parent_fd, .name = t->name };
 	struct server_health_op op;
 	struct mount_entry e;

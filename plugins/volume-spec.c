@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "macro.h"
+#include "secret-mem.h"
 #include "volume-spec.h"
 
 /* The mount options of every spec that has none (never written to). */
@@ -32,30 +32,6 @@ struct volume_spec *volume_spec_ref(struct volume_spec *s)
 	return s;
 }
 
-/* A secret entry's memory: pages of its own, left out of core dumps (MADV_DONTDUMP), so a
- * dump of the daemon never holds a Ceph key; the length is kept before the entry. */
-static char *secret_alloc(size_t size)
-{
-	size_t total = size + sizeof(size_t);
-	size_t *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED)
-		return NULL;
-	(void)madvise(p, total, MADV_DONTDUMP);
-	*p = total;
-	return (char *)(p + 1);
-}
-
-static void secret_free(char *kv)
-{
-	size_t *p = kv ? (size_t *)kv - 1 : NULL;
-
-	if (!p)
-		return;
-	explicit_bzero(kv, *p - sizeof(size_t));
-	munmap(p, *p);
-}
-
 struct volume_spec *volume_spec_unref(struct volume_spec *s)
 {
 	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
@@ -64,7 +40,7 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 		free(s->attrs[i].key); /* the value is in the same allocation */
 	free(s->attrs);
 	for (size_t i = 0; i < s->n_secrets; i++)
-		secret_free(s->secrets[i].key); /* wiped first */
+		secret_mem_free(s->secrets[i].key); /* wiped first */
 	free(s->secrets);
 	if (s->mount_options != no_mount_options) {
 		for (char **o = s->mount_options; o && *o; o++)
@@ -76,13 +52,14 @@ struct volume_spec *volume_spec_unref(struct volume_spec *s)
 }
 
 /* Adds or replaces key in the list *attrs of *n entries.  An entry's key and value are one
- * allocation ("key\0value\0", freed through the key: free, or secret_free when secret). */
+ * allocation ("key\0value\0", freed through the key: free, or secret_mem_free when secret:
+ * pages of their own, out of core dumps). */
 static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, const char *value,
 		     bool secret)
 {
 	size_t nk = strlen(key) + 1, nv = strlen(value) + 1;
 	struct volume_attr *a;
-	char *kv = secret ? secret_alloc(nk + nv) : malloc(nk + nv);
+	char *kv = secret ? secret_mem_alloc(nk + nv) : malloc(nk + nv);
 
 	if (!kv)
 		return -ENOMEM;
@@ -92,7 +69,7 @@ static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, con
 		if (streq((*attrs)[i].key, key)) {
 			explicit_bzero((*attrs)[i].value, strlen((*attrs)[i].value));
 			if (secret)
-				secret_free((*attrs)[i].key);
+				secret_mem_free((*attrs)[i].key);
 			else
 				free((*attrs)[i].key);
 			(*attrs)[i].key = kv;
@@ -102,7 +79,7 @@ static int attrs_set(struct volume_attr **attrs, size_t *n, const char *key, con
 	a = realloc(*attrs, (*n + 1) * sizeof(*a));
 	if (!a) {
 		if (secret)
-			secret_free(kv);
+			secret_mem_free(kv);
 		else
 			free(kv);
 		return -ENOMEM;

@@ -73,6 +73,30 @@ static void test_split_and_join(void **state)
 	assert_false(mount_option_is_single("context=\"a,b"));
 }
 
+/* The options of the agent's own mounts: nosuid and nodev unless asked otherwise. */
+static void test_own_mount(void **state)
+{
+	static const char *const cases[][3] = {
+		/* options, read_only ("1"), the options mounted */
+		{ "", "", "nosuid,nodev" },	{ "vers=4.1", "1", "vers=4.1,ro,nosuid,nodev" },
+		{ "suid", "", "suid,nodev" },	{ "dev,vers=3", "", "dev,vers=3,nosuid" },
+		{ "suid,dev", "", "suid,dev" }, { "nosuid", "", "nosuid,nodev" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char **v = NULL, **own, *joined;
+
+		assert_int_equal(mount_options_split(cases[i][0], &v), 0);
+		own = mount_options_own_mount(v, cases[i][1][0] == '1');
+		assert_non_null(own);
+		joined = mount_options_join(own);
+		assert_string_equal(joined, cases[i][2]);
+		free(joined);
+		free(own); /* the vector only: its strings are v's */
+		mount_options_free(v);
+	}
+}
+
 static void test_get(void **state)
 {
 	char **v = split("port=1,vers=4.1,ro,port=2049");
@@ -276,6 +300,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_split_and_join),
 		cmocka_unit_test(test_get),
+		cmocka_unit_test(test_own_mount),
 		cmocka_unit_test(test_sensitive),
 		cmocka_unit_test(test_mask),
 		cmocka_unit_test(test_mask_text),

@@ -365,7 +365,8 @@ static void test_health_of_local_paths(void **state)
 }
 
 /* The agent with an NFS volume whose mount fails: the log says why, plainly, and holds none
- * of the sensitive option values; nothing stays mounted. */
+ * of the sensitive option values; the options it mounts with have nosuid and nodev unless the
+ * volume asks suid and dev; nothing stays mounted. */
 static int agent_setup(void **state)
 {
 	*state = fixture_new("nfs-agent");
@@ -381,7 +382,7 @@ static int agent_teardown(void **state)
 static void test_agent_logs_mask_secrets(void **state)
 {
 	struct agent_fixture *f = *state;
-	char target[700], *log;
+	char target[700], want_d[200], want_s[200], *log;
 	int port, lfd = listener(&port);
 	int closed = closed_port();
 
@@ -394,8 +395,10 @@ static void test_agent_logs_mask_secrets(void **state)
 			" \"mountOptions\": [\"port=%d\", \"password=hunter2\", \"ticket=abc123\","
 			" \"sec=krb5p\"]},"
 			"{\"name\": \"e\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/export\"},"
-			" \"mountOptions\": [\"port=%d\", \"secret=s3cr3t\"]}]}",
-			port, closed),
+			" \"mountOptions\": [\"port=%d\", \"secret=s3cr3t\"]},"
+			"{\"name\": \"s\", \"nfs\": {\"server\": \"127.0.0.1\", \"path\": \"/suid\"},"
+			" \"mountOptions\": [\"port=%d\", \"suid\", \"dev\"]}]}",
+			port, closed, port),
 		0);
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--nfs-mode", "direct",
 								 "--nfs-connect-timeout", "300ms",
@@ -414,6 +417,16 @@ static void test_agent_logs_mask_secrets(void **state)
 	    strstr(log, "krb5p")) {
 		fprintf(stderr, "--- agent log ---\n%s", log);
 		fail_msg("a sensitive mount option reached the log");
+	}
+	/* The options handed to libmount (and mount.nfs): nosuid and nodev added, unless the
+	 * volume asks suid and dev (this kernel has no NFS client; the VM test checks the
+	 * mount's flags). */
+	snprintf(want_d, sizeof(want_d),
+		 "options=\"port=%d,password=****,ticket=****,sec=****,nosuid,nodev\"", port);
+	snprintf(want_s, sizeof(want_s), "options=\"port=%d,suid,dev\"", port);
+	if (!strstr(log, want_d) || !strstr(log, want_s)) {
+		fprintf(stderr, "--- agent log ---\n%s", log);
+		fail_msg("the mount options are not %s and %s", want_d, want_s);
 	}
 	free(log);
 	snprintf(target, sizeof(target), "%s/pods/pa/volumes/kubernetes.io~nfs/d", f->root);

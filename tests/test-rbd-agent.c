@@ -645,17 +645,16 @@ static bool image_holds(const char *image, char ch)
 	return ok;
 }
 
-/* Lines of the agent's log that name mkfs, but for the start-up lines that say where each
- * helper was found (msg=helper): a format would be one of them. */
-static int log_lines_naming_mkfs(const struct ctx *c)
+/* The lines of the agent's log that mention text, except the start-up's list of the helpers
+ * it found ("msg=helper name=mkfs.ext4 path=..."). */
+static int log_lines_mentioning(const struct ctx *c, const char *text)
 {
 	char *log = test_read_file(c->f->agent.log_path), *line, *save = NULL;
 	int n = 0;
 
 	for (line = log ? strtok_r(log, "\n", &save) : NULL; line;
 	     line = strtok_r(NULL, "\n", &save))
-		if (strstr(line, "mkfs") && !strstr(line, "msg=helper "))
-			n++;
+		n += strstr(line, text) && !strstr(line, "msg=helper ");
 	free(log);
 	return n;
 }
@@ -676,7 +675,7 @@ static void test_block_volume_map_write_restart(void **state)
 	/* Bytes written through the pod's file reach the image; nothing was formatted. */
 	dd_block(c, a, 'R');
 	assert_true(image_holds(c->image, 'R'));
-	assert_int_equal(log_lines_naming_mkfs(c), 0);
+	assert_int_equal(log_lines_mentioning(c, "mkfs"), 0);
 
 	/* SIGKILL and restart: adopted, not re-mapped. */
 	pid = fuse_pid(c);

@@ -1,80 +1,36 @@
 /* test-rbd-helper-dump.c - a crash of `volagent rbd-helper` (the one process that holds the
  * Ceph key in memory) leaves no core dump with the key in it: the helper makes itself
  * non-dumpable.  The crash is forced (VOLAGENT_RBD_HELPER_FAULT=abort, after the request with
- * the key was read): a crash inside librados cannot be produced on demand.  Needs no cluster;
+ * the key was read): a crash inside librados cannot be produced on demand, and the switch
+ * exists only in the test build (build/volagent-test); the production agent neither has nor
+ * honours it (test_production_has_no_fault_switch).  Needs no cluster; the core dump case is
  * skipped when the kernel's core_pattern does not write a plain file in the cwd (a pipe to
  * systemd-coredump, a path elsewhere), which the test leaves as it is. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check-util.h"
 #include "testlib.h"
 
 #define KEY "AQBvolagentDumpCanaryKey0123456789abcdef=="
 
-static bool core_pattern_is_plain(void)
+/* Runs `BIN rbd-helper check` in dir with the forced abort asked for and a request with KEY
+ * on stdin; returns its wait status. */
+static int run_helper_with_fault(const char *bin_path, const char *dir)
 {
-	char *p = test_read_file("/proc/sys/kernel/core_pattern");
-	bool plain = p && p[0] && p[0] != '|' && !strchr(p, '/');
-
-	free(p);
-	return plain;
-}
-
-/* Whether any file in dir holds KEY. */
-static bool key_in_dir(const char *dir, int *ret_files)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	bool found = false;
-
-	*ret_files = 0;
-	while (d && (de = readdir(d))) {
-		char path[600];
-		FILE *f;
-		char *buf;
-		size_t n;
-
-		if (strncmp(de->d_name, "core", 4) != 0)
-			continue;
-		(*ret_files)++;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		f = fopen(path, "re");
-		buf = malloc(1 << 20);
-		assert_non_null(buf);
-		while (f && (n = fread(buf, 1, (1 << 20) - 1, f)) > 0) {
-			/* a key split across two reads is missed: the reads overlap below */
-			if (memmem(buf, n, KEY, strlen(KEY)))
-				found = true;
-			if (n > strlen(KEY))
-				fseek(f, -(long)strlen(KEY), SEEK_CUR);
-			if (n < (1 << 20) - 1)
-				break;
-		}
-		free(buf);
-		if (f)
-			fclose(f);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
-static void test_crash_leaves_no_key(void **state)
-{
-	char *dir = test_mkdtemp("rbd-dump"), req[600];
-	char *bin = realpath(test_volagent_bin(), NULL); /* the child changes its cwd */
-	int status, files;
+	char *bin = realpath(bin_path, NULL), req[600]; /* the child changes its cwd */
+	int status;
 	pid_t pid;
 
 	assert_non_null(bin);
@@ -97,24 +53,63 @@ static void test_crash_leaves_no_key(void **state)
 		_exit(121);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+	free(bin);
+	return status;
+}
+
+static void test_crash_leaves_no_key(void **state)
+{
+	char *dir = test_mkdtemp("rbd-dump");
+	int status, files;
+
+	if (!test_core_pattern_is_plain())
+		skip(); /* core_pattern is not a plain file name */
+	status = run_helper_with_fault(test_volagent_test_bin(), dir);
 	assert_true(WIFSIGNALED(status));
 	assert_int_equal(WTERMSIG(status), SIGABRT);
-	assert_false(key_in_dir(dir, &files));
+	assert_int_equal(test_core_files_count(dir, KEY, &files), 0);
 	assert_int_equal(files, 0); /* non-dumpable: no core at all */
 	test_rm_rf(dir);
 	free(dir);
+}
+
+/* The production agent has no forced failure: the switch's name is nowhere in its binary,
+ * and with the switch set `rbd-helper` runs as always (here: no monitor answers at the
+ * documentation address, exit 1 with a JSON error, or 3 without the Ceph libraries). */
+static void test_production_has_no_fault_switch(void **state)
+{
+	char *dir = test_mkdtemp("rbd-nofault"), *bin;
+	int fd = open(test_volagent_bin(), O_RDONLY | O_CLOEXEC), status;
+	struct stat st;
+	size_t got = 0;
+	ssize_t n = 1;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	bin = malloc(st.st_size);
+	assert_non_null(bin);
+	while (got < (size_t)st.st_size && (n = read(fd, bin + got, st.st_size - got)) > 0)
+		got += n;
+	close(fd);
+	assert_int_equal(got, st.st_size);
+	assert_null(memmem(bin, got, "VOLAGENT_RBD_HELPER_FAULT", 25));
 	free(bin);
+	status = run_helper_with_fault(test_volagent_bin(), dir);
+	print_message("production rbd-helper with the switch set: %s %d\n",
+		      WIFSIGNALED(status) ? "signal" : "exit",
+		      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	assert_true(WIFEXITED(status));
+	assert_true(WEXITSTATUS(status) == 1 || WEXITSTATUS(status) == 3);
+	test_rm_rf(dir);
+	free(dir);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crash_leaves_no_key),
+		cmocka_unit_test(test_production_has_no_fault_switch),
 	};
 
-	if (!core_pattern_is_plain()) {
-		fprintf(stderr, "skipped: core_pattern is not a plain file name\n");
-		return 77;
-	}
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* test-rbd-helper.c - `volagent rbd-helper` and the daemon's side of it (rbd-cluster.c),
  * against a real cluster: its answers (check, watchers with a real watcher, blocklist, the
  * errors a user can act on), a bad request named by field, a helper past its deadline and a
- * helper that crashes (both forced through VOLAGENT_RBD_HELPER_FAULT, a test-only switch:
+ * helper that crashes (both forced through VOLAGENT_RBD_HELPER_FAULT, a switch of the test build
+ * build/volagent-test only:
  * a hang or crash of librados cannot be produced on demand), and, through the whole agent,
  * that such a failure leaves the daemon alive, the volume is retried and mounts, and the
  * daemon never maps librbd or librados.  Run by tests/rbd/run.sh; root. */
@@ -310,6 +311,8 @@ int main(void)
 	};
 
 	rt_init();
+	/* The agent with the forced-failure seam, for the daemon's runs too (fixture_start). */
+	setenv("VOLAGENT_BIN", test_volagent_test_bin(), 1);
 	rbd_cluster_set_helper(test_volagent_bin());
 	test_enter_private_mountns();
 	return cmocka_run_group_tests_name("rbd helper", tests, NULL, NULL);

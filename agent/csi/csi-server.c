@@ -42,6 +42,7 @@
 #include "macro.h"
 #include "csi-validate.h"
 #include "path-util.h"
+#include "secret-mem.h"
 #include "registration.h"
 
 /* Secret values shorter than this cannot be told apart from ordinary words in a message. */
@@ -92,6 +93,11 @@ struct job {
 	ProtobufCMessage *msg;
 	struct csi_request_info info; /* volume id and paths, in msg */
 	struct timespec deadline;     /* {0, 0}: none */
+	/* The request's secrets, moved out of msg (whose values are wiped) into memory left out
+	 * of core dumps as soon as msg is validated (job_take_secrets); the views the backend
+	 * gets point here.  secret_mem holds the items and their strings. */
+	struct csi_map secrets;
+	void *secret_mem;
 	struct csi_reply reply;
 	/* A deferred job (csi_reply_defer) is on s->deferred until it is finished, or claimed
 	 * (answered UNAVAILABLE) at the end of a shutdown's grace; the claimer holds a second
@@ -261,15 +267,11 @@ static size_t request_secrets(const struct csi_rpc *rpc, const ProtobufCMessage 
 	return *(const size_t *)((const char *)msg + rpc->n_secrets);
 }
 
-/* Replaces a message that contains a secret value of the request. */
-static void scrub_message(const struct csi_rpc *rpc, const ProtobufCMessage *msg, char *text,
-			  size_t size)
+/* Replaces a message that contains a secret value of the request (secrets may be NULL). */
+static void scrub_message(const struct csi_map *secrets, char *text, size_t size)
 {
-	struct pb_map_entry **e;
-	size_t n = request_secrets(rpc, msg, &e);
-
-	for (size_t i = 0; i < n; i++) {
-		const char *val = e[i]->value;
+	for (size_t i = 0; secrets && i < secrets->n; i++) {
+		const char *val = secrets->items[i].value;
 
 		if (val && strlen(val) >= SECRET_SCRUB_MIN && strstr(text, val)) {
 			snprintf(text, size, "error message withheld: it contained a secret value");
@@ -292,16 +294,16 @@ static void reply_settle(int r, struct csi_reply *reply)
 	reply->condition_message[sizeof(reply->condition_message) - 1] = '\0';
 }
 
-/* Every answer of every RPC: withholds a message that holds a secret of msg (NULL: not
- * decoded), then sends the OK answer, or the error, logged once here (the handler
+/* Every answer of every RPC: withholds a message that holds one of the request's secrets
+ * (NULL: not decoded), then sends the OK answer, or the error, logged once here (the handler
  * boundary). */
 static void answer(const struct csi_server *s, const struct csi_rpc *rpc, struct gcore_call *call,
-		   const ProtobufCMessage *msg, const char *volume_id, struct csi_reply *reply)
+		   const struct csi_map *secrets, const char *volume_id, struct csi_reply *reply)
 {
 	enum log_level lvl;
 
-	scrub_message(rpc, msg, reply->message, sizeof(reply->message));
-	scrub_message(rpc, msg, reply->condition_message, sizeof(reply->condition_message));
+	scrub_message(secrets, reply->message, sizeof(reply->message));
+	scrub_message(secrets, reply->condition_message, sizeof(reply->condition_message));
 	if (reply->code == CSI_OK) {
 		if (rpc->validate)
 			log_debug("csi", "CSI call done", "method", rpc->name, "volume", volume_id);
@@ -463,14 +465,6 @@ static int map_view(size_t n, void **entries, struct csi_kv **ret, struct csi_ma
 	return 0;
 }
 
-/* Wipes and frees a view that may hold secret pointers. */
-static void map_view_free(struct csi_kv *kv, size_t n)
-{
-	if (kv)
-		explicit_bzero(kv, n * sizeof(*kv));
-	free(kv);
-}
-
 static void capability_view(const Csi__V1__VolumeCapability *cap, struct csi_volume_capability *ret)
 {
 	memset(ret, 0, sizeof(*ret));
@@ -496,21 +490,18 @@ static void capability_view(const Csi__V1__VolumeCapability *cap, struct csi_vol
 
 #define MAP_ARGS(r, field) (r)->n_##field, (void **)(r)->field
 
-/* The publish_context, volume_context and secrets of a stage or publish request m as the
- * backend's views in q; kv (three, NULL at first) holds them until contexts_free().  True
- * when all three were made. */
+/* The publish_context and volume_context of a stage or publish request m as the backend's
+ * views in q; kv (two, NULL at first) holds them until contexts_free().  True when both were
+ * made.  The secrets' view is the job's own copy (j->secrets). */
 #define CONTEXTS_VIEW(m, q, kv)                                                         \
 	(map_view(MAP_ARGS(m, publish_context), &(kv)[0], &(q).publish_context) == 0 && \
-	 map_view(MAP_ARGS(m, volume_context), &(kv)[1], &(q).volume_context) == 0 &&   \
-	 map_view(MAP_ARGS(m, secrets), &(kv)[2], &(q).secrets) == 0)
+	 map_view(MAP_ARGS(m, volume_context), &(kv)[1], &(q).volume_context) == 0)
 
-/* Frees what CONTEXTS_VIEW made; the secrets' view is wiped.  The request may be gone by
- * now (a deferred op): n_secrets is the view's own count. */
-static void contexts_free(struct csi_kv *kv[3], size_t n_secrets)
+/* Frees what CONTEXTS_VIEW made. */
+static void contexts_free(struct csi_kv *kv[2])
 {
 	free(kv[0]);
 	free(kv[1]);
-	map_view_free(kv[2], n_secrets);
 }
 
 /* The op of rpc in ops, as a plain function pointer (NULL: not served). */
@@ -528,15 +519,16 @@ static int call_stage(const struct csi_server *s, const struct job *j, struct cs
 	struct csi_stage_request q = {
 		.volume_id = m->volume_id,
 		.staging_target_path = m->staging_target_path,
+		.secrets = j->secrets,
 		.deadline = j->deadline,
 	};
-	struct csi_kv *kv[3] = { NULL, NULL, NULL };
+	struct csi_kv *kv[2] = { NULL, NULL };
 	int r = -ENOMEM;
 
 	capability_view(m->volume_capability, &q.capability);
 	if (CONTEXTS_VIEW(m, q, kv))
 		r = s->ops->stage(s->userdata, &q, reply);
-	contexts_free(kv, q.secrets.n);
+	contexts_free(kv);
 	return r;
 }
 
@@ -560,15 +552,16 @@ static int call_publish(const struct csi_server *s, const struct job *j, struct 
 		.staging_target_path = m->staging_target_path,
 		.target_path = m->target_path,
 		.readonly = m->readonly,
+		.secrets = j->secrets,
 		.deadline = j->deadline,
 	};
-	struct csi_kv *kv[3] = { NULL, NULL, NULL };
+	struct csi_kv *kv[2] = { NULL, NULL };
 	int r = -ENOMEM;
 
 	capability_view(m->volume_capability, &q.capability);
 	if (CONTEXTS_VIEW(m, q, kv))
 		r = s->ops->publish(s->userdata, &q, reply);
-	contexts_free(kv, q.secrets.n);
+	contexts_free(kv);
 	return r;
 }
 
@@ -604,20 +597,16 @@ static int call_expand(const struct csi_server *s, const struct job *j, struct c
 		.volume_id = m->volume_id,
 		.volume_path = m->volume_path,
 		.staging_target_path = m->staging_target_path,
+		.secrets = j->secrets,
 		.deadline = j->deadline,
 	};
-	struct csi_kv *kv = NULL;
-	int r = -ENOMEM;
 
 	if (m->capacity_range) {
 		q.required_bytes = m->capacity_range->required_bytes;
 		q.limit_bytes = m->capacity_range->limit_bytes;
 	}
 	capability_view(m->volume_capability, &q.capability);
-	if (map_view(MAP_ARGS(m, secrets), &kv, &q.secrets) == 0)
-		r = s->ops->expand(s->userdata, &q, reply);
-	map_view_free(kv, q.secrets.n);
-	return r;
+	return s->ops->expand(s->userdata, &q, reply);
 }
 
 /* The OK answers of stage, unstage, publish and unpublish have no fields. */
@@ -773,6 +762,47 @@ static bool unimplemented(const struct csi_rpc *rpc, const struct csi_node_ops *
 	return true;
 }
 
+/* Wipes the secret values in j's decoded request. */
+static void job_wipe_msg_secrets(struct job *j)
+{
+	struct pb_map_entry **e;
+	size_t n = request_secrets(j->rpc, j->msg, &e);
+
+	for (size_t i = 0; i < n; i++)
+		if (e[i]->value)
+			explicit_bzero(e[i]->value, strlen(e[i]->value));
+}
+
+/* Copies the secrets of j's decoded request into j->secrets, in memory left out of core
+ * dumps, and wipes them in the request.  Returns 0 or -ENOMEM (they are wiped then too). */
+static int job_take_secrets(struct job *j)
+{
+	struct pb_map_entry **e;
+	size_t n = request_secrets(j->rpc, j->msg, &e), size = n * sizeof(struct csi_kv);
+	struct csi_kv *kv;
+	char *p;
+
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		size += strlen(e[i]->key ? e[i]->key : "") +
+			strlen(e[i]->value ? e[i]->value : "") + 2;
+	kv = secret_mem_alloc(size);
+	if (kv) {
+		p = (char *)(kv + n);
+		for (size_t i = 0; i < n; i++) {
+			kv[i].key = p;
+			p = stpcpy(p, e[i]->key ? e[i]->key : "") + 1;
+			kv[i].value = p;
+			p = stpcpy(p, e[i]->value ? e[i]->value : "") + 1;
+		}
+		j->secret_mem = kv;
+		j->secrets = (struct csi_map){ .items = kv, .n = n };
+	}
+	job_wipe_msg_secrets(j);
+	return kv ? 0 : -ENOMEM;
+}
+
 /* Decodes data for rpc, checks it and fills j; false with reply set when refused. */
 static bool job_prepare(const struct csi_server *s, struct job *j, const void *data, size_t len,
 			struct csi_reply *reply)
@@ -780,18 +810,23 @@ static bool job_prepare(const struct csi_server *s, struct job *j, const void *d
 	struct csi_validate_config vc = validate_config(s);
 	struct csi_verdict v = { 0 };
 
+	bool valid;
+
 	j->msg = protobuf_c_message_unpack(j->rpc->request, NULL, len, data);
+	gcore_call_wipe_request(j->call); /* decoded: its bytes may hold secrets */
 	if (!j->msg) {
 		csi_reply_set(reply, CSI_INVALID_ARGUMENT, "request: cannot decode");
 		return false;
 	}
-	if (!j->rpc->validate)
-		return true;
-	if (!j->rpc->validate(&vc, j->msg, &j->info, &v)) {
-		csi_reply_set(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
+	valid = !j->rpc->validate || j->rpc->validate(&vc, j->msg, &j->info, &v);
+	/* The validation measured the secrets in msg: from here on only their copy exists. */
+	if (job_take_secrets(j) < 0) {
+		csi_reply_set(reply, CSI_RESOURCE_EXHAUSTED, "out of memory");
 		return false;
 	}
-	return true;
+	if (!valid)
+		csi_reply_set(reply, v.code, "%.*s", (int)sizeof(reply->message) - 1, v.message);
+	return valid;
 }
 
 /* Whether the whole of path resolves with no symlink in it, in one openat2(2) (O_PATH: nothing
@@ -898,20 +933,17 @@ static void inflight_release(struct csi_server *s, const char *volume_id, bool s
 
 /* --- jobs ---------------------------------------------------------------------------------- */
 
-/* Wipes the secrets of j's request and frees it. */
+/* Wipes the secrets of j's request (its copy too) and frees it. */
 static void job_release_msg(struct job *j)
 {
-	struct pb_map_entry **e;
-	size_t n;
-
 	if (!j->msg)
 		return;
-	n = request_secrets(j->rpc, j->msg, &e);
-	for (size_t i = 0; i < n; i++)
-		if (e[i]->value)
-			explicit_bzero(e[i]->value, strlen(e[i]->value));
+	job_wipe_msg_secrets(j);
 	protobuf_c_message_free_unpacked(j->msg, NULL);
 	j->msg = NULL;
+	secret_mem_free(j->secret_mem);
+	j->secret_mem = NULL;
+	j->secrets = (struct csi_map){ 0 };
 }
 
 static struct job *job_free(struct job *j)
@@ -957,7 +989,7 @@ static void job_answer(struct csi_server *s, struct job *j, struct csi_reply *re
 {
 	/* Free the slot before answering: kubelet may call again as soon as it has the answer. */
 	inflight_release(s, j->info.volume_id, j->info.stats_slot);
-	answer(s, j->rpc, j->call, j->msg, j->info.volume_id, reply);
+	answer(s, j->rpc, j->call, &j->secrets, j->info.volume_id, reply);
 	j->call = NULL;
 }
 
@@ -1102,7 +1134,7 @@ static void handle_call(struct gcore_call *call, void *userdata)
 			job_free(j);
 		return;
 	}
-	answer(s, rpc, call, j->msg,
+	answer(s, rpc, call, &j->secrets,
 	       j->info.volume_id && *j->info.volume_id ? j->info.volume_id : NULL, &reply);
 	job_free(j);
 }
@@ -1412,8 +1444,8 @@ int csi_request_check(const struct csi_check_config *cfg, const char *method, co
 			r = -EIO;
 		reply_settle(r, ret_reply);
 	}
-	scrub_message(rpc, j.msg, ret_reply->message, sizeof(ret_reply->message));
-	scrub_message(rpc, j.msg, ret_reply->condition_message,
+	scrub_message(&j.secrets, ret_reply->message, sizeof(ret_reply->message));
+	scrub_message(&j.secrets, ret_reply->condition_message,
 		      sizeof(ret_reply->condition_message));
 	job_release_msg(&j);
 	free(s.kubelet_root);

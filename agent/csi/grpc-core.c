@@ -624,6 +624,20 @@ static void call_set_deadline(struct gcore_call *c, gpr_timespec raw)
 	c->have_deadline = true;
 }
 
+/* The request may hold secrets: its slices as gRPC handed them over are wiped once copied
+ * (a raw buffer's slices: this message's bytes, which nothing reads again).  The copies
+ * gRPC made before (its read buffers, a compressed message) are out of reach. */
+static void payload_wipe(grpc_byte_buffer *b)
+{
+	grpc_slice_buffer *sb = &b->data.raw.slice_buffer;
+
+	if (b->type != GRPC_BB_RAW || b->data.raw.compression != GRPC_COMPRESS_NONE)
+		return;
+	for (size_t i = 0; i < sb->count; i++)
+		explicit_bzero(GRPC_SLICE_START_PTR(sb->slices[i]),
+			       GRPC_SLICE_LENGTH(sb->slices[i]));
+}
+
 static void on_new_call(struct gcore *g, struct gcore_call *c, int success)
 {
 	pthread_mutex_lock(&g->lock);
@@ -655,6 +669,7 @@ static void on_new_call(struct gcore *g, struct gcore_call *c, int success)
 			c->have_request = true;
 			grpc_byte_buffer_reader_destroy(&reader);
 		}
+		payload_wipe(c->payload);
 		grpc_byte_buffer_destroy(c->payload);
 		c->payload = NULL;
 	}
@@ -1020,6 +1035,13 @@ const char *gcore_call_method(const struct gcore_call *call)
 	if (call->m)
 		return call->m->path;
 	return call->unknown_method ? call->unknown_method : "?";
+}
+
+void gcore_call_wipe_request(struct gcore_call *call)
+{
+	if (call && call->have_request)
+		explicit_bzero(GRPC_SLICE_START_PTR(call->request),
+			       GRPC_SLICE_LENGTH(call->request));
 }
 
 const void *gcore_call_request(const struct gcore_call *call, size_t *ret_len)

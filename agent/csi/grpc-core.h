@@ -136,6 +136,10 @@ const char *gcore_call_method(const struct gcore_call *call);
  * message.  Returns NULL when the client sent no message at all (not even an empty one). */
 const void *gcore_call_request(const struct gcore_call *call, size_t *ret_len);
 
+/* Wipes the serialized request (it may hold secrets) once it is decoded; gcore_call_request
+ * then gives zeros.  Accepts NULL. */
+void gcore_call_wipe_request(struct gcore_call *call);
+
 /* The client's deadline as a CLOCK_MONOTONIC time.  Returns false (and leaves ret alone)
  * when the client set none. */
 bool gcore_call_deadline(const struct gcore_call *call, struct timespec *ret_monotonic);

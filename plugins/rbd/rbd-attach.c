@@ -194,12 +194,17 @@ static int map_image_out(const struct rbd_params *p, const char *tool, const cha
 	snprintf(a->pool_image, sizeof(a->pool_image), "%s/%s", p->pool, p->image);
 	add(a, tool);
 	add(a, "map");
-	add(a, a->pool_image);
 	if (p->read_only)
 		add(a, "--read-only");
 	for (size_t i = 0; extra[i]; i++)
 		add(a, extra[i]);
 	add_common(a, p, key_file, op_timeouts);
+	/* The options end before the positional pool/image where the tool allows it: rbd does
+	 * (boost program_options), rbd-nbd does not ("unknown args" after a "--"), so there a
+	 * name relies on the validation (rbd.c valid_name: never a leading '-'). */
+	if (streq(tool, "rbd"))
+		add(a, "--");
+	add(a, a->pool_image);
 	r = rbd_exec(a->argv, p->timeout_ms, out, HELPER_OUT);
 	rbd_key_file_remove(tmp_key);
 	return map_outcome(tool, package, r, out, prefix, dev, dev_size, p->timeout_ms, err);
@@ -264,7 +269,8 @@ static int release_krbd(const struct device_attachment *att, uint64_t timeout_ms
 			struct error_info *err)
 {
 	/* noudev: see attach_krbd; without udevd, unmap would wait for the "remove" event. */
-	const char *dev = att->device_path, *argv[] = { "rbd", "unmap", "-o", "noudev", dev, NULL };
+	const char *dev = att->device_path,
+		   *argv[] = { "rbd", "unmap", "-o", "noudev", "--", dev, NULL };
 	char out[1024], why[512];
 	int r;
 

@@ -12,6 +12,7 @@
 #include "process.h"
 #include "rbd-cluster.h"
 #include "rbd-health.h"
+#include "rbd-helper-fault.h"
 
 #define HELPER_OUTPUT_MAX (256 * 1024)
 
@@ -100,11 +101,9 @@ static int helper_run(struct rbd_cluster *c, const char *op, json_t *extra, json
 	_cleanup_free_ char *out = malloc(HELPER_OUTPUT_MAX);
 	char *body = NULL;
 	uint64_t deadline = c->timeout_ms + RBD_HELPER_SLACK_MS;
-	/* The helpers' environment, and the forced-failure switch of the tests when the daemon
-	 * has it (cmd-rbd-helper.c: a hang or crash of librados cannot be made on demand). */
-	const char *fault = getenv("VOLAGENT_RBD_HELPER_FAULT");
-	_cleanup_free_ char *fault_var =
-		fault ? strdup_printf("VOLAGENT_RBD_HELPER_FAULT=%s", fault) : NULL;
+	/* The helpers' environment, plus the tests' forced-failure switch in a test build only
+	 * (rbd-helper-fault.h: a hang or crash of librados cannot be made on demand). */
+	_cleanup_free_ char *fault_var = rbd_helper_fault_env ? rbd_helper_fault_env() : NULL;
 	char *envp[8];
 	struct process_options opts = { .timeout_ms = deadline,
 					.output_max = HELPER_OUTPUT_MAX - 1,

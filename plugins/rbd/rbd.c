@@ -70,12 +70,14 @@ static const char *pool_of(const struct volume_spec *spec)
 	return pool && *pool ? pool : DEFAULT_POOL;
 }
 
-/* A pool or image name: what rbd accepts in "pool/image", without a snapshot. */
-/* A pool or image name as Ceph takes it, and never one a helper's command line could read
- * as an option (a leading '-'). */
+/* A pool or image name as rbd takes it in "pool/image" (no '/', no '@' of a snapshot), and
+ * never one a helper's command line could read as an option (a leading '-': rbd-nbd and
+ * rbd-fuse take no "--" before it) or a path could read as a dir ("." and "..": rbd-fuse
+ * shows the image as a file of that name; Ceph itself accepts both). */
 static bool valid_name(const char *s)
 {
-	if (!*s || s[0] == '-' || strlen(s) > 255 || strchr(s, '/') || strchr(s, '@'))
+	if (!*s || s[0] == '-' || strlen(s) > 255 || strchr(s, '/') || strchr(s, '@') ||
+	    streq(s, ".") || streq(s, ".."))
 		return false;
 	for (const char *c = s; *c; c++)
 		if ((unsigned char)*c < 0x21 || *c == 0x7f)
@@ -122,12 +124,13 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 	if (!valid_name(image))
 		return err_set(err, -EINVAL,
 			       "image: \"%s\" is not an image name (no '/', '@', spaces, no leading "
-			       "'-')",
+			       "'-', not '.' or '..')",
 			       image);
 	if (!valid_name(pool_of(spec)))
 		return err_set(
 			err, -EINVAL,
-			"pool: \"%s\" is not a pool name (no '/', '@', spaces, no leading '-')",
+			"pool: \"%s\" is not a pool name (no '/', '@', spaces, no leading '-', not "
+			"'.' or '..')",
 			pool_of(spec));
 	if (user && (!*user || !path_is_safe_component(user)))
 		return err_set(err, -EINVAL, "user: \"%s\" is not a CephX user name", user);

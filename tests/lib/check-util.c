@@ -3,9 +3,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,4 +158,58 @@ void canary_outputs_free(struct canary_outputs *o)
 	free(o->status_json);
 	free(o->status);
 	free(o->metrics);
+}
+
+bool test_core_pattern_is_plain(void)
+{
+	char *p = test_read_file("/proc/sys/kernel/core_pattern");
+	bool plain = p && p[0] && p[0] != '|' && !strchr(p, '/');
+
+	free(p);
+	return plain;
+}
+
+/* Occurrences of needle in the file at path, read in chunks that overlap by its length. */
+static int file_count(const char *path, const char *needle)
+{
+	size_t len = strlen(needle), chunk = 1 << 20, have = 0;
+	char *buf = malloc(chunk + len);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t got;
+
+	assert_non_null(buf);
+	assert_true(fd >= 0);
+	while ((got = read(fd, buf + have, chunk)) > 0) {
+		size_t end = have + (size_t)got;
+
+		for (char *p = buf; (p = memmem(p, end - (p - buf), needle, len)); p += len)
+			n++;
+		/* keep the last len-1 bytes: a needle across two reads is found once */
+		have = end >= len ? len - 1 : end;
+		memmove(buf, buf + end - have, have);
+	}
+	close(fd);
+	free(buf);
+	return n;
+}
+
+int test_core_files_count(const char *dir, const char *needle, int *ret_files)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	*ret_files = 0;
+	while ((de = readdir(d))) {
+		char path[PATH_MAX];
+
+		if (strncmp(de->d_name, "core", 4) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		n += file_count(path, needle);
+		(*ret_files)++;
+	}
+	closedir(d);
+	return n;
 }

@@ -1,8 +1,8 @@
 /* check-util.h - cmocka checks that several tests make alike: whether a process has a library
  * mapped, that the kernel refuses a write through a read-only block device's file, and a
  * direct write and read of a pattern through a block device's file, that no canary (a secret
- * a test handed the agent) shows up in a text, a tree of files or anywhere a running agent
- * writes.  They fail the running cmocka test when the check cannot be made. */
+ * a test handed the agent) shows up in a text, a tree of files, anywhere a running agent
+ * writes or a core dump.  They fail the running cmocka test when the check cannot be made. */
 #pragma once
 
 #include <stdbool.h>
@@ -46,3 +46,10 @@ struct canary_outputs {
 void assert_no_canary_anywhere_in(struct agent_fixture *f, const char *const *canaries, size_t n,
 				  struct canary_outputs *ret);
 void canary_outputs_free(struct canary_outputs *o);
+
+/* Whether the kernel's core_pattern writes a core dump as a plain file in the crashing
+ * process's cwd ("core", "core.%p"), not to a pipe (systemd-coredump) or another dir. */
+bool test_core_pattern_is_plain(void);
+/* How many times needle occurs in the files of dir whose names start with "core" (core
+ * dumps: binary, read in chunks); *ret_files is how many such files were read. */
+int test_core_files_count(const char *dir, const char *needle, int *ret_files);

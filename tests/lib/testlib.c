@@ -528,6 +528,17 @@ const char *test_volagent_bin(void)
 	return b && *b ? b : "build/volagent";
 }
 
+const char *test_volagent_test_bin(void)
+{
+	static char path[4096];
+	const char *b = getenv("VOLAGENT_TEST_BIN");
+
+	if (b && *b)
+		return b;
+	snprintf(path, sizeof(path), "%s-test", test_volagent_bin());
+	return path;
+}
+
 int test_agent_start(struct test_agent *agent, const char *const args[])
 {
 	const char *argv[64];

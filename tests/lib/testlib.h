@@ -97,3 +97,6 @@ bool test_agent_log_contains(const struct test_agent *agent, const char *text);
 int test_volagent(const char *const args[], char **ret_out);
 int test_volagent2(const char *const args[], char **ret_out, char **ret_err);
 const char *test_volagent_bin(void);
+/* The agent built with the tests' seams (rbd-helper-fault.h): $VOLAGENT_TEST_BIN, else the
+ * agent under test's path plus "-test" (build/volagent-test). */
+const char *test_volagent_test_bin(void);

@@ -16,7 +16,10 @@ since() { echo $(($(now_ms) - $1)); }
 mi_super() { mi "$1" | sed 's/.* - [^ ]* [^ ]* //'; }
 mi_devno() { mi "$1" | awk '{print $3}'; }
 mi_id() { mi "$1" | awk '{print $1}'; }
-mi_vfs_ro() { mi "$1" | awk '{print $6}' | tr , '\n' | grep -qx ro; }
+mi_vfs_has() { mi "$1" | awk '{print $6}' | tr , '\n' | grep -qx "$2"; } # PATH OPTION
+mi_vfs_ro() { mi_vfs_has "$1" ro; }
+nosuid_nodev() { mi_vfs_has "$1" nosuid && mi_vfs_has "$1" nodev; }
+suid_dev() { ! mi_vfs_has "$1" nosuid && ! mi_vfs_has "$1" nodev; }
 log_has() { grep -qF -- "$1" "$LOG"; }
 
 seq_no=0
@@ -97,6 +100,8 @@ check "mountOptions reach the mount (timeo=50, port=$NFS_PORT in mountinfo)" \
 	sh -c "echo '$(mi_super "$d1")' | tr , '\n' | grep -qx timeo=50 && echo '$(mi_super "$d1")' | tr , '\n' | grep -qx port=$NFS_PORT"
 check "nothing but ro is added: no nfs option the spec did not give except the helper's" \
 	sh -c "! echo '$(mi_super "$d1")' | tr , '\n' | grep -qx -e soft -e noac -e nolock"
+check "nosuid and nodev on the NFS mount by default (the pod's bind has them)" \
+	nosuid_nodev "$d1"
 check "the pod writes through its volume" test -z "$(try_write "$d1/from-pod" "written-by-pod")"
 dd if=/dev/urandom of="$d1/blob" bs=64k count=16 status=none && sync
 echo "blob-sum=$(sha256sum "$d1/blob" | cut -d' ' -f1)" >"$CTL/blob-sum"
@@ -132,7 +137,7 @@ fi
 stg=$KUBELET/plugins/kubernetes.io/csi/csi.volagent.io/nfs1/globalmount
 tgt=$KUBELET/pods/pc/volumes/kubernetes.io~csi/pv-nfs/mount
 mkdir -p "$stg" "$(dirname "$tgt")"
-cap='{"mount": {"mount_flags": ["vers=4.1", "timeo=50"]}, "access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}}'
+cap='{"mount": {"mount_flags": ["vers=4.1", "timeo=50", "suid", "dev"]}, "access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}}'
 ctx="{\"type\": \"nfs\", \"server\": \"$SRV\", \"share\": \"/export\", \"mountOptions\": \"port=$NFS_PORT,retrans=2\"}"
 t0=$(now_ms)
 out=$(csi "Node/NodeStageVolume {\"volume_id\": \"nfs1\", \"staging_target_path\": \"$stg\", \"volume_capability\": $cap, \"volume_context\": $ctx}" \
@@ -143,6 +148,8 @@ check "CSI: NodeStageVolume and NodePublishVolume of nfs answer OK ($(since "$t0
 check "CSI: the staging dir is the NFS mount (shared mode)" test "$(mi_type "$stg") $(mi_source "$stg")" = "nfs4 $SRV:/export"
 check "CSI: capability mount flags and context mountOptions reach it" \
 	sh -c "echo '$(mi_super "$stg")' | tr , '\n' | grep -qx timeo=50 && echo '$(mi_super "$stg")' | tr , '\n' | grep -qx port=$NFS_PORT"
+check "CSI: mount flags suid and dev asked: the mount has neither nosuid nor nodev" \
+	suid_dev "$stg"
 check "CSI: the target is a bind of the staging mount" test "$(mi_devno "$tgt")" = "$(mi_devno "$stg")"
 check "CSI: the pod writes through the target" test -z "$(try_write "$tgt/from-csi" csi-write)"
 out=$(csi "Node/NodeUnpublishVolume {\"volume_id\": \"nfs1\", \"target_path\": \"$tgt\"}" \
