@@ -472,7 +472,11 @@ static void test_oversized_requests(void **state)
 	/* ASan's quarantine keeps freed memory (up to 256 MiB): RSS says nothing here. */
 	print_message("under ASan the RSS bound is not checked\n");
 #else
-	assert_true(after - before <= 8 * 1024);
+	/* Nor under valgrind, whose own allocator and shadow memory are in the agent's RSS. */
+	if (getenv("VOLAGENT_UNDER_VALGRIND"))
+		print_message("under valgrind the RSS bound is not checked\n");
+	else
+		assert_true(after - before <= 8 * 1024);
 #endif
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
 }
