@@ -359,14 +359,15 @@ if wait_for 120 mounted "$d"; then
 		fail "krbd encrypted restart: the new agent reconstructed its state"
 	fi
 	sleep 2 # a resync pass; anything it would redo would show below
-	check "krbd encrypted restart: the same mount (ID $mid) on the same mapping $mname ($mdev)" \
-		sh -c "[ \"\$(mi '$d' | cut -d' ' -f1)\" = '$mid' ] && [ \"\$(mountpoint -d '$d')\" = '$mdev' ] && [ \"\$(cat /sys/dev/block/$mdev/dm/name)\" = '$mname' ]"
+	same_enc_mount() { [ "$(mi "$d" | cut -d' ' -f1)" = "$mid" ] && [ "$(mountpoint -d "$d")" = "$mdev" ] && [ "$(dm_name_of "$mdev")" = "$mname" ]; }
+	check "krbd encrypted restart: the same mount (ID $mid) on the same mapping $mname ($mdev)" same_enc_mount
 	check "krbd encrypted restart: no second open (one dm mapping, one rbd device, no new mount)" \
 		sh -c "[ \"\$(ls -d /sys/block/dm-* | wc -l)\" = 1 ] && [ \"\$(ls /sys/bus/rbd/devices | wc -l)\" = 1 ] && [ \"\$(grep -F 'msg=\"volume mounted\"' '$LOG' | grep -cF 'target=$d ')\" = '$mounts0' ]"
 	check "krbd encrypted restart: the pod reads its canary" grep -q plaintextCanary "$d/canary"
 fi
 rm -f "$PODS/e1.json"
 check "krbd encrypted: pod removed -> mapping closed and image unmapped" wait_for 60 enc_closed
+enc_closed || { echo "--- DIAG"; ls /sys/block/ /dev/mapper; grep -v 'level=debug' "$LOG" | tail -n 30 | cut -c1-400; grep -i -e crypt -e mapping -e detach -e unmap "$LOG" | tail -n 30 | cut -c1-400; }
 
 # The same spec again: the image is opened with the passphrase, the data is there.
 t=$(now_ms)
