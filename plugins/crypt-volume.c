@@ -270,6 +270,24 @@ int crypt_volume_detach(const struct device_attachment *att, struct error_info *
 	return luks_close(name, err);
 }
 
+int crypt_volume_check_attachment(const char *volume_name, const struct device_attachment *att,
+				  struct error_info *err)
+{
+	const char *name = device_attachment_get_meta(att, CRYPT_VOLUME_META_NAME);
+	char want[CRYPT_VOLUME_NAME_MAX], path[LUKS_PATH_MAX];
+
+	if (!name)
+		return 0;
+	crypt_volume_mapping_name(volume_name, want);
+	snprintf(path, sizeof(path), LUKS_MAPPER_DIR "/%s", want);
+	if (!streq(name, want) || !streq_ptr(att->device_path, path) ||
+	    !device_attachment_get_meta(att, CRYPT_VOLUME_META_BACKING))
+		return err_set(err, -EBADMSG,
+			       "meta.crypt: %s is not this volume's mapping (%s) over its device",
+			       name, want);
+	return 0;
+}
+
 const char *crypt_volume_backing_device(const struct device_attachment *att)
 {
 	const char *dev = device_attachment_get_meta(att, CRYPT_VOLUME_META_BACKING);

@@ -72,6 +72,12 @@ int crypt_volume_attach(const struct volume_spec *spec, const char *volume_name,
  * crypt_volume_backing_device). */
 int crypt_volume_detach(const struct device_attachment *att, struct error_info *err);
 
+/* What a journal recorded of an encrypted attach is what crypt_volume_attach would have made
+ * for volume_name: its mapping's name and path, and the device under it.  0 for an attachment
+ * without encryption; -EBADMSG with the reason otherwise. */
+int crypt_volume_check_attachment(const char *volume_name, const struct device_attachment *att,
+				  struct error_info *err);
+
 /* The device under att's mapping, or att->device_path when it has none. */
 const char *crypt_volume_backing_device(const struct device_attachment *att);
 

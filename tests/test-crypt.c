@@ -132,6 +132,36 @@ static void test_passphrase_file_rules(void **state)
 	free(dir);
 }
 
+/* What a journal recorded of an encrypted attach (a restart reads it back): the mapping named
+ * for the volume over a recorded device passes; another volume's mapping, a device path that
+ * is not the mapping, or no backing device is refused; no encryption is no check. */
+static void test_check_attachment(void **state)
+{
+	const char *vol = "rbd:pool/image";
+	struct device_attachment att = { 0 };
+	struct error_info err = { 0 };
+	char name[CRYPT_VOLUME_NAME_MAX], other[CRYPT_VOLUME_NAME_MAX], path[300];
+
+	crypt_volume_mapping_name(vol, name);
+	crypt_volume_mapping_name("rbd:pool/other", other);
+	snprintf(path, sizeof(path), "/dev/mapper/%s", name);
+	att.device_path = strdup("/dev/rbd0");
+	assert_int_equal(crypt_volume_check_attachment(vol, &att, &err), 0);
+	assert_int_equal(device_attachment_set_meta(&att, CRYPT_VOLUME_META_NAME, name), 0);
+	assert_int_equal(device_attachment_set_meta(&att, CRYPT_VOLUME_META_BACKING, "/dev/rbd0"),
+			 0);
+	/* The device is still the image's own: not the mapping. */
+	assert_int_equal(crypt_volume_check_attachment(vol, &att, &err), -EBADMSG);
+	free(att.device_path);
+	att.device_path = strdup(path);
+	err = (struct error_info){ 0 };
+	assert_int_equal(crypt_volume_check_attachment(vol, &att, &err), 0);
+	assert_string_equal(crypt_volume_backing_device(&att), "/dev/rbd0");
+	assert_int_equal(crypt_volume_check_attachment("rbd:pool/other", &att, &err), -EBADMSG);
+	assert_non_null(strstr(err_msg(&err), other));
+	device_attachment_clear(&att);
+}
+
 /* --- pod spec files --- */
 
 static int setup(void **state)
@@ -600,6 +630,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_passphrase_file_rules),
+		cmocka_unit_test(test_check_attachment),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_device_mapper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup,

@@ -760,8 +760,12 @@ static int rbd_check_attachment(const char *name, const struct device_attachment
 	const char *file = device_attachment_get_meta(att, "image_file");
 	const char *loop = device_attachment_get_meta(att, "loop");
 	const char *state_dir = plugin_state_dir();
+	/* An encrypted volume's device is its mapping; the image's own device is kept beside. */
+	const char *dev = crypt_volume_backing_device(att);
 	_cleanup_free_ char *esc = path_escape_component(name), *want = NULL;
 
+	if (crypt_volume_check_attachment(name, att, err) < 0)
+		return -EBADMSG;
 	if (!esc || !(want = strdup_printf("%s/rbd/%s.fuse",
 					   state_dir ? state_dir : DEFAULT_STATE_DIR, esc)))
 		return -ENOMEM;
@@ -774,13 +778,13 @@ static int rbd_check_attachment(const char *name, const struct device_attachment
 	if (loop && (!file || !device_named(loop, "loop")))
 		return err_set(err, -EBADMSG, "meta.loop: %s is not a loop device over the image",
 			       loop);
-	if (att->device_path && streq_ptr(m, "krbd") && !device_named(att->device_path, "rbd"))
-		return err_set(err, -EBADMSG, "device: %s is not an rbd device", att->device_path);
-	if (att->device_path && streq_ptr(m, "nbd") && !device_named(att->device_path, "nbd"))
-		return err_set(err, -EBADMSG, "device: %s is not an nbd device", att->device_path);
-	if (att->device_path && streq_ptr(m, "fuse") && !streq_ptr(att->device_path, loop))
+	if (dev && streq_ptr(m, "krbd") && !device_named(dev, "rbd"))
+		return err_set(err, -EBADMSG, "device: %s is not an rbd device", dev);
+	if (dev && streq_ptr(m, "nbd") && !device_named(dev, "nbd"))
+		return err_set(err, -EBADMSG, "device: %s is not an nbd device", dev);
+	if (dev && streq_ptr(m, "fuse") && !streq_ptr(dev, loop))
 		return err_set(err, -EBADMSG, "device: %s is not the loop device over the image",
-			       att->device_path);
+			       dev);
 	return 0;
 }
 

@@ -307,16 +307,27 @@ stop_agent
 
 # --- an encrypted image (LUKS2 on /dev/rbdN, docs/encryption.md) -------------------------
 # Formatted once and opened as a dm-crypt mapping at stage, ext4 on the mapping; a plaintext
-# canary written through the pod is not in the image; the pod's removal closes the mapping
-# before the image is unmapped.
+# canary written through the pod is not in the image; a SIGKILLed agent's successor adopts
+# the mapping and the mount; the pod's removal closes the mapping before the image is
+# unmapped; the pod again reopens the same data; a wrong passphrase opens nothing; Block mode
+# hands the pod the mapping.  (Expand is CSI only: exercised with local in test-crypt.)
 stamp "krbd encrypted"
 ENC=vmenc
 PASSFILE=$W/enc.pass
-(umask 077 && echo "vm-enc-passphrase" >"$PASSFILE")
+(umask 077 && echo "vm-enc-passphrase" >"$PASSFILE" && echo "vm-wrong-passphrase" >"$W/wrong.pass")
 check "modprobe dm_crypt and its crypto" modprobe -a dm_mod dm_crypt xts ecb af_alg algif_skcipher
 check "rbd create $CEPH_POOL/$ENC (64 MiB)" timeout 60 rbd create -s 64M "$CEPH_POOL/$ENC"
-echo "{\"pod\": {\"uid\": \"e1\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": {\"monitors\": [\"$MON\"], \"pool\": \"$CEPH_POOL\", \"image\": \"$ENC\", \"user\": \"admin\", \"secretFile\": \"$KEYFILE\", \"fsType\": \"ext4\"}, \"encryption\": {\"passphraseFile\": \"$PASSFILE\"}}]}" \
-	>"$PODS/.e1.tmp" && mv "$PODS/.e1.tmp" "$PODS/e1.json"
+write_enc_pod() { # UID PASSFILE [Block]
+	local rbd="\"monitors\": [\"$MON\"], \"pool\": \"$CEPH_POOL\", \"image\": \"$ENC\", \"user\": \"admin\", \"secretFile\": \"$KEYFILE\""
+	local mode=", \"fsType\": \"ext4\"}"
+	[ "${3:-}" = Block ] && mode="}, \"volumeMode\": \"Block\""
+	echo "{\"pod\": {\"uid\": \"$1\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": {$rbd$mode, \"encryption\": {\"passphraseFile\": \"$2\"}}]}" \
+		>"$PODS/.$1.tmp" && mv "$PODS/.$1.tmp" "$PODS/$1.json"
+}
+dm_name_of() { cat "/sys/dev/block/$1/dm/name" 2>/dev/null; } # MAJ:MIN
+dm_count() { ls -d /sys/block/dm-* 2>/dev/null | wc -l; }
+enc_closed() { ! ls /dev/mapper/volagent-* >/dev/null 2>&1 && [ "$(dm_count)" = 0 ] && [ -z "$(ls /sys/bus/rbd/devices)" ]; }
+write_enc_pod e1 "$PASSFILE"
 start_agent krbd
 t=$(now_ms)
 d=$(pod_dir e1)
@@ -324,17 +335,77 @@ if wait_for 120 mounted "$d"; then
 	pass "krbd encrypted: pod e1 mounted ($(secs_since "$t"))"
 	check "krbd encrypted: the image carries a LUKS header" \
 		sh -c "timeout 60 rbd export '$CEPH_POOL/$ENC' - 2>/dev/null | head -c 6 | grep -q LUKS"
-	check "krbd encrypted: the pod's filesystem is on a volagent-* dm-crypt mapping" \
-		sh -c "n=\$(cat /sys/dev/block/\$(mountpoint -d '$d')/dm/name) && case \$n in volagent-*) true ;; *) false ;; esac"
+	mdev=$(mountpoint -d "$d")
+	mname=$(dm_name_of "$mdev")
+	check "krbd encrypted: the pod's filesystem is on a volagent-* dm-crypt mapping ($mname)" \
+		sh -c "case '$mname' in volagent-*) true ;; *) false ;; esac"
 	for i in $(seq 64); do echo "plaintextCanary-rbd-5e0c"; done >"$d/canary"
 	sync -f "$d/canary"
 	check "krbd encrypted: the canary written through the pod is not in the image" \
 		sh -c "! timeout 60 rbd export '$CEPH_POOL/$ENC' - 2>/dev/null | grep -qa plaintextCanary"
+
+	# SIGKILL, restart: the mapping and the mount are adopted, neither opened again.
+	mid=$(mi "$d" | cut -d' ' -f1)
+	mounts0=$(grep -F 'msg="volume mounted"' "$LOG" | grep -cF "target=$d ")
+	done0=$(log_count "startup reconstruction complete")
+	kill -KILL "$agent_pid"
+	wait "$agent_pid" 2>/dev/null
+	agent_pid=
+	t=$(now_ms)
+	start_agent krbd
+	if wait_for 60 sh -c "[ \"\$(grep -cF 'startup reconstruction complete' '$LOG')\" -gt $done0 ]"; then
+		pass "krbd encrypted restart: the new agent reconstructed its state ($(secs_since "$t"))"
+	else
+		fail "krbd encrypted restart: the new agent reconstructed its state"
+	fi
+	sleep 2 # a resync pass; anything it would redo would show below
+	same_enc_mount() { [ "$(mi "$d" | cut -d' ' -f1)" = "$mid" ] && [ "$(mountpoint -d "$d")" = "$mdev" ] && [ "$(dm_name_of "$mdev")" = "$mname" ]; }
+	check "krbd encrypted restart: the same mount (ID $mid) on the same mapping $mname ($mdev)" same_enc_mount
+	check "krbd encrypted restart: no second open (one dm mapping, one rbd device, no new mount)" \
+		sh -c "[ \"\$(ls -d /sys/block/dm-* | wc -l)\" = 1 ] && [ \"\$(ls /sys/bus/rbd/devices | wc -l)\" = 1 ] && [ \"\$(grep -F 'msg=\"volume mounted\"' '$LOG' | grep -cF 'target=$d ')\" = '$mounts0' ]"
+	check "krbd encrypted restart: the pod reads its canary" grep -q plaintextCanary "$d/canary"
 fi
 rm -f "$PODS/e1.json"
-check "krbd encrypted: pod removed -> mapping closed and image unmapped" \
-	wait_for 60 sh -c "! ls /dev/mapper/volagent-* >/dev/null 2>&1 && [ -z \"\$(ls /sys/bus/rbd/devices)\" ]"
-check "krbd encrypted: the passphrase is not in the agent log" sh -c "! grep -q vm-enc-passphrase '$LOG'"
+check "krbd encrypted: pod removed -> mapping closed and image unmapped" wait_for 60 enc_closed
+
+# The same spec again: the image is opened with the passphrase, the data is there.
+t=$(now_ms)
+write_enc_pod e1 "$PASSFILE"
+if wait_for 120 mounted "$d"; then
+	pass "krbd encrypted again: pod e1 mounted ($(secs_since "$t"))"
+	check "krbd encrypted again: the canary written before reads back" grep -q plaintextCanary-rbd-5e0c "$d/canary"
+	check "krbd encrypted again: on a volagent-* mapping" \
+		sh -c "case \"\$(cat /sys/dev/block/\$(mountpoint -d '$d')/dm/name)\" in volagent-*) true ;; *) false ;; esac"
+fi
+rm -f "$PODS/e1.json"
+check "krbd encrypted again: pod removed -> mapping closed and image unmapped" wait_for 60 enc_closed
+
+# A wrong passphrase: refused with an error naming the volume, nothing opened or left mapped.
+write_enc_pod e2 "$W/wrong.pass"
+wrong_logged() { grep -F 'wrong passphrase for the LUKS device' "$LOG" | grep -qF "$ENC"; }
+check "krbd encrypted wrong passphrase: refused, the error names the volume" wait_for 60 wrong_logged
+grep -F 'wrong passphrase for the LUKS device' "$LOG" | tail -n 1 | cut -c1-300
+check "krbd encrypted wrong passphrase: nothing mounted" unmounted "$(pod_dir e2)"
+check "krbd encrypted wrong passphrase: no mapping opened, the image unmapped" wait_for 30 enc_closed
+rm -f "$PODS/e2.json"
+
+# Block mode: the pod's file is the mapping, never /dev/rbdN.
+t=$(now_ms)
+write_enc_pod e3 "$PASSFILE" Block
+d=$(pod_dev e3)
+if wait_for 120 mounted "$d"; then
+	pass "krbd encrypted block: pod e3's file holds a device ($(secs_since "$t"))"
+	bdev=$(stat -Lc '%t %T' "$d" | { read -r a b && echo "$((16#$a)):$((16#$b))"; })
+	check "krbd encrypted block: the file is the volagent-* mapping ($bdev: $(dm_name_of "$bdev")), not /dev/rbdN" \
+		sh -c "[ -b '$d' ] && case '$(dm_name_of "$bdev")' in volagent-*) true ;; *) false ;; esac"
+	check "krbd encrypted block: the mapping reads the filesystem (ext4 magic at 1080)" \
+		sh -c "dd if='$d' bs=2 skip=540 count=1 status=none | od -An -tx1 | grep -q '53 ef'"
+fi
+rm -f "$PODS/e3.json"
+check "krbd encrypted block: pod removed -> mapping closed and image unmapped" wait_for 60 enc_closed
+check "krbd encrypted: nothing mounted under the root dir" count_is "$ROOT" 0
+check "krbd encrypted: the passphrases are not in the agent log" \
+	sh -c "! grep -q -e vm-enc-passphrase -e vm-wrong-passphrase '$LOG'"
 stop_agent
 
 # --- teardown ---------------------------------------------------------------------------
