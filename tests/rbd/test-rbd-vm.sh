@@ -10,8 +10,9 @@
 # Nothing runs on the host but qemu (scripts/vm/run stops it by its PID on every exit path);
 # the cluster, the agent and the mappings live and die in the guest.
 # Skips (77) without qemu, the Ceph tools or root, except under CI=true (a failure).
-# Environment: VOLAGENT_BIN (build/volagent), RBD_VM_TIMEOUT (VM limit, 600 s), RBD_VM_MEM
-# (guest MiB, 2048), KEEP_LOG=1 (print the agent log's tail even on success).
+# Environment: VOLAGENT_BIN (build/volagent), RBD_VM_TIMEOUT (VM limit, 840 s: under
+# run-tests.sh's 900 s per test), RBD_VM_MEM (guest MiB, 2048), KEEP_LOG=1 (print the agent
+# log's tail even on success).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../vm/testlib.sh"
@@ -31,7 +32,7 @@ trap 'exit 143' TERM
 
 t0=$EPOCHREALTIME
 rc=0
-"$t_repo/scripts/vm/run" -m "${RBD_VM_MEM:-2048}" -t "${RBD_VM_TIMEOUT:-600}" \
+"$t_repo/scripts/vm/run" -m "${RBD_VM_MEM:-2048}" -t "${RBD_VM_TIMEOUT:-840}" \
 	-e VOLAGENT_BIN="$agent" -e REPO="$t_repo" -e KEEP_LOG="${KEEP_LOG:-}" \
 	-- unshare -m --propagation private bash "$t_repo/tests/rbd/guest-krbd-nbd.sh" \
 	>"$work/out" 2>"$work/err" || rc=$?
