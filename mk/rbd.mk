@@ -12,7 +12,8 @@ RBD_TEST_SRCS := $(filter tests/test-rbd-%.c,$(TEST_SRCS))
 TEST_SRCS := $(filter-out tests/test-rbd-%.c,$(TEST_SRCS))
 RBD_TEST_BINS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(RBD_TEST_SRCS))
 check: $(RBD_TEST_BINS)
-$(RBD_TEST_BINS): LIBS_EXTRA += -lrbd -lrados
+# private: not inherited by their prerequisite build/volagent-test, which must not link librbd.
+$(RBD_TEST_BINS): private LIBS_EXTRA += -lrbd -lrados
 CHECK_SCRIPTS += tests/rbd/run.sh
 
 # The agent the tests run where they force a failure of `volagent rbd-helper` (a hang, a
