@@ -63,16 +63,18 @@ static void test_down_up_and_probes(void **state)
 	server_health_set_hung_after(200);
 	/* A mount that does not return. */
 	assert_int_equal(server_health_begin("nfs server a:2049", &hung, &err), 0);
-	/* Others to the same server meanwhile go ahead: it has not hung long enough. */
+	/* Others to the same server meanwhile go ahead: it has not hung long enough.  This one
+	 * fails for a reason of its own, which says nothing of the server (a success would: a
+	 * mount started before it, the held one, would then prove nothing). */
 	assert_int_equal(server_health_begin("nfs server a:2049", &op, &err), 0);
-	server_health_end(&op, 0, NULL);
+	server_health_end(&op, -EINVAL, NULL);
 	sleep_ms(250);
 	/* Status sees it down before any other operation asks. */
 	assert_true(info_of("nfs server a:2049")->down);
 	/* The next one is refused at once, naming the server and since when. */
 	t0 = ms_now();
 	assert_int_equal(server_health_begin("nfs server a:2049", &op, &err), -EHOSTUNREACH);
-	assert_true(ms_now() - t0 < 50);
+	assert_true(ms_now() - t0 < 1000); /* not waiting on the held one, which never returns */
 	assert_non_null(strstr(err.msg, "nfs server a:2049 is down since 20"));
 	assert_non_null(strstr(err.msg, "has not returned for"));
 	assert_true(info_of("nfs server a:2049")->down);
