@@ -11,12 +11,22 @@
 BENCH_DIR := $(BUILD)/tests/bench
 BENCH_BINS := $(BENCH_DIR)/volagent-bench $(BENCH_DIR)/csi-bench $(BENCH_DIR)/quota-bench $(BENCH_DIR)/crypt-bench
 BENCH_ARGS ?=
+# The second CSI client, tests/bench/csi_bench.py (Debian's python3-grpcio), runs on stubs
+# generated here from the project's own proto (python3-grpc-tools; scripts/deps/csi-test.txt).
+BENCH_PY_STUBS := $(BENCH_DIR)/py/csi_pb2.py $(BENCH_DIR)/py/csi_pb2_grpc.py
+BENCH_PYTHON := /usr/bin/python3
 
 .PHONY: bench
-bench: $(BUILD)/volagent $(BENCH_BINS)
+bench: $(BUILD)/volagent $(BENCH_BINS) $(BENCH_PY_STUBS)
 	BUILD=$(BUILD) scripts/bench --agent $(BUILD)/volagent --bench-dir $(BENCH_DIR) $(BENCH_ARGS)
 
-check: $(BENCH_BINS)
+check: $(BENCH_BINS) $(BENCH_PY_STUBS)
+
+# One run writes both files (grouped target).
+$(BENCH_PY_STUBS) &: proto/csi.proto
+	@mkdir -p $(BENCH_DIR)/py
+	$(BENCH_PYTHON) -m grpc_tools.protoc -Iproto --python_out=$(BENCH_DIR)/py \
+		--grpc_python_out=$(BENCH_DIR)/py proto/csi.proto
 
 # Needs only libc: it measures the agent from outside.
 $(BENCH_DIR)/volagent-bench: $(BENCH_DIR)/volagent-bench.o $(BENCH_DIR)/bench-util.o

@@ -775,6 +775,51 @@ static void test_csi_request_converges_incrementally(void **state)
 	assert_true(after.keys_visited - before.keys_visited < 20);
 }
 
+/* One CSI volume published at k targets one after another, then unpublished from each: a
+ * publish or an unpublish visits its target and the volume's device, not the volume's other
+ * targets, so the 2k calls cost O(k) visits (kubelet's k pods sharing one volume), not
+ * O(k^2). */
+static void test_csi_shared_volume_linear(void **state)
+{
+	enum {
+		K = 24
+	};
+	struct fix *f = *state;
+	struct volume_request_result res;
+	char src[600], parent[700], target[K][720];
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	make_src(f, "src-csi-shared", src, sizeof(src));
+	assert_int_equal(rec_start(f), 0);
+	wait_two_passes(f);
+	before = probe(f, NULL, NULL);
+	for (int i = 0; i < 2 * K; i++) {
+		bool publish = i < K;
+		char *t = target[i % K];
+
+		if (publish) {
+			snprintf(parent, sizeof(parent),
+				 "%s/pods/uid-%d/volumes/kubernetes.io~csi/pv-s", f->kubelet, i);
+			snprintf(t, sizeof(target[0]), "%s/mount", parent);
+			assert_int_equal(path_mkdir_p(parent, 0750), 0);
+		}
+		memset(&res, 0, sizeof(res));
+		assert_int_equal(reconciler_request(f->r,
+						    csi_request(publish ? VOLUME_REQUEST_PUBLISH
+									: VOLUME_REQUEST_UNPUBLISH,
+								"vol-s", t, publish ? src : NULL),
+						    scaled(5000), &res),
+				 0);
+		assert_int_equal(res.error, 0);
+		assert_int_equal(test_is_mountpoint(t), publish);
+	}
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes);
+	/* A few per call; ~k^2 = 576 if each call visited the volume's other targets. */
+	assert_true(after.keys_visited - before.keys_visited <= 6 * K);
+}
+
 /* More keys touched in one loop turn than a set holds (REC_TOUCHED_MAX): the sets are
  * emptied and never grow past the limit, one full pass follows, visiting every volume and
  * changing nothing that was right, and the passes after it are incremental again. */
@@ -964,6 +1009,49 @@ static void test_shared_volume_visits_linear(void **state)
 	assert_int_equal(after.full_passes, before.full_passes);
 	/* About 2 per pod (its spec, its set-up); k^2/2 = 128 if each set-up visited all. */
 	assert_true(after.keys_visited - before.keys_visited <= 4 * K);
+}
+
+/* The k pods of one volume going one after another: each tear-down visits its own target and
+ * the device, not the volume's other pods (no pod waits for the volume), so k tear-downs cost
+ * O(k) visits, not O(k^2). */
+static void test_shared_volume_teardowns_linear(void **state)
+{
+	enum {
+		K = 24
+	};
+	struct fix *f = *state;
+	char src[600], t[600], vol[620], name[32], file[32];
+	struct probe before, after;
+
+	f->refresh_ms = 600000;
+	make_src(f, "src-shared-down", src, sizeof(src));
+	snprintf(vol, sizeof(vol), "fake:%s", src);
+	assert_int_equal(rec_start(f), 0);
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		snprintf(file, sizeof(file), "pod-%d.json", i);
+		write_pod1(f, file, name, src, false);
+	}
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		target_of(f, name, "v", t, sizeof(t));
+		assert_true(wait_state(f, t, vol, is_mounted, 5000));
+	}
+	wait_two_passes(f);
+	before = probe(f, NULL, NULL);
+	for (int i = 0; i < K; i++) {
+		snprintf(name, sizeof(name), "pod-%d", i);
+		snprintf(file, sizeof(file), "pod-%d.json", i);
+		target_of(f, name, "v", t, sizeof(t));
+		remove_pod(f, file);
+		assert_true(wait_state(f, t, vol, is_gone, 5000));
+		assert_false(test_is_mountpoint(t));
+	}
+	after = probe(f, NULL, NULL);
+	assert_int_equal(after.full_passes, before.full_passes);
+	/* A few per pod (its spec, its tear-down, the device); ~k^2 = 576 if each tear-down
+	 * visited all the others. */
+	assert_true(after.keys_visited - before.keys_visited <= 6 * K);
 }
 
 struct stray {
@@ -1288,6 +1376,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_csi_request_converges_incrementally, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_volume_visits_linear, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_volume_teardowns_linear, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_csi_shared_volume_linear, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_touch_flood_becomes_one_full_pass, setup,
 						teardown),
 		cmocka_unit_test(test_asw_volume_index),

@@ -1,5 +1,6 @@
 /* actual-state.c - see actual-state.h. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,10 @@ struct actual_state {
 	/* volume name -> the first of the pod mounts that hold it (keyed by its volume_name;
 	 * the others follow on next_of_volume). */
 	struct hashmap *by_volume;
+	/* volume name -> unwanted_count: how many of its pod mounts are marked unwanted
+	 * (asw_pod_mount_set_unwanted); unwanted_lost: out of memory once, not known. */
+	struct hashmap *unwanted;
+	bool unwanted_lost;
 	struct hashmap *devices;      /* volume name -> asw_device */
 	struct hashmap *device_paths; /* mount path -> asw_device */
 	/* Targets unmounted since the last table refresh, with the generation then: a table
@@ -62,13 +67,14 @@ struct actual_state *asw_new(const char *root_dir)
 	a->pods_prefix = strdup_printf("%s/pods/", root_dir);
 	a->pod_mounts = hashmap_new();
 	a->by_volume = hashmap_new();
+	a->unwanted = hashmap_new();
 	a->devices = hashmap_new();
 	a->device_paths = hashmap_new();
 	a->unmounted = hashmap_new();
 	a->tracked = hashmap_new();
 	a->pending = hashmap_new();
-	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->by_volume || !a->devices ||
-	    !a->device_paths || !a->unmounted || !a->tracked || !a->pending)
+	if (!a->root_dir || !a->pods_prefix || !a->pod_mounts || !a->by_volume || !a->unwanted ||
+	    !a->devices || !a->device_paths || !a->unmounted || !a->tracked || !a->pending)
 		return asw_free(a);
 	return a;
 }
@@ -138,6 +144,55 @@ static void pod_mount_free(void *p)
 	free(pm);
 }
 
+struct unwanted_count {
+	size_t n;
+	char volume_name[]; /* the key */
+};
+
+static void unwanted_adjust(struct actual_state *a, const char *volume_name, bool up)
+{
+	struct unwanted_count *c = hashmap_get(a->unwanted, volume_name);
+	size_t len;
+
+	if (!up) {
+		if (c && --c->n == 0)
+			free(hashmap_remove(a->unwanted, volume_name));
+		return;
+	}
+	if (c) {
+		c->n++;
+		return;
+	}
+	len = strlen(volume_name) + 1;
+	c = malloc(sizeof(*c) + len);
+	if (c) {
+		memcpy(c->volume_name, volume_name, len);
+		c->n = 1;
+	}
+	if (!c || hashmap_put(a->unwanted, c->volume_name, c) < 0) {
+		free(c);
+		a->unwanted_lost = true;
+	}
+}
+
+void asw_pod_mount_set_unwanted(struct actual_state *a, struct asw_pod_mount *pm, bool unwanted)
+{
+	if (!pm->volume_name || pm->unwanted == unwanted)
+		return;
+	pm->unwanted = unwanted;
+	unwanted_adjust(a, pm->volume_name, unwanted);
+}
+
+int asw_count_unwanted_of(const struct actual_state *a, const char *volume_name)
+{
+	const struct unwanted_count *c;
+
+	if (a->unwanted_lost)
+		return -1;
+	c = hashmap_get(a->unwanted, volume_name);
+	return !c ? 0 : c->n > INT_MAX ? INT_MAX : (int)c->n;
+}
+
 /* Puts pm (holding a volume) on its volume's list.  Returns 0 or -ENOMEM. */
 static int link_volume(struct actual_state *a, struct asw_pod_mount *pm)
 {
@@ -163,6 +218,7 @@ static void unlink_volume(struct actual_state *a, struct asw_pod_mount *pm)
 
 	if (!pm->volume_name)
 		return;
+	asw_pod_mount_set_unwanted(a, pm, false);
 	if (next)
 		next->prev_of_volume = pm->prev_of_volume;
 	if (pm->prev_of_volume)
@@ -252,6 +308,7 @@ struct actual_state *asw_free(struct actual_state *a)
 		return NULL;
 	hashmap_free_values(a->pod_mounts, pod_mount_free);
 	hashmap_free(a->by_volume);
+	hashmap_free_values(a->unwanted, free);
 	hashmap_free(a->device_paths);
 	hashmap_free_values(a->devices, device_free);
 	if (a->unmounted)

@@ -30,6 +30,7 @@ struct asw_pod_mount {
 	bool foreign;	      /* verified to hold something no spec wants here */
 	bool broken;	      /* its health check failed: torn down, then set up again */
 	bool read_only;
+	bool unwanted; /* the reconciler's verdict at its last visit (asw_pod_mount_set_unwanted) */
 };
 
 struct asw_device {
@@ -68,6 +69,14 @@ size_t asw_count_pod_mounts_of(const struct actual_state *a, const char *volume_
  * an index kept by the state, so the reconciler needs none of its own. */
 const struct asw_pod_mount *asw_pod_mounts_of(const struct actual_state *a,
 					      const char *volume_name);
+/* The reconciler marks a pod mount that holding a volume is not wanted where it is, when it
+ * visits it; the state counts them per volume, so whether a volume is being released from
+ * somewhere is known without a walk over its k pod mounts.  A pod mount that leaves its
+ * volume's list is unmarked. */
+void asw_pod_mount_set_unwanted(struct actual_state *a, struct asw_pod_mount *pm, bool unwanted);
+/* How many pod mounts of volume_name are marked unwanted, or -1 when that is not known (an
+ * allocation failed once: the caller walks the pod mounts instead). */
+int asw_count_unwanted_of(const struct actual_state *a, const char *volume_name);
 /* Records that pm holds volume_name (NULL: unknown again), e.g. after a verify.  Returns 0,
  * or -ENOMEM with pm left unverified. */
 int asw_pod_mount_set_volume(struct actual_state *a, struct asw_pod_mount *pm,

@@ -78,6 +78,10 @@ struct rec_pass_sets {
 	/* The pass's own sets, swapped with the touched ones when it starts (kept to save
 	 * allocations of the tables). */
 	struct hashmap *visit_targets, *visit_volumes, *visit_devices;
+	/* Volumes a pod volume of which waited at its last visit for something of the whole
+	 * volume (a release elsewhere, its device): the end of a tear-down of such a volume
+	 * visits all of it, of another only its device (rec_volume_has_waiters). */
+	struct hashmap *waiting_volumes;
 	bool full_pass_due; /* the next pass visits every key */
 	bool always_full;   /* tests: every pass is a full one */
 };
@@ -241,6 +245,9 @@ void rec_dsw_changed(void *userdata, const char *target, const char *volume_name
 void rec_touch_target(struct reconciler *r, const char *target);
 void rec_touch_volume(struct reconciler *r, const char *volume_name);
 void rec_want_full_pass(struct reconciler *r);
+/* Whether a pod volume of volume_name waited at its last visit for something of the whole
+ * volume (see rec_pass_sets.waiting_volumes). */
+bool rec_volume_has_waiters(struct reconciler *r, const char *volume_name);
 /* More touched keys in one set than this: they are dropped for one full pass, which visits
  * them for less than the sets cost (10,000 pod spec files loaded at once would hold 10,000
  * copies of their targets). */

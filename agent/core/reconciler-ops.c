@@ -267,10 +267,11 @@ static bool device_wanted_unmounted(struct reconciler *r, const char *volume_nam
 }
 
 /* What may have waited on op, for the next pass to visit: its target always.  Everything of
- * its volume after a tear-down (a pod waiting for the volume elsewhere may mount it now, the
- * last one lets the device go), a device operation (its pods may bind it, or stage it
- * again), and the last pod operation on a volume whose device waits to be staged; otherwise
- * only its device, so the k set-ups of a volume k pods share do not visit all k pods each.  A
+ * its volume after a device operation (its pods may bind it, or stage it again), a tear-down
+ * of a volume a pod waits for elsewhere (it may mount it now), and the last pod operation on
+ * a volume whose device waits to be staged; otherwise only its device (the last tear-down
+ * lets it go), so the k set-ups or tear-downs of a volume k pods share do not visit all k
+ * pods each.  A
  * mount that was not verified held up every device release: its verification or removal
  * asks for a full pass. */
 static void touch_after(struct reconciler *r, const struct volume_op *op)
@@ -290,7 +291,8 @@ static void touch_after(struct reconciler *r, const struct volume_op *op)
 		r->loop.table_dirty = true;
 	if (!op->volume_name || op->kind == VOLUME_OP_VERIFY)
 		rec_want_full_pass(r);
-	else if (device || op->kind == VOLUME_OP_TEAR_DOWN ||
+	else if (device ||
+		 (op->kind == VOLUME_OP_TEAR_DOWN && rec_volume_has_waiters(r, op->volume_name)) ||
 		 (!rec_busy_get(r, op->volume_name, false) &&
 		  device_wanted_unmounted(r, op->volume_name)))
 		rec_touch_volume(r, op->volume_name);

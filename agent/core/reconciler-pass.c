@@ -122,6 +122,27 @@ void rec_want_full_pass(struct reconciler *r)
 	set_clear(r->pass.touched_devices);
 }
 
+bool rec_volume_has_waiters(struct reconciler *r, const char *volume_name)
+{
+	return hashmap_get(r->pass.waiting_volumes, volume_name) != NULL;
+}
+
+/* A pod volume of vol waits for something of the whole volume; a set that cannot grow makes
+ * every tear-down of it visit all of it, as before there was a set. */
+static void note_waiter(struct reconciler *r, const struct dsw_volume *vol)
+{
+	if (!set_add(r->pass.waiting_volumes, vol->name))
+		r->pass.full_pass_due = true;
+}
+
+/* Its pod volumes are visited now, and say again whether they wait. */
+static void forget_waiter(struct reconciler *r, const char *volume_name)
+{
+	char *key = hashmap_remove(r->pass.waiting_volumes, volume_name);
+
+	free(key);
+}
+
 void rec_touch_key(struct reconciler *r, const char *key)
 {
 	if (startswith(key, "pod:"))
@@ -158,7 +179,8 @@ int rec_pass_init(struct reconciler *r)
 {
 	struct hashmap **maps[] = { &r->pass.touched_targets, &r->pass.touched_volumes,
 				    &r->pass.touched_devices, &r->pass.visit_targets,
-				    &r->pass.visit_volumes,   &r->pass.visit_devices };
+				    &r->pass.visit_volumes,   &r->pass.visit_devices,
+				    &r->pass.waiting_volumes };
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		if (!(*maps[i] = hashmap_new()))
@@ -170,7 +192,8 @@ void rec_pass_fini(struct reconciler *r)
 {
 	struct hashmap **sets[] = { &r->pass.touched_targets, &r->pass.touched_volumes,
 				    &r->pass.touched_devices, &r->pass.visit_targets,
-				    &r->pass.visit_volumes,   &r->pass.visit_devices };
+				    &r->pass.visit_volumes,   &r->pass.visit_devices,
+				    &r->pass.waiting_volumes };
 
 	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
 		if (*sets[i])
@@ -361,14 +384,21 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 }
 
 /* Whether some pod mount holds volume_name; *ret_releasing: one of them is not wanted (so a
- * pod waiting for the volume waits until it is torn down). */
+ * pod waiting for the volume waits until it is torn down).  Step 1 of this pass or an earlier
+ * one marked each unwanted (every change that makes a pod mount unwanted touches its target
+ * or its volume), so the state's count says it; only when the count is not known are the
+ * volume's pod mounts walked. */
 static bool volume_held(struct reconciler *r, const char *volume_name, bool *ret_releasing)
 {
 	const struct asw_pod_mount *first = asw_pod_mounts_of(r->asw, volume_name);
-	bool releasing = false;
+	int unwanted = ret_releasing ? asw_count_unwanted_of(r->asw, volume_name) : 0;
+	bool releasing = unwanted > 0;
 
-	for (const struct asw_pod_mount *pm = first; pm && !releasing; pm = pm->next_of_volume)
-		releasing = !pod_mount_is_wanted(r, pm, dsw_get_pod_volume(r->dsw, pm->target));
+	for (const struct asw_pod_mount *pm = first; unwanted < 0 && pm && !releasing;
+	     pm = pm->next_of_volume)
+		releasing = !pod_mount_is_wanted(r, pm,
+						 dsw_get_pod_volume_hashed(r->dsw, pm->target,
+									   pm->target_hash));
 	if (ret_releasing)
 		*ret_releasing = releasing;
 	return first != NULL;
@@ -414,6 +444,7 @@ static void visit_pod_mount(struct reconciler *r, struct asw_pod_mount *pm, stru
 		return;
 	}
 	wanted = pod_mount_is_wanted(r, pm, pv);
+	asw_pod_mount_set_unwanted(r->asw, pm, !wanted);
 	if (pv)
 		dsw_pod_volume_set_mounted(r->dsw, pv, wanted);
 	if (!wanted && rec_pod_op_allowed(r, pm->target, pm->volume_name))
@@ -432,10 +463,9 @@ static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, st
 	if (hashmap_get_hashed(r->ops.inflight_pod, pv->target, pv->target_hash))
 		return;
 	b = rec_busy_get(r, vol->name, false);
-	if (b && (b->releasing || b->device_op))
-		return;
-	if (volume_held(r, vol->name, &releasing) && releasing)
-		return;
+	if ((b && (b->releasing || b->device_op)) ||
+	    (volume_held(r, vol->name, &releasing) && releasing))
+		return note_waiter(r, vol);
 	if (hashmap_size(r->ops.inflight_pod) >= r->ops.max_pod_ops) {
 		r->ops.setups_deferred = true; /* a full pass once there is room */
 		return;
@@ -443,11 +473,11 @@ static void visit_pod_volume(struct reconciler *r, struct dsw_pod_volume *pv, st
 	if (vol->uses_device) {
 		struct asw_device *d = asw_get_device(r->asw, vol->name);
 		if (d && d->broken)
-			return; /* released first, then staged again */
+			return note_waiter(r, vol); /* released first, then staged again */
 		if (!d || !d->mounted) {
 			if (rec_device_op_allowed(r, vol->name))
 				queue_mount_device(r, vol, &c->tail);
-			return;
+			return note_waiter(r, vol);
 		}
 	}
 	queue_set_up(r, pv, &c->tail);
@@ -489,6 +519,7 @@ static void full_pass(struct reconciler *r, struct pass_ctx *c)
 	set_clear(r->pass.touched_targets);
 	set_clear(r->pass.touched_volumes);
 	set_clear(r->pass.touched_devices);
+	set_clear(r->pass.waiting_volumes);
 	/* Each pod volume's mounted flag is set again by the pod mount that serves it. */
 	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &v, NULL))
 		dsw_pod_volume_set_mounted(r->dsw, v, false);
@@ -528,6 +559,7 @@ static void incremental_pass(struct reconciler *r, struct pass_ctx *c)
 		struct dsw_volume *vol = dsw_get_volume(r->dsw, key);
 		bool ok = set_add(r->pass.visit_devices, key);
 
+		forget_waiter(r, key);
 		for (struct dsw_pod_volume *pv = vol ? vol->pod_volumes : NULL; pv;
 		     pv = pv->next_of_volume)
 			ok = set_add_hashed(r->pass.visit_targets, pv->target, pv->target_hash) &&

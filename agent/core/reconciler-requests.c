@@ -226,9 +226,14 @@ static void wait_for(struct reconciler *r, struct pending_request *p)
 {
 	p->next = r->csi.waiting;
 	r->csi.waiting = p;
-	/* The request's path (target or staging path) and everything of its volume. */
+	/* The request's path (target or staging path), and the volume's device.  A publish or an
+	 * unpublish changes one target: the volume's other targets are not visited (k of them
+	 * would make each call O(k)); a stage or unstage, everything of the volume. */
 	rec_touch_target(r, p->req->path);
-	rec_touch_volume(r, p->name);
+	if (p->req->kind == VOLUME_REQUEST_PUBLISH || p->req->kind == VOLUME_REQUEST_UNPUBLISH)
+		rec_touch_device(r, p->name);
+	else
+		rec_touch_volume(r, p->name);
 }
 
 /* "<kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount" -> uid and pv; "csi" and the
@@ -303,20 +308,12 @@ static const char *mode_name(int mode)
 	return mode >= 0 && (size_t)mode < ARRAY_SIZE(names) ? names[mode] : "UNKNOWN";
 }
 
-/* A target of v other than path, or NULL. */
-static const struct dsw_pod_volume *other_target(struct reconciler *r, const struct dsw_volume *v,
-						 const char *path)
+/* A target of v other than path, or NULL (the first two of v's list at most). */
+static const struct dsw_pod_volume *other_target(const struct dsw_volume *v, const char *path)
 {
-	struct hashmap_iter it = HASHMAP_ITER_INIT;
-	void *value;
-
-	if (v->n_pod_volumes == 0)
-		return NULL;
-	while (hashmap_iterate(dsw_pod_volumes(r->dsw), &it, &value, NULL)) {
-		const struct dsw_pod_volume *pv = value;
-		if (pv->volume == v && !streq(pv->target, path))
+	for (const struct dsw_pod_volume *pv = v->pod_volumes; pv; pv = pv->next_of_volume)
+		if (!streq(pv->target, path))
 			return pv;
-	}
 	return NULL;
 }
 
@@ -339,7 +336,7 @@ static bool access_mode_refused(struct reconciler *r, struct pending_request *p,
 			 req->volume_id, mode_name(have), mode_name(want));
 		return true;
 	}
-	other = other_target(r, v, req->path);
+	other = other_target(v, req->path);
 	if (!other)
 		return false;
 	have = fingerprint_mode(other->fingerprint);

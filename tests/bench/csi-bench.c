@@ -5,6 +5,7 @@
  *   csi-bench --endpoint unix:///path --targets-root DIR --count M [--concurrency C]
  *             [--volume-context k=v]... [--staging-path DIR] [--volume-id-prefix S]
  *             [--fs-type T] [--label NAME] [--deadline-ms MS] [--keep] [--agent-pid PID]
+ *   csi-bench ... --shared K1,K2,... [--reps M]
  *   csi-bench --endpoint unix:///path --wait-ready MS
  *   csi-bench --self-test --targets-root DIR --volume-context path=/abs/dir ...
  *
@@ -16,6 +17,17 @@
  * is timed from the start of its batch to its completion; the phase from its first call to
  * its last completion.  After the publish phase every target must be a mount root, after the
  * unpublish phase none: a driver that answers OK without mounting is caught.
+ *
+ * Before the publish phase the client times its own no-op call on the same channel,
+ * NodeGetCapabilities, as many times and as many in flight: the client's floor, which a
+ * publish's p50 is set against (the agent's share, docs/performance.md).
+ *
+ * --shared K1,K2,...: one volume (id "<prefix>0", staged at "<staging-path>/<label>-0" when
+ * a staging path is given), published at more and more targets (1, 2, ...); when it has K
+ * of them, the client times M no-op calls (--reps, default 200), then publishes and
+ * unpublishes one more target M times, so the volume stays at K while its calls are timed.  Sequential;
+ * the access mode is MULTI_NODE_MULTI_WRITER (many pods sharing one volume).  The labels
+ * gain ".<K>".  Afterwards every target is unpublished and the volume unstaged.
  *
  * --keep stops after the publish phase and leaves the volumes staged and published (a later
  * run, with another --label and --volume-id-prefix, then works next to them: the agent's
@@ -69,6 +81,8 @@ static struct {
 	int count, concurrency, deadline_ms;
 	int agent_pid; /* 0: not sampled */
 	bool keep;     /* --keep: stop after the publish phase, leaving the volumes published */
+	const char *shared; /* --shared K1,K2,...: one volume at K targets */
+	int reps;
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry ctx[MAX_CONTEXT];
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx_ptr[MAX_CONTEXT];
 	size_t n_ctx;
@@ -79,6 +93,7 @@ static struct {
 	.count = 1000,
 	.concurrency = 1,
 	.deadline_ms = 30000,
+	.reps = 200,
 };
 
 static grpc_channel *channel;
@@ -115,7 +130,8 @@ enum rpc {
 	RPC_STAGE,
 	RPC_PUBLISH,
 	RPC_UNPUBLISH,
-	RPC_UNSTAGE
+	RPC_UNSTAGE,
+	RPC_NOOP
 };
 
 static const char *const rpc_method[] = {
@@ -124,12 +140,13 @@ static const char *const rpc_method[] = {
 	[RPC_PUBLISH] = "/csi.v1.Node/NodePublishVolume",
 	[RPC_UNPUBLISH] = "/csi.v1.Node/NodeUnpublishVolume",
 	[RPC_UNSTAGE] = "/csi.v1.Node/NodeUnstageVolume",
+	[RPC_NOOP] = "/csi.v1.Node/NodeGetCapabilities",
 };
 
 /* Each method registered on the channel once (grpc_channel_register_call): a call then does
  * not hand gRPC its path to look up again. */
 static grpc_channel *registered_on;
-static void *registered[RPC_UNSTAGE + 1];
+static void *registered[RPC_NOOP + 1];
 
 static void *method_handle(enum rpc rpc)
 {
@@ -173,6 +190,7 @@ static grpc_byte_buffer *build_request(enum rpc rpc, int i)
 	Csi__V1__VolumeCapability__AccessMode mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__INIT;
 	Csi__V1__VolumeCapability cap = CSI__V1__VOLUME_CAPABILITY__INIT;
 	Csi__V1__ProbeRequest probe = CSI__V1__PROBE_REQUEST__INIT;
+	Csi__V1__NodeGetCapabilitiesRequest noop = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
 	Csi__V1__NodeStageVolumeRequest stage = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
 	Csi__V1__NodePublishVolumeRequest pub = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
 	Csi__V1__NodeUnpublishVolumeRequest unpub = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
@@ -184,13 +202,16 @@ static grpc_byte_buffer *build_request(enum rpc rpc, int i)
 	grpc_slice slice;
 	grpc_byte_buffer *bb;
 
-	snprintf(volume_id, sizeof(volume_id), "%s%d", opt.prefix, i);
+	/* --shared: every target is of volume 0. */
+	snprintf(volume_id, sizeof(volume_id), "%s%d", opt.prefix, opt.shared ? 0 : i);
 	if (opt.targets_root)
 		target_for(i, target, sizeof(target));
 	if (opt.staging_path)
-		path_for(opt.staging_path, i, staging, sizeof(staging));
+		path_for(opt.staging_path, opt.shared ? 0 : i, staging, sizeof(staging));
 	mount.fs_type = (char *)opt.fs_type;
-	mode.mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+	mode.mode = opt.shared
+			    ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
+			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
 	cap.access_mode = &mode;
 	cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
 	cap.mount = &mount;
@@ -198,6 +219,9 @@ static grpc_byte_buffer *build_request(enum rpc rpc, int i)
 	switch (rpc) {
 	case RPC_PROBE:
 		msg = &probe.base;
+		break;
+	case RPC_NOOP:
+		msg = &noop.base;
 		break;
 	case RPC_STAGE:
 		stage.volume_id = volume_id;
@@ -413,10 +437,12 @@ static void report(const char *rpc, double *lat, int n, double wall_ms)
 	qsort(lat, (size_t)n, sizeof(*lat), bench_cmp_double);
 	printf("figure %s.%s.p50 %.3f ms\n", opt.label, rpc, percentile(lat, n, 50));
 	printf("figure %s.%s.p99 %.3f ms\n", opt.label, rpc, percentile(lat, n, 99));
-	printf("figure %s.%s.rate %.0f calls/s\n", opt.label, rpc, n / (wall_ms / 1000));
-	printf("%s %s: %d calls, %d in flight, %.1f ms; min %.3f ms, max %.3f ms\n", opt.label, rpc,
-	       n, opt.concurrency, wall_ms, lat[0], lat[n - 1]);
-	report_cost(rpc, &phase_cost[0], &phase_cost[1], n);
+	if (wall_ms > 0) { /* 0: the calls were not one phase (--shared) */
+		printf("figure %s.%s.rate %.0f calls/s\n", opt.label, rpc, n / (wall_ms / 1000));
+		report_cost(rpc, &phase_cost[0], &phase_cost[1], n);
+	}
+	printf("%s %s: %d calls, %d in flight; min %.3f ms, max %.3f ms\n", opt.label, rpc, n,
+	       opt.concurrency, lat[0], lat[n - 1]);
 	fflush(stdout);
 }
 
@@ -455,6 +481,8 @@ static int bench(void)
 		wall = run_phase(RPC_STAGE, opt.count, opt.concurrency, lat);
 		report("stage", lat, opt.count, wall);
 	}
+	wall = run_phase(RPC_NOOP, opt.count, opt.concurrency, lat);
+	report("noop", lat, opt.count, wall);
 	wall = run_phase(RPC_PUBLISH, opt.count, opt.concurrency, lat);
 	check_targets(true);
 	report("publish", lat, opt.count, wall);
@@ -482,6 +510,108 @@ static int bench(void)
 		}
 	}
 	free(lat);
+	return 0;
+}
+
+/* One call, waited for; its latency in ms. */
+static double one_call(enum rpc rpc, int i)
+{
+	struct slot s;
+	grpc_event ev;
+	grpc_status_code st;
+	double ms;
+	char msg[512];
+
+	memset(&s, 0, sizeof(s));
+	slot_start(&s, rpc, i, opt.deadline_ms);
+	ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	ms = (double)(bench_now_ns() - s.start_ns) / 1e6;
+	if (ev.type != GRPC_OP_COMPLETE || ev.tag != &s)
+		die("completion queue: event type %d", (int)ev.type);
+	if (s.response)
+		grpc_byte_buffer_destroy(s.response);
+	st = slot_finish(&s, msg, sizeof(msg));
+	if (!ev.success || st != GRPC_STATUS_OK)
+		die("%s at target %d: status %d: %s", rpc_method[rpc], i, (int)st, msg);
+	return ms;
+}
+
+static void make_parent(const char *root, int i)
+{
+	char p[PATH_MAX];
+
+	path_for(root, i, p, sizeof(p));
+	if (mkdir(p, 0750) < 0 && errno != EEXIST)
+		die("mkdir %s: %s", p, strerror(errno));
+}
+
+static void remove_parent(int i)
+{
+	char p[PATH_MAX];
+
+	target_for(i, p, sizeof(p));
+	rmdir(p); /* the driver may have removed it; CSI allows either */
+	path_for(opt.targets_root, i, p, sizeof(p));
+	if (rmdir(p) < 0)
+		die("rmdir %s: %s", p, strerror(errno));
+}
+
+/* --shared: volume 0 at targets 1..k; the timed target is SHARED_PROBE. */
+#define SHARED_PROBE 9999999
+static int bench_shared(void)
+{
+	const char *label = opt.label;
+	int published = 0, reps = opt.reps;
+	char *list = strdup(opt.shared), *tok, *save = NULL, name[256];
+	double *noop = calloc((size_t)reps, sizeof(double));
+	double *pub = calloc((size_t)reps, sizeof(double));
+	double *unpub = calloc((size_t)reps, sizeof(double));
+	char t[PATH_MAX];
+
+	if (!list || !noop || !pub || !unpub)
+		die("out of memory");
+	if (opt.staging_path) {
+		make_parent(opt.staging_path, 0);
+		one_call(RPC_STAGE, 0);
+	}
+	make_parent(opt.targets_root, SHARED_PROBE);
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int k = atoi(tok);
+
+		while (published < k) {
+			make_parent(opt.targets_root, ++published);
+			one_call(RPC_PUBLISH, published);
+		}
+		for (int r = 0; r < reps; r++)
+			noop[r] = one_call(RPC_NOOP, 0);
+		for (int r = 0; r < reps; r++) {
+			pub[r] = one_call(RPC_PUBLISH, SHARED_PROBE);
+			unpub[r] = one_call(RPC_UNPUBLISH, SHARED_PROBE);
+		}
+		snprintf(name, sizeof(name), "%s.%d", label, k);
+		opt.label = name;
+		opt.concurrency = 1;
+		report("noop", noop, reps, 0);
+		report("publish", pub, reps, 0);
+		report("unpublish", unpub, reps, 0);
+		opt.label = label;
+	}
+	for (int i = 1; i <= published; i++) {
+		target_for(i, t, sizeof(t));
+		if (!bench_is_mount_root(t))
+			die("%s is not a mount point", t);
+		one_call(RPC_UNPUBLISH, i);
+		if (bench_is_mount_root(t))
+			die("%s is still a mount point", t);
+		remove_parent(i);
+	}
+	remove_parent(SHARED_PROBE);
+	if (opt.staging_path)
+		one_call(RPC_UNSTAGE, 0);
+	free(list);
+	free(noop);
+	free(pub);
+	free(unpub);
 	return 0;
 }
 
@@ -606,6 +736,7 @@ static void usage(void)
 		"                 [--concurrency C] [--volume-context k=v]... [--staging-path DIR]\n"
 		"                 [--volume-id-prefix S] [--fs-type T] [--label NAME]\n"
 		"                 [--deadline-ms MS] [--keep] [--agent-pid PID]\n"
+		"                 [--shared K1,K2,... [--reps M]]\n"
 		"       csi-bench --endpoint unix:///path --wait-ready MS\n"
 		"       csi-bench --self-test --targets-root DIR --volume-context path=/dir ...\n");
 	exit(2);
@@ -651,6 +782,10 @@ int main(int argc, char **argv)
 			opt.concurrency = atoi(v);
 		else if (!strcmp(o, "--agent-pid"))
 			opt.agent_pid = atoi(v);
+		else if (!strcmp(o, "--shared"))
+			opt.shared = v;
+		else if (!strcmp(o, "--reps"))
+			opt.reps = atoi(v);
 		else if (!strcmp(o, "--deadline-ms"))
 			opt.deadline_ms = atoi(v);
 		else if (!strcmp(o, "--wait-ready"))
@@ -671,7 +806,7 @@ int main(int argc, char **argv)
 			usage();
 	}
 	if (opt.count < 1 || opt.concurrency < 1 || opt.concurrency > MAX_CONCURRENCY ||
-	    opt.deadline_ms < 1)
+	    opt.deadline_ms < 1 || opt.reps < 1)
 		usage();
 	if (wait_ms < 0 && !opt.targets_root)
 		usage();
@@ -688,7 +823,7 @@ int main(int argc, char **argv)
 	channel = channel_new();
 	cq = grpc_completion_queue_create_for_next(NULL);
 
-	rc = wait_ms >= 0 ? wait_ready(wait_ms) : bench();
+	rc = wait_ms >= 0 ? wait_ready(wait_ms) : opt.shared ? bench_shared() : bench();
 
 	grpc_channel_destroy(channel);
 	grpc_completion_queue_shutdown(cq);
