@@ -64,6 +64,7 @@ struct rec_loop {
 	bool completions_paused;
 	uint64_t completions_resume_ms;
 	uint64_t last_refresh_ms;
+	uint64_t last_refresh_cost_ms; /* how long that read took (refresh_interval_ms) */
 	uint64_t last_resync_ms;
 	uint64_t last_health_ms;
 	bool health_due;

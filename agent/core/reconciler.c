@@ -82,11 +82,13 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 {
 	/* The first read cannot say what changed since the agent last looked: all of it. */
 	bool first = mount_table_generation(r->table) == 0;
+	uint64_t start_us = now_us();
 	int k = mount_table_refresh(r->table, NULL, first ? NULL : table_changed, r, err);
 
 	if (k < 0)
 		return k;
 	r->loop.last_refresh_ms = now_ms();
+	r->loop.last_refresh_cost_ms = (now_us() - start_us + 999) / 1000;
 	r->loop.table_dirty = false;
 	r->loop.table_reads++;
 	/* Also what changed without a trace in the table: a mount an operation reported that
@@ -98,6 +100,22 @@ int rec_refresh_table(struct reconciler *r, struct error_info *err)
 		asw_sync_changed(r->asw, r->table, state_changed, r);
 	}
 	return 0;
+}
+
+/* A read of the whole table costs O(mounts) (the kernel formats every line, libmount parses
+ * it).  While a burst of changes goes on, the table is read at most every
+ * refresh_min_interval_ms, and not more often than leaves the reads 1/REFRESH_COST_FACTOR of
+ * the loop's time: with a fixed interval, a converge of N volumes on the fallback path would
+ * read a table of N lines N/rate times, O(N^2) (what made 5,000 volumes take 6.4x the time of
+ * 1,000; docs/performance.md).  systemd rate-limits its mountinfo re-reads for the same
+ * reason. */
+#define REFRESH_COST_FACTOR 5
+
+static uint64_t refresh_interval_ms(const struct reconciler *r)
+{
+	uint64_t by_cost = r->loop.last_refresh_cost_ms * REFRESH_COST_FACTOR;
+
+	return by_cost > r->cfg.refresh_min_interval_ms ? by_cost : r->cfg.refresh_min_interval_ms;
 }
 
 /* A batch of mount events that comes within this many ms of the last one is a burst (a
@@ -272,7 +290,7 @@ static void arm_timer(struct reconciler *r)
 	if (r->csi.save_due_ms && r->csi.save_due_ms < next)
 		next = r->csi.save_due_ms;
 	if (r->loop.table_dirty) {
-		uint64_t t = r->loop.last_refresh_ms + r->cfg.refresh_min_interval_ms;
+		uint64_t t = r->loop.last_refresh_ms + refresh_interval_ms(r);
 		if (t < next)
 			next = t;
 	}
@@ -456,13 +474,12 @@ static void *reconciler_main(void *arg)
 			r->loop.health_due = true; /* checks queued by the next pass, full or not */
 		}
 		/* Our own operations report their mounts; the table is re-read for changes made by
-		 * others, at most every refresh_min_interval_ms while a burst goes on. */
+		 * others, at most every refresh_interval_ms() while a burst goes on. */
 		resume_mount_monitor(r, now);
 		resume_completions(r, now);
 		if (take_resync_request(r))
 			forced_resync(r);
-		if (r->loop.table_dirty &&
-		    now - r->loop.last_refresh_ms >= r->cfg.refresh_min_interval_ms)
+		if (r->loop.table_dirty && now - r->loop.last_refresh_ms >= refresh_interval_ms(r))
 			refresh_table_in_loop(r);
 		/* Operations whose backoff is over are retried, and only those. */
 		backoff_take_due(r->backoff, now_ms(), touch_key, r);
