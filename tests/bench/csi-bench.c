@@ -18,6 +18,10 @@
  * its last completion.  After the publish phase every target must be a mount root, after the
  * unpublish phase none: a driver that answers OK without mounting is caught.
  *
+ * Sequentially, it also times a publish the agent refuses at once (no volume_id) and, after
+ * the publish phase, each publish again (a repeat, answered with no operation): what a
+ * publish is made of.
+ *
  * Before the publish phase the client times its own no-op call on the same channel,
  * NodeGetCapabilities, as many times and as many in flight: the client's floor, which a
  * publish's p50 is set against (the agent's share, docs/performance.md).
@@ -131,7 +135,8 @@ enum rpc {
 	RPC_PUBLISH,
 	RPC_UNPUBLISH,
 	RPC_UNSTAGE,
-	RPC_NOOP
+	RPC_NOOP,
+	RPC_PUBLISH_REFUSED /* a publish without volume_id: INVALID_ARGUMENT at once */
 };
 
 static const char *const rpc_method[] = {
@@ -141,12 +146,13 @@ static const char *const rpc_method[] = {
 	[RPC_UNPUBLISH] = "/csi.v1.Node/NodeUnpublishVolume",
 	[RPC_UNSTAGE] = "/csi.v1.Node/NodeUnstageVolume",
 	[RPC_NOOP] = "/csi.v1.Node/NodeGetCapabilities",
+	[RPC_PUBLISH_REFUSED] = "/csi.v1.Node/NodePublishVolume",
 };
 
 /* Each method registered on the channel once (grpc_channel_register_call): a call then does
  * not hand gRPC its path to look up again. */
 static grpc_channel *registered_on;
-static void *registered[RPC_NOOP + 1];
+static void *registered[RPC_PUBLISH_REFUSED + 1];
 
 static void *method_handle(enum rpc rpc)
 {
@@ -234,7 +240,8 @@ static grpc_byte_buffer *build_request(enum rpc rpc, int i)
 		msg = &stage.base;
 		break;
 	case RPC_PUBLISH:
-		pub.volume_id = volume_id;
+	case RPC_PUBLISH_REFUSED:
+		pub.volume_id = rpc == RPC_PUBLISH ? volume_id : (char *)"";
 		pub.staging_target_path = staging;
 		pub.target_path = target;
 		pub.volume_capability = &cap;
@@ -421,7 +428,8 @@ static double run_phase(enum rpc rpc, int count, int concurrency, double *lat_ms
 		if (s->response)
 			grpc_byte_buffer_destroy(s->response);
 		st = slot_finish(s, msg, sizeof(msg));
-		if (!ev.success || st != GRPC_STATUS_OK)
+		if (!ev.success || st != (rpc == RPC_PUBLISH_REFUSED ? GRPC_STATUS_INVALID_ARGUMENT
+								     : GRPC_STATUS_OK))
 			die("%s of volume %s%d: status %d: %s", rpc_method[rpc], opt.prefix,
 			    s->index, (int)st, msg);
 		done++;
@@ -483,9 +491,20 @@ static int bench(void)
 	}
 	wall = run_phase(RPC_NOOP, opt.count, opt.concurrency, lat);
 	report("noop", lat, opt.count, wall);
+	if (opt.concurrency == 1) {
+		/* What a publish is made of (docs/performance.md): refused on gRPC's thread before
+		 * any hand-off, the same size on the wire. */
+		run_phase(RPC_PUBLISH_REFUSED, opt.count, 1, lat);
+		report("refused", lat, opt.count, 0);
+	}
 	wall = run_phase(RPC_PUBLISH, opt.count, opt.concurrency, lat);
 	check_targets(true);
 	report("publish", lat, opt.count, wall);
+	if (opt.concurrency == 1) {
+		/* Each publish again: answered by the reconciler's thread, no operation. */
+		run_phase(RPC_PUBLISH, opt.count, 1, lat);
+		report("repeat", lat, opt.count, 0);
+	}
 	if (opt.keep) {
 		free(lat);
 		return 0;

@@ -27,7 +27,10 @@ Each publish is checked: the target must be a mount point afterwards, and no lon
 its unpublish (a driver that answers OK without mounting is caught).
 
 Output: "figure <label>.<rpc>.<p50|p99|rate> <value> <unit>" lines, as the C client's, with
-rpc publish, unpublish and noop; with --shared the label gains ".<K>".
+rpc publish, unpublish and noop; with --shared the label gains ".<K>".  Sequentially, fresh
+volumes also give "refused" (a publish without volume_id, refused on gRPC's thread) and
+"repeat" (each publish again, answered by the reconciler with no operation): what a publish
+is made of, for docs/performance.md.
 """
 import argparse
 import ctypes
@@ -184,10 +187,32 @@ class Client:
         noop, noop_wall = self.run(n.NodeGetCapabilities, [self.noop_req()] * a.count,
                                    a.concurrency)
         pubs = [self.publish_req(v, m, m) for v, m in zip(vols, names)]
+        refused = []
+        if a.concurrency == 1:
+            # A publish the agent refuses at once (no volume_id): the same size on the wire,
+            # answered on gRPC's thread before any hand-off.
+            bad = self.pb.NodePublishVolumeRequest()
+            bad.CopyFrom(pubs[0])
+            bad.volume_id = ""
+            for _ in range(a.count):
+                s = time.perf_counter_ns()
+                try:
+                    n.NodePublishVolume(bad, timeout=a.deadline_ms / 1000.0)
+                except self.grpc.RpcError as e:
+                    if e.code() != self.grpc.StatusCode.INVALID_ARGUMENT:
+                        raise
+                else:
+                    sys.exit("csi_bench: a publish without volume_id was answered OK")
+                refused.append((time.perf_counter_ns() - s) / 1e6)
         lat, wall = self.run(n.NodePublishVolume, pubs, a.concurrency)
         self.check_targets(names, True)
         report(label, "noop", noop, noop_wall)
         report(label, "publish", lat, wall)
+        if refused:
+            report(label, "refused", refused, 0)
+            # The same publishes again: answered by the reconciler's thread with no operation.
+            rep, _ = self.run(n.NodePublishVolume, pubs, 1)
+            report(label, "repeat", rep, 0)
         lat, wall = self.run(n.NodeUnpublishVolume,
                              [self.unpublish_req(v, m) for v, m in zip(vols, names)],
                              a.concurrency)
