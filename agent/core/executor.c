@@ -7,7 +7,12 @@
  * answer, a mkfs) no longer counts: the next submit, or executor_kick() once that time is up,
  * wakes another, so a slow job holds up a queued one for about SLOW_JOB_US at most.  A burst
  * of quick jobs (a converge, CSI calls in flight) thus costs a wake-up or two, not one per job;
- * jobs that block get as many workers as there are, one more every SLOW_JOB_US. */
+ * jobs that block get as many workers as there are, one more every SLOW_JOB_US.
+ *
+ * The other side of a hand-off is the reconciler waking for a completion.  When a caller
+ * waits for a job just submitted (a CSI publish), the reconciler may spin for it a little
+ * (executor_spin_for_done) instead of sleeping: at most a fixed time from the job's
+ * submission, so a job that turns out slow costs that spin once, not once per loop turn. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,11 +40,13 @@ struct executor {
 	pthread_cond_t cond;
 	struct executor_job *queue_head, *queue_tail;
 	struct executor_job *done_head, *done_tail;
-	size_t queued;	   /* jobs on the queue */
-	size_t pending;	   /* queued or running */
-	unsigned idle;	   /* workers waiting on cond */
-	unsigned woken;	   /* of those, signalled and not yet up */
-	uint64_t woken_us; /* when the last of those was signalled */
+	size_t queued;	    /* jobs on the queue */
+	size_t pending;	    /* queued or running */
+	unsigned idle;	    /* workers waiting on cond */
+	unsigned woken;	    /* of those, signalled and not yet up */
+	uint64_t woken_us;  /* when the last of those was signalled */
+	uint64_t submit_us; /* when the last job was queued */
+	bool done_ready;    /* done_head is set: read without the lock by the spin */
 	unsigned awake_cap;
 	uint64_t slow_us;
 	bool stopping;
@@ -132,6 +139,7 @@ static void *worker_main(void *arg)
 			ex->done_tail->next = job;
 		} else {
 			ex->done_head = job;
+			__atomic_store_n(&ex->done_ready, true, __ATOMIC_RELEASE);
 			(void)!write(ex->event_fd, &one, sizeof(one));
 		}
 		ex->done_tail = job;
@@ -234,6 +242,7 @@ void executor_submit_list(struct executor *ex, struct executor_job *first)
 	ex->queue_tail = last;
 	ex->queued += n;
 	ex->pending += n;
+	ex->submit_us = now_us();
 	wakes = take_wakes(ex);
 	pthread_mutex_unlock(&ex->lock);
 	signal_n(ex, wakes);
@@ -288,8 +297,39 @@ struct executor_job *executor_take_completed(struct executor *ex)
 	pthread_mutex_lock(&ex->lock);
 	list = ex->done_head;
 	ex->done_head = ex->done_tail = NULL;
+	__atomic_store_n(&ex->done_ready, false, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&ex->lock);
 	return list;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+bool executor_spin_for_done(struct executor *ex, uint64_t max_us)
+{
+	uint64_t until, submit_us;
+	size_t pending;
+
+	pthread_mutex_lock(&ex->lock);
+	submit_us = ex->submit_us;
+	pending = ex->pending;
+	pthread_mutex_unlock(&ex->lock);
+	until = submit_us + max_us;
+	if (!pending)
+		return __atomic_load_n(&ex->done_ready, __ATOMIC_ACQUIRE);
+	while (!__atomic_load_n(&ex->done_ready, __ATOMIC_ACQUIRE)) {
+		if (now_us() >= until)
+			return false;
+		for (int i = 0; i < 64; i++)
+			cpu_relax();
+	}
+	return true;
 }
 
 unsigned executor_idle(struct executor *ex)

@@ -8,6 +8,7 @@
  * room for another within a few ms, provided the owner calls executor_kick() when told to. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,11 @@ uint64_t executor_kick(struct executor *ex);
 void executor_set_limits(struct executor *ex, unsigned awake_cap, uint64_t slow_us);
 /* An eventfd that is readable while completed jobs wait to be taken. */
 int executor_get_fd(const struct executor *ex);
+/* Whether a completed job waits to be taken, spinning for one while jobs are pending, until
+ * max_us after the last submission (not after the call: a slow job costs one spin).  For a
+ * caller that waits for a quick job: sleeping and being woken costs about what a bind mount
+ * does on a virtual machine. */
+bool executor_spin_for_done(struct executor *ex, uint64_t max_us);
 /* Takes all completed jobs (in completion order, linked through next), or NULL. */
 struct executor_job *executor_take_completed(struct executor *ex);
 /* Workers waiting for a job (tests). */

@@ -422,11 +422,16 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
 	pthread_once(&log_once, gcore_log_init);
 	grpc_init();
 	g->cq = grpc_completion_queue_create_for_next(NULL);
-	if (g->cfg.max_receive_bytes > 0) {
-		/* With the limit, reads off the socket in chunks of at most the limit (gRPC grows
-		 * them up to 4 MiB for a large message otherwise, and must still read what a
-		 * refused request sent). */
+	{
+		/* No bandwidth-delay probing: on a unix socket with messages of a few hundred
+		 * bytes it estimates nothing, and each probe is a PING the client must wake up to
+		 * answer in the middle of a call.  With a receive limit, reads off the socket in
+		 * chunks of at most the limit (gRPC grows them up to 4 MiB for a large message
+		 * otherwise, and must still read what a refused request sent). */
 		grpc_arg arg[] = {
+			{ .type = GRPC_ARG_INTEGER,
+			  .key = (char *)GRPC_ARG_HTTP2_BDP_PROBE,
+			  .value.integer = 0 },
 			{ .type = GRPC_ARG_INTEGER,
 			  .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
 			  .value.integer = g->cfg.max_receive_bytes },
@@ -434,11 +439,11 @@ struct gcore *gcore_new(const struct gcore_config *cfg, struct error_info *err)
 			  .key = (char *)GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE,
 			  .value.integer = g->cfg.max_receive_bytes },
 		};
-		grpc_channel_args args = { .num_args = ARRAY_SIZE(arg), .args = arg };
+		grpc_channel_args args = {
+			.num_args = g->cfg.max_receive_bytes > 0 ? ARRAY_SIZE(arg) : 1, .args = arg
+		};
 
 		g->server = grpc_server_create(&args, NULL); /* args are copied */
-	} else {
-		g->server = grpc_server_create(NULL, NULL);
 	}
 	grpc_server_register_completion_queue(g->server, g->cq, NULL);
 	return g;

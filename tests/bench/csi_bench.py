@@ -67,6 +67,32 @@ _AT_FDCWD = -100
 _AT_SYMLINK_NOFOLLOW = 0x100
 
 
+def agent_cost(pid):
+    """(CPU seconds, context switches) of every thread of process pid, or None."""
+    if not pid:
+        return None
+    with open("/proc/%d/stat" % pid, encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    cs = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid), encoding="ascii") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:",
+                                        "nonvoluntary_ctxt_switches:")):
+                        cs += int(line.split()[1])
+        except FileNotFoundError:
+            pass  # the thread is gone
+    return cpu, cs
+
+
+def report_cost(label, rpc, before, after, n):
+    if before and after:
+        figure("%s.%s.agent_cpu" % (label, rpc), (after[0] - before[0]) / n * 1e6, "us/call")
+        figure("%s.%s.agent_cs" % (label, rpc), (after[1] - before[1]) / n, "per call")
+
+
 def is_mountpoint(path):
     """Whether path is the root of a mount: statx's STATX_ATTR_MOUNT_ROOT (Linux 5.8), which
     a bind of a directory of the same filesystem sets too (device and inode numbers, what
@@ -184,8 +210,10 @@ class Client:
         n = self.node
         self.run(n.NodeStageVolume, [self.stage_req(v, m) for v, m in zip(vols, names)],
                  a.concurrency)
+        c0 = agent_cost(a.agent_pid)
         noop, noop_wall = self.run(n.NodeGetCapabilities, [self.noop_req()] * a.count,
                                    a.concurrency)
+        report_cost(label, "noop", c0, agent_cost(a.agent_pid), a.count)
         pubs = [self.publish_req(v, m, m) for v, m in zip(vols, names)]
         refused = []
         if a.concurrency == 1:
@@ -204,7 +232,9 @@ class Client:
                 else:
                     sys.exit("csi_bench: a publish without volume_id was answered OK")
                 refused.append((time.perf_counter_ns() - s) / 1e6)
+        c0 = agent_cost(a.agent_pid)
         lat, wall = self.run(n.NodePublishVolume, pubs, a.concurrency)
+        report_cost(label, "publish", c0, agent_cost(a.agent_pid), a.count)
         self.check_targets(names, True)
         report(label, "noop", noop, noop_wall)
         report(label, "publish", lat, wall)
@@ -276,6 +306,8 @@ def main():
     p.add_argument("--deadline-ms", type=int, default=30000)
     p.add_argument("--shared", help="K1,K2,...: one volume at K targets")
     p.add_argument("--reps", type=int, default=200, help="--shared: calls timed at each K")
+    p.add_argument("--agent-pid", type=int, default=0,
+                   help="the driver's PID: its CPU and context switches per call")
     args = p.parse_args()
     for kv in args.volume_context:
         if "=" not in kv:
