@@ -7,6 +7,7 @@
 
 #include "agent-fixture.h"
 #include "csi-env.h"
+#include "fixture-case.h"
 
 struct outside_env {
 	struct agent_fixture *f;
@@ -19,19 +20,9 @@ struct outside_env {
 struct outside_env *outside_env_new(const char *tag);
 void outside_env_free(struct outside_env *e);
 
-/* The cmocka setup and teardown of a suite whose state is one env named tag: defines static
- * setup() (outside_env_new) and teardown() (outside_env_free), as FIXTURE_SETUP_TEARDOWN. */
-#define OUTSIDE_ENV_SETUP_TEARDOWN(tag)        \
-	static int setup(void **state)         \
-	{                                      \
-		*state = outside_env_new(tag); \
-		return 0;                      \
-	}                                      \
-	static int teardown(void **state)      \
-	{                                      \
-		outside_env_free(*state);      \
-		return 0;                      \
-	}
+/* The cmocka setup and teardown of a suite whose state is one env named tag
+ * (fixture-case.h). */
+#define OUTSIDE_ENV_SETUP_TEARDOWN(tag) STATE_SETUP_TEARDOWN(outside_env_new(tag), outside_env_free)
 
 /* Writes <state>/journal.json of this boot (the kernel's boot_id) with devices (a JSON list)
  * and csi (a JSON list, or NULL for none), making the state dir; fails the test on error. */
