@@ -60,8 +60,7 @@ void csi_calls_unstage(char *calls, size_t size, const char *vol, const char *st
 	       vol, stg);
 }
 
-void csi_env_call_want(struct csi_env *e, const char *calls, const struct csi_want *want,
-		       size_t n)
+void csi_env_call_want(struct csi_env *e, const char *calls, const struct csi_want *want, size_t n)
 {
 	char *out = csi_env_call(e, calls);
 

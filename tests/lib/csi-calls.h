@@ -26,9 +26,8 @@ struct csi_want {
 	const char *text;
 };
 /* Runs the calls (csi_env_call) and fails the test unless each of want[0..n) holds. */
-void csi_env_call_want(struct csi_env *e, const char *calls, const struct csi_want *want,
-		       size_t n);
-#define CSI_CALL_WANT(e, calls, ...)                                                     \
-	csi_env_call_want(e, calls, (const struct csi_want[]){ __VA_ARGS__ },            \
-			  sizeof((const struct csi_want[]){ __VA_ARGS__ }) /              \
+void csi_env_call_want(struct csi_env *e, const char *calls, const struct csi_want *want, size_t n);
+#define CSI_CALL_WANT(e, calls, ...)                                          \
+	csi_env_call_want(e, calls, (const struct csi_want[]){ __VA_ARGS__ }, \
+			  sizeof((const struct csi_want[]){ __VA_ARGS__ }) /  \
 				  sizeof(struct csi_want))
