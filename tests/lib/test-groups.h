@@ -16,8 +16,10 @@ struct test_group {
 };
 
 /* A table entry for the array of cases tests. */
-#define TEST_GROUP(name, tests, setup, teardown) \
-	{ name, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown }
+#define TEST_GROUP(name, tests, setup, teardown)                                 \
+	{                                                                        \
+		name, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown \
+	}
 
 /* Enters a private mount namespace (test_enter_private_mountns) and runs the n groups in
  * order.  Returns the OR of their results (0 when every case passed), for main. */
