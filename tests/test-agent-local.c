@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "file-check.h"
+#include "fixture-case.h"
 #include "testlib.h"
 
 #define WAIT_MS 10000
@@ -33,20 +35,24 @@ static int teardown_continued(void **state)
 	return teardown(state);
 }
 
-static char *read_in(const char *dir, const char *name)
-{
-	char path[700];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return test_read_file(path);
-}
-
 static int write_in(const char *dir, const char *name, const char *content)
 {
 	char path[700];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	return test_write_file(path, content);
+}
+
+/* Writes pods/<file>: pod uid with the local volumes a and b, of paths apath and bpath. */
+static void write_local_pod2(struct agent_fixture *f, const char *file, const char *uid,
+			     const char *a, const char *apath, const char *b, const char *bpath)
+{
+	assert_int_equal(fixture_write_podf(f, file,
+					    "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": ["
+					    "{\"name\": \"%s\", \"local\": {\"path\": \"%s\"}},"
+					    "{\"name\": \"%s\", \"local\": {\"path\": \"%s\"}}]}",
+					    uid, a, apath, b, bpath),
+			 0);
 }
 
 static bool path_is_gone(void *path)
@@ -60,7 +66,6 @@ static void test_add_and_remove_directory_volumes(void **state)
 	const char *data = fixture_make_source(f, "data", "data-content");
 	const char *logs = fixture_make_source(f, "logs", "log-content");
 	char dd[512], ld[512], poddir[600];
-	char *s;
 
 	assert_int_equal(
 		fixture_write_podf(
@@ -76,14 +81,10 @@ static void test_add_and_remove_directory_volumes(void **state)
 	assert_true(fixture_wait_mounted(dd, WAIT_MS));
 	assert_true(fixture_wait_mounted(ld, WAIT_MS));
 
-	s = read_in(dd, "hello");
-	assert_string_equal(s, "data-content");
-	free(s);
+	assert_file_text(dd, "hello", "data-content");
 	/* The pod writes through its volume and the source sees it. */
 	assert_int_equal(write_in(dd, "from-pod", "x"), 0);
-	s = read_in(data, "from-pod");
-	assert_string_equal(s, "x");
-	free(s);
+	assert_file_text(data, "from-pod", "x");
 	/* Read-only is in the mount table and enforced. */
 	assert_false(test_mount_is_ro(dd));
 	assert_true(test_mount_is_ro(ld));
@@ -96,9 +97,7 @@ static void test_add_and_remove_directory_volumes(void **state)
 	/* The pod's dirs are gone (rmdir only), the sources are untouched. */
 	snprintf(poddir, sizeof(poddir), "%s/pods/pod-a", f->root);
 	assert_true(test_wait_until(path_is_gone, poddir, WAIT_MS));
-	s = read_in(data, "hello");
-	assert_string_equal(s, "data-content");
-	free(s);
+	assert_file_text(data, "hello", "data-content");
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -207,12 +206,7 @@ static void test_edit_applies_the_difference(void **state)
 	char spec[2048], da[512], db[512], dc[512];
 	int id_b;
 
-	assert_int_equal(fixture_write_podf(f, "p.json",
-					    "{\"pod\": {\"uid\": \"p\"}, \"volumes\": ["
-					    "{\"name\": \"a\", \"local\": {\"path\": \"%s\"}},"
-					    "{\"name\": \"b\", \"local\": {\"path\": \"%s\"}}]}",
-					    a, b),
-			 0);
+	write_local_pod2(f, "p.json", "p", "a", a, "b", b);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "p", "a", da);
 	fixture_pod_dir(f, "p", "b", db);
@@ -256,7 +250,6 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
 	char d1[512], d2[512], uuid1[64], uuid2[64], global[1024];
-	char *s;
 
 	assert_non_null(dev);
 	test_blkid_value(dev, "UUID", uuid1, sizeof(uuid1));
@@ -273,9 +266,7 @@ static void test_block_device_formatted_once_and_shared(void **state)
 	assert_int_equal(fixture_write_local_pod(f, "two", "disk", dev), 0);
 	fixture_pod_dir(f, "two", "disk", d2);
 	assert_true(fixture_wait_mounted(d2, WAIT_MS));
-	s = read_in(d2, "payload");
-	assert_string_equal(s, "written-by-one");
-	free(s);
+	assert_file_text(d2, "payload", "written-by-one");
 	test_blkid_value(dev, "UUID", uuid2, sizeof(uuid2));
 	assert_string_equal(uuid1, uuid2);
 	{
@@ -360,7 +351,6 @@ static void test_existing_filesystem_keeps_data(void **state)
 	char d[512], mnt[600];
 	const char *argv[] = { "sh", "-c", NULL, NULL };
 	char cmd[1024];
-	char *s;
 
 	assert_int_equal(test_mkfs("ext4", dev), 0);
 	snprintf(mnt, sizeof(mnt), "%s/premount", f->dir);
@@ -378,9 +368,7 @@ static void test_existing_filesystem_keeps_data(void **state)
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "k", "disk", d);
 	assert_true(fixture_wait_mounted(d, WAIT_MS));
-	s = read_in(d, "keep");
-	assert_string_equal(s, "old-data\n");
-	free(s);
+	assert_file_text(d, "keep", "old-data\n");
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -391,14 +379,8 @@ static void test_move_between_pods_unmounts_first(void **state)
 	const char *dir = fixture_make_source(f, "shared", "S");
 	char da[512], db[512], ba[512], bb[512], global[1024];
 	long unmounted_a, mounted_b, dev_unmounted_a, dev_mounted_b;
-	char *s;
 
-	assert_int_equal(fixture_write_podf(f, "app.json",
-					    "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": ["
-					    "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
-					    "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
-					    dir, dev),
-			 0);
+	write_local_pod2(f, "app.json", "pod-a", "dir", dir, "blk", dev);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	fixture_pod_dir(f, "pod-a", "dir", da);
 	fixture_pod_dir(f, "pod-a", "blk", ba);
@@ -411,12 +393,7 @@ static void test_move_between_pods_unmounts_first(void **state)
 	assert_int_equal(test_count_mounts_under(global), 1);
 
 	/* One edit moves both volumes from pod-a to pod-b. */
-	assert_int_equal(fixture_write_podf(f, "app.json",
-					    "{\"pod\": {\"uid\": \"pod-b\"}, \"volumes\": ["
-					    "{\"name\": \"dir\", \"local\": {\"path\": \"%s\"}},"
-					    "{\"name\": \"blk\", \"local\": {\"path\": \"%s\"}}]}",
-					    dir, dev),
-			 0);
+	write_local_pod2(f, "app.json", "pod-b", "dir", dir, "blk", dev);
 	assert_true(fixture_wait_mounted(db, WAIT_MS));
 	assert_true(fixture_wait_mounted(bb, WAIT_MS));
 	assert_false(test_is_mountpoint(da));
@@ -440,9 +417,7 @@ static void test_move_between_pods_unmounts_first(void **state)
 	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1);
 	assert_int_equal(fixture_log_count(f, "msg=\"device unmounted\""), 0);
 	assert_int_equal(test_count_mounts_under(global), 1);
-	s = read_in(bb, "state");
-	assert_string_equal(s, "from-a");
-	free(s);
+	assert_file_text(bb, "state", "from-a");
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -570,7 +545,6 @@ static void root_replaced(struct agent_fixture *f, bool by_mount)
 {
 	const char *data = fixture_make_source(f, "data", "data-content");
 	char d[512];
-	char *s;
 
 	assert_int_equal(fixture_write_podf(f, "a.json",
 					    "{\"pod\": {\"uid\": \"pod-a\"}, \"volumes\": "
@@ -596,10 +570,9 @@ static void root_replaced(struct agent_fixture *f, bool by_mount)
 					    data),
 			 0);
 	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "pod-b", "data", d), WAIT_MS));
-	s = read_in(d, "hello"); /* NULL when the bind went into the old root, out of sight */
-	assert_non_null(s);
-	assert_string_equal(s, "data-content");
-	free(s);
+	assert_file_text(
+		d, "hello",
+		"data-content"); /* NULL when the bind went into the old root, out of sight */
 	assert_int_equal(fixture_remove_pod(f, "b.json"), 0);
 	assert_true(fixture_wait_mount_count(f, by_mount ? 1 : 0, WAIT_MS)); /* the tmpfs stays */
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
@@ -620,25 +593,19 @@ static void test_root_mounted_over(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_add_and_remove_directory_volumes, setup,
-						teardown),
+		FIXTURE_CASE(test_add_and_remove_directory_volumes),
 		cmocka_unit_test_setup_teardown(test_burst_larger_than_a_batch, setup,
 						teardown_continued),
-		cmocka_unit_test_setup_teardown(test_edit_applies_the_difference, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_block_device_formatted_once_and_shared, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_xfs_and_existing_filesystems, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_existing_filesystem_keeps_data, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_move_between_pods_unmounts_first, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_files_change_nothing, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_symlinks_are_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_device_node_outside_dev_is_refused, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_root_made_again, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_root_mounted_over, setup, teardown),
+		FIXTURE_CASE(test_edit_applies_the_difference),
+		FIXTURE_CASE(test_block_device_formatted_once_and_shared),
+		FIXTURE_CASE(test_xfs_and_existing_filesystems),
+		FIXTURE_CASE(test_existing_filesystem_keeps_data),
+		FIXTURE_CASE(test_move_between_pods_unmounts_first),
+		FIXTURE_CASE(test_malformed_files_change_nothing),
+		FIXTURE_CASE(test_symlinks_are_refused),
+		FIXTURE_CASE(test_device_node_outside_dev_is_refused),
+		FIXTURE_CASE(test_root_made_again),
+		FIXTURE_CASE(test_root_mounted_over),
 	};
 
 	test_enter_private_mountns();

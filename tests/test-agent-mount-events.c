@@ -66,15 +66,18 @@ static char *read_hello(const char *dir)
 	return test_read_file(path);
 }
 
-/* Starts the agent with one pod holding a local volume of a fresh source dir "data" (its file
- * hello says "data-content"), and waits until it is mounted at target (>= 512 bytes).  Periodic passes (health checks, the
- * resync) are pushed out of the way so that every pass a case sees was caused by a change. */
-static void start_with_one_volume(struct fx *x, char *target)
+/* Starts the agent of the case with one pod holding a local volume of a fresh source dir
+ * "data" (its file hello says "data-content"), and waits until it is mounted at target (>= 512
+ * bytes).  Periodic passes (health checks, the resync) are pushed out of the way so that every
+ * pass a case sees was caused by a change.  Skips the case when it is to run on mount events
+ * and the kernel has none.  Returns the case's fixture. */
+static struct fx *start_with_one_volume(void **state, char *target)
 {
-	struct agent_fixture *f = x->f;
-	const char *data = fixture_make_source(f, "data", "data-content");
+	struct fx *x = *state;
+	struct agent_fixture *f;
+	const char *data;
 	const char *const args[] = { "--mount-events",
-				     x->events ? "auto" : "off",
+				     x && x->events ? "auto" : "off",
 				     "--health-interval",
 				     "1h",
 				     "--resync-interval",
@@ -82,6 +85,10 @@ static void start_with_one_volume(struct fx *x, char *target)
 				     NULL };
 	json_t *st;
 
+	if (!x)
+		skip(); /* no mount events on this kernel */
+	f = x->f;
+	data = fixture_make_source(f, "data", "data-content");
 	assert_int_equal(fixture_write_local_pod(f, "pod-a", "data", data), 0);
 	assert_int_equal(fixture_start(f, args), 0);
 	fixture_pod_dir(f, "pod-a", "data", target);
@@ -94,6 +101,7 @@ static void start_with_one_volume(struct fx *x, char *target)
 	assert_string_equal(json_string_value(json_object_get(st, "mount_table_source")),
 			    x->events ? "mount events" : "libmount");
 	json_decref(st);
+	return x;
 }
 
 struct hello_arg {
@@ -118,14 +126,9 @@ static bool one_mount_at(void *p)
 
 static void test_unmounted_by_hand_is_mounted_again(void **state)
 {
-	struct fx *x = *state;
-	struct agent_fixture *f;
 	char target[512];
+	struct agent_fixture *f = start_with_one_volume(state, target)->f;
 
-	if (!x)
-		skip(); /* no mount events on this kernel */
-	f = x->f;
-	start_with_one_volume(x, target);
 	assert_int_equal(umount2(target, 0), 0);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	assert_true(
@@ -137,16 +140,10 @@ static void test_unmounted_by_hand_is_mounted_again(void **state)
  * volume, unmounts it, and the volume it had mounted there is in force again. */
 static void test_bind_stacked_on_target_is_removed(void **state)
 {
-	struct fx *x = *state;
-	struct agent_fixture *f;
-	const char *other;
 	char target[512];
+	struct agent_fixture *f = start_with_one_volume(state, target)->f;
+	const char *other = fixture_make_source(f, "other", "not-the-volume");
 
-	if (!x)
-		skip(); /* no mount events on this kernel */
-	f = x->f;
-	other = fixture_make_source(f, "other", "not-the-volume");
-	start_with_one_volume(x, target);
 	assert_int_equal(mount(other, target, NULL, MS_BIND, NULL), 0);
 	assert_true(
 		test_wait_until(hello_is, &(struct hello_arg){ target, "data-content" }, WAIT_MS));
@@ -172,20 +169,26 @@ static const char *seen_key(const struct fx *x)
 	return x->events ? "mount_event_batches" : "mount_table_reads";
 }
 
+/* counts.<key> of the agent's status now. */
+static long long count_now(struct agent_fixture *f, const char *key)
+{
+	json_t *st = fixture_status(f);
+	long long n = status_count(st, key);
+
+	json_decref(st);
+	return n;
+}
+
 /* Mounts and unmounts a tmpfs at path, waiting each time until the agent has looked at it. */
 static void mount_and_unmount_seen(struct fx *x, const char *path)
 {
-	json_t *st = fixture_status(x->f);
-	long long seen = status_count(st, seen_key(x));
+	long long seen = count_now(x->f, seen_key(x));
 
-	json_decref(st);
 	assert_true(seen >= 0);
 	assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=1m"), 0);
 	assert_true(fixture_wait_status(x->f, NULL, count_above,
 					&(struct count_arg){ seen_key(x), seen }, WAIT_MS));
-	st = fixture_status(x->f);
-	seen = status_count(st, seen_key(x));
-	json_decref(st);
+	seen = count_now(x->f, seen_key(x));
 	assert_int_equal(umount2(path, 0), 0);
 	assert_true(fixture_wait_status(x->f, NULL, count_above,
 					&(struct count_arg){ seen_key(x), seen }, WAIT_MS));
@@ -193,29 +196,20 @@ static void mount_and_unmount_seen(struct fx *x, const char *path)
 
 static void test_mount_outside_the_trees_costs_no_pass(void **state)
 {
-	struct fx *x = *state;
-	struct agent_fixture *f;
 	char target[512], outside[600];
+	struct fx *x = start_with_one_volume(state, target);
+	struct agent_fixture *f = x->f;
 	long long passes;
-	json_t *st;
 
-	if (!x)
-		skip(); /* no mount events on this kernel */
-	f = x->f;
-	start_with_one_volume(x, target);
 	snprintf(outside, sizeof(outside), "%s/outside", f->dir);
 	assert_int_equal(mkdir(outside, 0755), 0);
 	/* A first change outside: a barrier after which no pass of the start-up is pending. */
 	mount_and_unmount_seen(x, outside);
-	st = fixture_status(f);
-	passes = status_count(st, "passes");
-	json_decref(st);
+	passes = count_now(f, "passes");
 	assert_true(passes > 0);
 
 	mount_and_unmount_seen(x, outside);
-	st = fixture_status(f);
-	assert_int_equal(status_count(st, "passes"), passes);
-	json_decref(st);
+	assert_int_equal(count_now(f, "passes"), passes);
 
 	/* The same inside the root dir does cost a pass (the counter does count). */
 	snprintf(outside, sizeof(outside), "%s/inside", f->root);
@@ -243,17 +237,13 @@ static long long elapsed_ms(const struct timespec *a)
 
 static void test_burst_of_mounts_read_in_batches(void **state)
 {
-	struct fx *x = *state;
-	struct agent_fixture *f;
 	char target[512], dir[700];
+	struct fx *x = start_with_one_volume(state, target);
+	struct agent_fixture *f = x->f;
 	long long seen, overflows, now, took;
 	struct timespec start;
 	json_t *st;
 
-	if (!x)
-		skip(); /* no mount events on this kernel */
-	f = x->f;
-	start_with_one_volume(x, target);
 	/* A barrier: the start-up's own mounts are read before the count is taken. */
 	snprintf(dir, sizeof(dir), "%s/burst", f->root);
 	assert_int_equal(mkdir(dir, 0755), 0);

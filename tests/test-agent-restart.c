@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "fixture-case.h"
 #include "plugin.h"
 #include "testlib.h"
 
@@ -61,6 +62,35 @@ static char *mount_ids(const struct agent_fixture *f)
 	return res;
 }
 
+/* Fails the test unless the mounts below root are those of before (mount_ids()), with the same
+ * IDs: nothing was remounted.  Frees before. */
+static void assert_same_mounts(const struct agent_fixture *f, char *before)
+{
+	char *after = mount_ids(f);
+
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+/* A first run: the agent started (with extra args), until n mounts are below root, and
+ * stopped (SIGTERM), which leaves them. */
+static void run_until_mounted(struct agent_fixture *f, const char *const extra[], int n)
+{
+	assert_int_equal(fixture_start(f, extra), 0);
+	assert_true(fixture_wait_mount_count(f, n, WAIT_MS));
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* Fails the test unless the volume name of pod uid is mounted at its pod volume dir. */
+static void assert_pod_volume_mounted(const struct agent_fixture *f, const char *uid,
+				      const char *name)
+{
+	char d[512];
+
+	assert_true(test_is_mountpoint(fixture_pod_dir(f, uid, name, d)));
+}
+
 /* What a restarted agent must have found, read from its status. */
 struct expect {
 	long long mounted, devices;
@@ -87,7 +117,7 @@ static void test_restart_adopts_without_remount(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
-	char src[512], d[512], *before, *after;
+	char src[512], *before;
 
 	make_dir(f, "src", src);
 	write_dir_pod(f, "p1", src);
@@ -110,12 +140,8 @@ static void test_restart_adopts_without_remount(void **state)
 	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 3); /* first run only */
 	assert_int_equal(fixture_log_count(f, "msg=\"device mounted\""), 1); /* first run only */
 	usleep(200 * 1000);
-	after = mount_ids(f);
-	assert_string_equal(before, after); /* same mounts, same IDs: nothing was remounted */
-	fixture_pod_dir(f, "b1", "disk", d);
-	assert_true(test_is_mountpoint(d));
-	free(before);
-	free(after);
+	assert_same_mounts(f, before);
+	assert_pod_volume_mounted(f, "b1", "disk");
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -125,7 +151,7 @@ static void test_restart_adopts_without_remount(void **state)
 static void test_startup_logs_one_summary_line(void **state)
 {
 	struct agent_fixture *f = *state;
-	char src[512], d[512], *before, *after;
+	char src[512], *before;
 	long off;
 
 	make_dir(f, "src", src);
@@ -157,12 +183,8 @@ static void test_startup_logs_one_summary_line(void **state)
 	assert_true(fixture_log_find(f, "msg=\"adopted existing mounts\"", "count=70") >= 0);
 	assert_int_equal(fixture_log_count(f, "msg=\"volume mounted\""), 70); /* first run */
 	assert_int_equal(fixture_log_count(f, "msg=\"rejected pod spec file\""), 2);
-	after = mount_ids(f);
-	assert_string_equal(before, after);
-	fixture_pod_dir(f, "p69", "v", d);
-	assert_true(test_is_mountpoint(d));
-	free(before);
-	free(after);
+	assert_same_mounts(f, before);
+	assert_pod_volume_mounted(f, "p69", "v");
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -170,22 +192,19 @@ static void test_pods_deleted_while_down_are_unmounted(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
-	char src[512], keep[512], podsdir[600];
+	char src[512], podsdir[600];
 
 	make_dir(f, "src", src);
 	write_dir_pod(f, "gone", src);
 	write_dir_pod(f, "stays", src);
 	write_block_pod(f, "gone-blk", dev);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_true(fixture_wait_mount_count(f, 4, WAIT_MS));
-	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	run_until_mounted(f, NULL, 4);
 
 	assert_int_equal(fixture_remove_pod(f, "gone.json"), 0);
 	assert_int_equal(fixture_remove_pod(f, "gone-blk.json"), 0);
 	assert_int_equal(fixture_start(f, NULL), 0);
 	assert_true(fixture_wait_mount_count(f, 1, WAIT_MS));
-	fixture_pod_dir(f, "stays", "v", keep);
-	assert_true(test_is_mountpoint(keep));
+	assert_pod_volume_mounted(f, "stays", "v");
 	assert_true(fixture_wait_count(f, "devices", 0, WAIT_MS));
 	/* Only the remaining pod's dir is left. */
 	snprintf(podsdir, sizeof(podsdir), "%s/pods/gone", f->root);
@@ -221,13 +240,11 @@ static bool path_gone(void *arg)
 static void test_stale_pod_dirs_removed_after_restart(void **state)
 {
 	struct agent_fixture *f = *state;
-	char src[512], keep[512], stale_pod[600], stale_vol[600];
+	char src[512], stale_pod[600], stale_vol[600];
 
 	make_dir(f, "src", src);
 	write_dir_pod(f, "stays", src);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	assert_true(fixture_wait_mount_count(f, 1, WAIT_MS));
-	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	run_until_mounted(f, NULL, 1);
 
 	snprintf(stale_pod, sizeof(stale_pod), "%s/pods/nobody/volumes/kubernetes.io~local/x",
 		 f->root);
@@ -240,8 +257,7 @@ static void test_stale_pod_dirs_removed_after_restart(void **state)
 	snprintf(stale_pod, sizeof(stale_pod), "%s/pods/nobody", f->root);
 	assert_true(test_wait_until(path_gone, stale_pod, WAIT_MS));
 	assert_true(test_wait_until(path_gone, stale_vol, WAIT_MS));
-	fixture_pod_dir(f, "stays", "v", keep);
-	assert_true(test_is_mountpoint(keep));
+	assert_pod_volume_mounted(f, "stays", "v");
 	assert_int_equal(test_count_mounts_under(f->root), 1);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
@@ -250,7 +266,7 @@ static void test_corrupt_journal_is_survived(void **state)
 {
 	struct agent_fixture *f = *state;
 	const char *dev = fixture_add_loop(f, 64 << 20);
-	char path[600], *before, *after;
+	char path[600], *before;
 
 	write_block_pod(f, "b", dev);
 	assert_int_equal(fixture_start(f, NULL), 0);
@@ -268,15 +284,12 @@ static void test_corrupt_journal_is_survived(void **state)
 		assert_true(fixture_wait_status(f, NULL, journal_note_says, "corrupt", WAIT_MS));
 	}
 	usleep(200 * 1000);
-	after = mount_ids(f);
-	assert_string_equal(before, after);
+	assert_same_mounts(f, before);
 	snprintf(path, sizeof(path), "%s/journal.json.corrupt", f->state);
 	assert_int_equal(access(path, F_OK), 0); /* kept for a human to look at */
 	/* The device is known again: removing the pod releases it. */
 	assert_int_equal(fixture_remove_pod(f, "b.json"), 0);
 	assert_true(fixture_wait_mount_count(f, 0, WAIT_MS));
-	free(before);
-	free(after);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
@@ -436,9 +449,7 @@ static void refuses_what_is_not_the_volume(struct agent_fixture *f, const char *
 	write_dir_pod(f, "swapped", src);
 	write_dir_pod(f, "ro", src);
 	write_dir_pod(f, "stacked", src);
-	assert_int_equal(fixture_start(f, extra), 0);
-	assert_true(fixture_wait_mount_count(f, 4, WAIT_MS));
-	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	run_until_mounted(f, extra, 4);
 	fixture_pod_dir(f, "keep", "v", keep);
 	fixture_pod_dir(f, "swapped", "v", swapped);
 	fixture_pod_dir(f, "ro", "v", ro);
@@ -570,24 +581,16 @@ static void test_csi_that_cannot_start_stops_the_agent(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_restart_adopts_without_remount, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_startup_logs_one_summary_line, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_pods_deleted_while_down_are_unmounted, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_stale_pod_dirs_removed_after_restart, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_journal_is_survived, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sigkill_while_mounting_many, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_restart_refuses_what_is_not_the_volume, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(
-			test_restart_refuses_what_is_not_the_volume_fallback, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_check_set_up_uses_what_the_table_saw, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_csi_that_cannot_start_stops_the_agent, setup,
-						teardown),
+		FIXTURE_CASE(test_restart_adopts_without_remount),
+		FIXTURE_CASE(test_startup_logs_one_summary_line),
+		FIXTURE_CASE(test_pods_deleted_while_down_are_unmounted),
+		FIXTURE_CASE(test_stale_pod_dirs_removed_after_restart),
+		FIXTURE_CASE(test_corrupt_journal_is_survived),
+		FIXTURE_CASE(test_sigkill_while_mounting_many),
+		FIXTURE_CASE(test_restart_refuses_what_is_not_the_volume),
+		FIXTURE_CASE(test_restart_refuses_what_is_not_the_volume_fallback),
+		FIXTURE_CASE(test_check_set_up_uses_what_the_table_saw),
+		FIXTURE_CASE(test_csi_that_cannot_start_stops_the_agent),
 	};
 
 	test_enter_private_mountns();

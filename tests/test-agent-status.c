@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "fixture-case.h"
 #include "testlib.h"
 
 FIXTURE_SETUP_TEARDOWN("status")
@@ -250,11 +251,9 @@ static void test_metrics_unix_and_loopback(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_status_shows_volumes_errors_and_journal, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_non_root_refused_unless_group_allows, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_metrics_unix_and_loopback, setup, teardown),
+		FIXTURE_CASE(test_status_shows_volumes_errors_and_journal),
+		FIXTURE_CASE(test_non_root_refused_unless_group_allows),
+		FIXTURE_CASE(test_metrics_unix_and_loopback),
 	};
 
 	test_enter_private_mountns();

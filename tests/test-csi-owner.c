@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-calls.h"
 #include "csi-env.h"
+#include "file-check.h"
 #include "testlib.h"
 
 #define OTHER_DRIVER "other.csi.example.com"
@@ -55,6 +57,16 @@ static void assert_untouched(const char *dir, int id)
 	free(s);
 }
 
+/* Runs the two calls, each answered OK, and fails the test unless the mount at dir (of mount
+ * ID id) stays untouched while a wrongly adopted mount would have had the time a pass takes
+ * to go. */
+static void calls_leave_alone(struct csi_env *e, const char *calls, const char *dir, int id)
+{
+	csi_env_call_ok(e, calls, 2);
+	assert_false(fixture_wait_unmounted(dir, 1000));
+	assert_untouched(dir, id);
+}
+
 /* kubelet's vol_data.json in dir, naming driver and handle. */
 static void write_record(const char *dir, const char *driver, const char *handle)
 {
@@ -74,7 +86,7 @@ static void write_record(const char *dir, const char *driver, const char *handle
 static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 {
 	struct csi_env *e = *state;
-	char secret[700], other[700], parent[700], calls[4096];
+	char secret[700], other[700], parent[700], calls[4096] = "";
 	int id_secret, id_other;
 
 	snprintf(secret, sizeof(secret), "%s/pods/uid-1/volumes/kubernetes.io~secret/tok",
@@ -87,15 +99,9 @@ static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 	write_record(parent, OTHER_DRIVER, "vol-other");
 	csi_env_start(e);
 
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"ghost\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"vol-other\", \"target_path\": "
-		 "\"%s\"}\n",
-		 secret, other);
-	csi_env_call_ok(e, calls, 2);
-	/* Give a wrongly adopted mount the time a pass takes to go. */
-	assert_false(fixture_wait_unmounted(secret, 1000));
-	assert_untouched(secret, id_secret);
+	csi_calls_unpublish(calls, sizeof(calls), "ghost", secret);
+	csi_calls_unpublish(calls, sizeof(calls), "vol-other", other);
+	calls_leave_alone(e, calls, secret, id_secret);
 	assert_untouched(other, id_other);
 	assert_true(fixture_wait_log(e->f, "leaving it alone", 5000));
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
@@ -108,7 +114,7 @@ static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 static void test_unstage_unknown_leaves_other_driver(void **state)
 {
 	struct csi_env *e = *state;
-	char stg[700], dir[700], calls[4096];
+	char stg[700], dir[700], calls[4096] = "";
 	int id;
 
 	snprintf(dir, sizeof(dir), "%s/plugins/kubernetes.io/csi/" OTHER_DRIVER "/0a1b2c",
@@ -118,15 +124,9 @@ static void test_unstage_unknown_leaves_other_driver(void **state)
 	write_record(dir, OTHER_DRIVER, "vol-x");
 	csi_env_start(e);
 
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnstageVolume {\"volume_id\": \"ghost\", \"staging_target_path\": "
-		 "\"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"vol-x\", \"staging_target_path\": "
-		 "\"%s\"}\n",
-		 stg, stg);
-	csi_env_call_ok(e, calls, 2);
-	assert_false(fixture_wait_unmounted(stg, 1000));
-	assert_untouched(stg, id);
+	csi_calls_unstage(calls, sizeof(calls), "ghost", stg);
+	csi_calls_unstage(calls, sizeof(calls), "vol-x", stg);
+	calls_leave_alone(e, calls, stg, id);
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 	assert_int_equal(umount(stg), 0);
 }
@@ -137,7 +137,7 @@ static void test_lost_journal_own_mounts_released(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
-	char t1[700], stg[700], parent[700], journal[700], calls[8192];
+	char t1[700], stg[700], parent[700], journal[700], calls[8192] = "";
 
 	assert_non_null(dev);
 	csi_env_target(e, "pod-a", "pv-own", t1);
@@ -149,16 +149,8 @@ static void test_lost_journal_own_mounts_released(void **state)
 		 e->kubelet);
 	write_record(parent, "csi.volagent.io", "own");
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"own\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": {\"mount\": {\"fs_type\": \"ext4\"}, \"access_mode\": "
-		 "{\"mode\": \"SINGLE_NODE_WRITER\"}}, \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"own\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": {\"mount\": {\"fs_type\": "
-		 "\"ext4\"}, \"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}, "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 stg, dev, stg, t1, dev);
+	csi_calls_stage(calls, sizeof(calls), "own", stg, CSI_CAP_EXT4, dev);
+	csi_calls_publish(calls, sizeof(calls), "own", stg, t1, CSI_CAP_EXT4, dev);
 	csi_env_call_ok(e, calls, 2);
 	assert_true(test_is_mountpoint(stg));
 	assert_true(test_is_mountpoint(t1));
@@ -167,11 +159,9 @@ static void test_lost_journal_own_mounts_released(void **state)
 	(void)unlink(journal);
 
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"own\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"own\", \"staging_target_path\": "
-		 "\"%s\"}\n",
-		 t1, stg);
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), "own", t1);
+	csi_calls_unstage(calls, sizeof(calls), "own", stg);
 	csi_env_call_ok(e, calls, 2);
 	assert_false(test_is_mountpoint(t1));
 	assert_false(test_is_mountpoint(stg));
@@ -183,7 +173,7 @@ static void test_lost_journal_own_mounts_released(void **state)
 static void test_publish_outside_csi_dirs_refused(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], pki[700], key[800], stg[700], reg[700], calls[8192], *out, *s;
+	char src[600], pki[700], key[800], stg[700], reg[700], calls[8192] = "";
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
 	mkdir(src, 0755);
@@ -195,28 +185,15 @@ static void test_publish_outside_csi_dirs_refused(void **state)
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", reg, NULL }), 0);
 	csi_env_staging(e, "v", stg);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodePublishVolume {\"volume_id\": \"v\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
-		 "Node/NodeStageVolume {\"volume_id\": \"v\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"v\", \"target_path\": \"%s\"}\n",
-		 stg, pki, src, reg, src, pki);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "ERR INVALID_ARGUMENT target_path");
-	assert_line(out, 0, "is not in");
-	assert_line(out, 1, "ERR INVALID_ARGUMENT staging_target_path");
-	assert_line(out, 2, "ERR INVALID_ARGUMENT target_path");
-	free(out);
+	csi_calls_publish(calls, sizeof(calls), "v", stg, pki, CSI_CAP_MOUNT, src);
+	csi_calls_stage(calls, sizeof(calls), "v", reg, CSI_CAP_MOUNT, src);
+	csi_calls_unpublish(calls, sizeof(calls), "v", pki);
+	CSI_CALL_WANT(e, calls, { 0, "ERR INVALID_ARGUMENT target_path" }, { 0, "is not in" },
+		      { 1, "ERR INVALID_ARGUMENT staging_target_path" },
+		      { 2, "ERR INVALID_ARGUMENT target_path" });
 	assert_false(test_is_mountpoint(pki));
 	assert_false(test_is_mountpoint(reg));
-	s = test_read_file(key);
-	assert_non_null(s);
-	assert_string_equal(s, "client key\n");
-	free(s);
+	assert_file_text(key, NULL, "client key\n");
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }
 

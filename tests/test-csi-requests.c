@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "fake-plugin.h"
+#include "fixture-case.h"
 #include "macro.h"
 #include "mount-util.h"
 #include "path-util.h"
@@ -261,11 +262,9 @@ static void test_submit_in_flight_at_stop(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_submit_answered_on_reconciler_thread, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_submit_times_out_change_stays, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_submit_in_flight_at_stop, setup, teardown),
+		FIXTURE_CASE(test_submit_answered_on_reconciler_thread),
+		FIXTURE_CASE(test_submit_times_out_change_stays),
+		FIXTURE_CASE(test_submit_in_flight_at_stop),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

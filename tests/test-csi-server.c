@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture-case.h"
 #include "csi-server.h"
 #include "log.h"
 #include "macro.h"
@@ -411,6 +412,23 @@ static const char *line_n(const char *out, int n, char *buf, size_t size)
 			fail_msg("did not expect \"%s\" in: %s", _n, _h); \
 	} while (0)
 
+/* The staging path (stg; NULL: none) and the pod target (tgt) of the calls the cases make,
+ * below the fixture's root (>= 600 bytes each). */
+static void fx_paths(const struct fx *f, char *stg, char *tgt)
+{
+	if (stg)
+		snprintf(stg, 600, "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
+			 f->root);
+	snprintf(tgt, 600, "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+}
+
+/* fx_start() with ops, which must succeed, and fx_paths(). */
+static void fx_start_paths(struct fx *f, const struct csi_node_ops *ops, char *stg, char *tgt)
+{
+	assert_int_equal(fx_start(f, ops), 0);
+	fx_paths(f, stg, tgt);
+}
+
 static void bg_start_timeout(struct fx *f, int i, const char *calls, const char *timeout);
 
 /* Starts client i (0 or 1) in the background; bg_wait() collects its answers. */
@@ -419,9 +437,9 @@ static void bg_start(struct fx *f, int i, const char *calls)
 	bg_start_timeout(f, i, calls, "20");
 }
 
-/* A server with one pool thread and no registration, started; tgt (size bytes) gets the pod
+/* A server with one pool thread and no registration, started; tgt (>= 600 bytes) gets the pod
  * target that bg_unpublish() calls use. */
-static void start_one_worker(struct fx *f, char *tgt, size_t size)
+static void start_one_worker(struct fx *f, char *tgt)
 {
 	struct csi_server_config cfg = fx_config(f);
 	struct error_info err = { 0 };
@@ -431,7 +449,7 @@ static void start_one_worker(struct fx *f, char *tgt, size_t size)
 	f->s = csi_server_new(&cfg, &full_ops, NULL, &err);
 	assert_non_null(f->s);
 	assert_int_equal(csi_server_start(f->s, &err), 0);
-	snprintf(tgt, size, "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_paths(f, NULL, tgt);
 }
 
 /* Starts background client i with one NodeUnpublishVolume of volume_id at tgt. */
@@ -594,43 +612,57 @@ struct case_ {
 	const char *want;
 };
 
-static void run_cases(struct fx *f, const struct case_ *cases, size_t n)
+/* A case's calls (formatted into calls[i]) and the answer each must start with. */
+#define CASES_MAX 20
+struct cases {
+	char calls[CASES_MAX][2048];
+	struct case_ c[CASES_MAX];
+	size_t n;
+};
+
+static void __attribute__((format(printf, 3, 4)))
+case_add(struct cases *cases, const char *want, const char *fmt, ...)
+{
+	va_list ap;
+
+	assert_true(cases->n < CASES_MAX);
+	va_start(ap, fmt);
+	vsnprintf(cases->calls[cases->n], sizeof(cases->calls[cases->n]), fmt, ap);
+	va_end(ap);
+	cases->c[cases->n].call = cases->calls[cases->n];
+	cases->c[cases->n].want = want;
+	cases->n++;
+}
+
+/* A call, formatted, whose answer must start with want_, added to the function's cases. */
+#define CASE(want_, ...) case_add(cases, want_, __VA_ARGS__)
+
+static void run_cases(struct fx *f, const struct cases *cases)
 {
 	_cleanup_free_ char *calls = NULL, *out = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&calls, &len);
 	char l[2048];
 
-	for (size_t i = 0; i < n; i++)
-		fprintf(m, "%s\n", cases[i].call);
+	for (size_t i = 0; i < cases->n; i++)
+		fprintf(m, "%s\n", cases->c[i].call);
 	fclose(m);
 	out = client_run(f, f->sock, calls);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < cases->n; i++) {
 		line_n(out, (int)i, l, sizeof(l));
-		if (!startswith(l, cases[i].want))
-			fail_msg("call %zu: %s\n  want: %s...\n  got:  %s", i, cases[i].call,
-				 cases[i].want, l);
+		if (!startswith(l, cases->c[i].want))
+			fail_msg("call %zu: %s\n  want: %s...\n  got:  %s", i, cases->c[i].call,
+				 cases->c[i].want, l);
 	}
 }
 
 static void test_missing_fields(void **state)
 {
 	struct fx *f = *state;
-	char stg[600], tgt[600], calls[20][2048];
-	struct case_ cases[20];
-	size_t n = 0;
+	char stg[600], tgt[600];
+	struct cases *cases = &(struct cases){ 0 };
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
-		 f->root);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
-#define CASE(want_, ...)                                           \
-	do {                                                       \
-		snprintf(calls[n], sizeof(calls[n]), __VA_ARGS__); \
-		cases[n].call = calls[n];                          \
-		cases[n].want = want_;                             \
-		n++;                                               \
-	} while (0)
+	fx_start_paths(f, &full_ops, stg, tgt);
 	CASE("ERR INVALID_ARGUMENT volume_id: required",
 	     "Node/NodeStageVolume {\"staging_target_path\": \"%s\", " CAP_MOUNT "}", stg);
 	CASE("ERR INVALID_ARGUMENT staging_target_path: required",
@@ -689,14 +721,13 @@ static void test_missing_fields(void **state)
 	     "Node/NodeExpandVolume {\"volume_id\": \"v1\", \"volume_path\": \"%s\", "
 	     "\"capacity_range\": {\"required_bytes\": -1}}",
 	     tgt);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 	assert_int_equal(tb_calls(), 0); /* nothing invalid reached the backend */
 }
 
-/* Appends to cases (from n on) what the symlink <root>/pods/evil must get as a target and as
- * a staging path, and what a path not made yet below <root>/pods gets (served).  Returns the
- * new count. */
-static size_t symlink_cases(char calls[][2048], struct case_ *cases, size_t n, const char *root)
+/* Adds to cases what the symlink <root>/pods/evil must get as a target and as a staging path,
+ * and what a path not made yet below <root>/pods gets (served). */
+static void symlink_cases(struct cases *cases, const char *root)
 {
 	CASE("ERR INVALID_ARGUMENT target_path: ",
 	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
@@ -710,15 +741,13 @@ static size_t symlink_cases(char calls[][2048], struct case_ *cases, size_t n, c
 	     "Node/NodeUnpublishVolume {\"volume_id\": \"v1\", \"target_path\": "
 	     "\"%s/pods/uid/volumes/x/mount\"}",
 	     root);
-	return n;
 }
 
 static void test_paths(void **state)
 {
 	struct fx *f = *state;
-	char calls[8][2048], link[600], pods[600], outside[600];
-	struct case_ cases[8];
-	size_t n = 0;
+	char link[600], pods[600], outside[600];
+	struct cases *cases = &(struct cases){ 0 };
 
 	assert_int_equal(fx_start(f, &full_ops), 0);
 	snprintf(pods, sizeof(pods), "%s/pods", f->root);
@@ -744,8 +773,8 @@ static void test_paths(void **state)
 	     "\"%s/pods//x\"}",
 	     f->root);
 	/* A symlink refused; a path that does not exist yet below a real directory is fine. */
-	n = symlink_cases(calls, cases, n, f->root);
-	run_cases(f, cases, n);
+	symlink_cases(cases, f->root);
+	run_cases(f, cases);
 	assert_int_equal(tb_calls(), 1);
 }
 
@@ -755,9 +784,8 @@ static void test_paths(void **state)
 static void test_paths_root_via_symlink(void **state)
 {
 	struct fx *f = *state;
-	char calls[4][2048], real[600], link[700], outside[600];
-	struct case_ cases[4];
-	size_t n = 0;
+	char real[600], link[700], outside[600];
+	struct cases *cases = &(struct cases){ 0 };
 
 	snprintf(real, sizeof(real), "%s/real-kubelet", f->tmp);
 	snprintf(outside, sizeof(outside), "%s/outside", f->tmp);
@@ -771,28 +799,24 @@ static void test_paths_root_via_symlink(void **state)
 	assert_int_equal(symlink(outside, link), 0);
 	assert_int_equal(fx_start(f, &full_ops), 0);
 
-	n = symlink_cases(calls, cases, n, f->root);
-	run_cases(f, cases, n);
+	symlink_cases(cases, f->root);
+	run_cases(f, cases);
 	assert_int_equal(tb_calls(), 1);
 }
 
 static void test_dispatch_decodes(void **state)
 {
 	struct fx *f = *state;
-	char calls[8][2048], stg[600], tgt[600];
-	struct case_ cases[8];
-	size_t n = 0;
+	char stg[600], tgt[600];
+	struct cases *cases = &(struct cases){ 0 };
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
-		 f->root);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &full_ops, stg, tgt);
 
 	CASE("OK {}",
 	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", "
 	     "\"volume_context\": {\"ctxkey\": \"ctxval\"}, " CAP_MOUNT "}",
 	     stg);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 	assert_string_equal(tb.last_volume, "v1");
 	assert_string_equal(tb.last_path, stg);
 	assert_string_equal(tb.last_fs, "ext4");
@@ -801,12 +825,12 @@ static void test_dispatch_decodes(void **state)
 	assert_int_equal(tb.last_access_type, CSI_ACCESS_MOUNT);
 	assert_int_equal(tb.last_mode, CSI_MODE_SINGLE_NODE_WRITER);
 
-	n = 0;
+	cases->n = 0;
 	CASE("OK {}",
 	     "Node/NodePublishVolume {\"volume_id\": \"v2\", \"target_path\": \"%s\", "
 	     "\"staging_target_path\": \"%s\", \"readonly\": true, " CAP_BLOCK "}",
 	     tgt, stg);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 	assert_string_equal(tb.last_volume, "v2");
 	assert_string_equal(tb.last_path, tgt);
 	assert_true(tb.last_readonly);
@@ -816,7 +840,7 @@ static void test_dispatch_decodes(void **state)
 	assert_int_equal(tb.last_access_type, CSI_ACCESS_BLOCK);
 	assert_int_equal(tb.last_mode, CSI_MODE_MULTI_NODE_MULTI_WRITER);
 
-	n = 0;
+	cases->n = 0;
 	CASE("OK {\"usage\": [{\"available\": \"600\", \"total\": \"1000\", \"unit\": \"BYTES\", "
 	     "\"used\": \"400\"}, {\"available\": \"99\", \"total\": \"100\", \"unit\": "
 	     "\"INODES\", \"used\": \"1\"}], \"volume_condition\": {\"message\": \"healthy\"}}",
@@ -833,7 +857,7 @@ static void test_dispatch_decodes(void **state)
 	     "Node/NodeUnstageVolume {\"volume_id\": \"v1\", \"staging_target_path\": "
 	     "\"%s\"}",
 	     stg);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 	assert_int_equal(tb.last_required, 2048);
 	assert_int_equal(tb_calls(), 6);
 }
@@ -843,15 +867,11 @@ static void test_dispatch_decodes(void **state)
 static void test_aborted_while_in_flight(void **state)
 {
 	struct fx *f = *state;
-	char calls[8][2048], bgcall[2048], stg[600], tgt[600];
-	struct case_ cases[8];
+	char bgcall[2048], stg[600], tgt[600];
+	struct cases *cases = &(struct cases){ 0 };
 	_cleanup_free_ char *bgout = NULL;
-	size_t n = 0;
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
-		 f->root);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &full_ops, stg, tgt);
 	snprintf(bgcall, sizeof(bgcall),
 		 "Node/NodePublishVolume {\"volume_id\": \"block-1\", \"target_path\": \"%s\", "
 		 "\"staging_target_path\": \"%s\", " CAP_MOUNT "}\n",
@@ -880,18 +900,18 @@ static void test_aborted_while_in_flight(void **state)
 	     "Node/NodeGetVolumeStats {\"volume_id\": \"block-1\", "
 	     "\"volume_path\": \"%s\"}",
 	     tgt);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 
 	tb_release();
 	bgout = bg_wait(f, 0);
 	assert_string_equal(bgout, "OK {}\n");
 
-	n = 0;
+	cases->n = 0;
 	CASE("OK {}",
 	     "Node/NodeUnpublishVolume {\"volume_id\": \"block-1\", \"target_path\": "
 	     "\"%s\"}",
 	     tgt);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 }
 
 /* Defect 5 of issue 11: an op failing with EBUSY was ABORTED when the server mapped the errno
@@ -900,15 +920,13 @@ static void test_aborted_while_in_flight(void **state)
 static void test_ebusy_same_code_both_paths(void **state)
 {
 	struct fx *f = *state;
-	char calls[2][2048], tgt[600];
-	struct case_ cases[2];
-	size_t n = 0;
+	char tgt[600];
+	struct cases *cases = &(struct cases){ 0 };
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &full_ops, NULL, tgt);
 	CASE("ERR FAILED_PRECONDITION Device or resource busy",
 	     "Node/NodeUnpublishVolume {\"volume_id\": \"ebusy-1\", \"target_path\": \"%s\"}", tgt);
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 	assert_int_equal(csi_code_from_errno(-EBUSY), CSI_FAILED_PRECONDITION);
 }
 
@@ -926,7 +944,7 @@ static void test_free_after_timed_out_shutdown(void **state)
 	struct timespec t0, t1;
 	long long ms;
 
-	start_one_worker(f, tgt, sizeof(tgt));
+	start_one_worker(f, tgt);
 	bg_unpublish(f, 0, "block-9", tgt);
 	assert_int_equal(wait_entered(1), 0);
 
@@ -959,12 +977,10 @@ static void test_unimplemented(void **state)
 		.unpublish = tb_unpublish,
 	};
 	struct fx *f = *state;
-	char calls[8][2048], tgt[600];
-	struct case_ cases[8];
-	size_t n = 0;
+	char tgt[600];
+	struct cases *cases = &(struct cases){ 0 };
 
-	assert_int_equal(fx_start(f, &publish_only), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &publish_only, NULL, tgt);
 	CASE("ERR UNIMPLEMENTED NodeStageVolume is not implemented",
 	     "Node/NodeStageVolume {\"volume_id\": \"v1\"}");
 	CASE("ERR UNIMPLEMENTED", "Node/NodeUnstageVolume {}");
@@ -980,7 +996,7 @@ static void test_unimplemented(void **state)
 	CASE("OK {\"capabilities\": [{\"service\": {\"type\": "
 	     "\"VOLUME_ACCESSIBILITY_CONSTRAINTS\"}}]}",
 	     "Identity/GetPluginCapabilities {}");
-	run_cases(f, cases, n);
+	run_cases(f, cases);
 }
 
 static void test_second_instance_refused(void **state)
@@ -1074,17 +1090,15 @@ static void test_registration(void **state)
 static void test_secrets_canary(void **state)
 {
 	struct fx *f = *state;
-	char calls[8][2048], stg[600], tgt[600];
-	struct case_ cases[8];
+	char stg[600], tgt[600];
+	struct cases *cases = &(struct cases){ 0 };
 	_cleanup_free_ char *log = NULL, *all = NULL, *out = NULL;
-	size_t n = 0, len = 0;
+	size_t len = 0;
 	FILE *m;
 
 	assert_int_equal(fx_start(f, &full_ops), 0);
 	log_set_level(LOG_LVL_DEBUG);
-	snprintf(stg, sizeof(stg), "%s/plugins/kubernetes.io/csi/" DRIVER "/abc/globalmount",
-		 f->root);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_paths(f, stg, tgt);
 #define SECRETS "\"secrets\": {\"password\": \"" CANARY "\", \"user\": \"u\"}"
 	CASE("OK {}",
 	     "Node/NodeStageVolume {\"volume_id\": \"v1\", \"staging_target_path\": \"%s\", " SECRETS
@@ -1120,18 +1134,18 @@ static void test_secrets_canary(void **state)
 	     "\"%s\", " SECRETS "}",
 	     tgt);
 	m = open_memstream(&all, &len);
-	for (size_t i = 0; i < n; i++)
-		fprintf(m, "%s\n", cases[i].call);
+	for (size_t i = 0; i < cases->n; i++)
+		fprintf(m, "%s\n", cases->c[i].call);
 	fclose(m);
 	log_capture_begin(f);
 	out = client_run(f, f->sock, all);
 	log_capture_end(f);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < cases->n; i++) {
 		char l[2048];
 
 		line_n(out, (int)i, l, sizeof(l));
-		if (!startswith(l, cases[i].want))
-			fail_msg("call %zu: want %s, got %s", i, cases[i].want, l);
+		if (!startswith(l, cases->c[i].want))
+			fail_msg("call %zu: want %s, got %s", i, cases->c[i].want, l);
 	}
 	assert_not_contains(out, CANARY);
 	log = test_read_file(f->log_path);
@@ -1171,8 +1185,7 @@ static void test_graceful_shutdown(void **state)
 	pthread_t t;
 	struct stat st;
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &full_ops, NULL, tgt);
 	bg_unpublish(f, 0, "block-9", tgt);
 	assert_int_equal(wait_entered(1), 0);
 
@@ -1213,7 +1226,7 @@ static void test_shutdown_after_grace(void **state)
 	struct timespec pause = { 0, 300 * 1000 * 1000 };
 	pthread_t t;
 
-	start_one_worker(f, tgt, sizeof(tgt));
+	start_one_worker(f, tgt);
 	bg_unpublish(f, 0, "block-8", tgt);
 	assert_int_equal(wait_entered(1), 0);
 	/* The only worker is busy: this one waits in the queue. */
@@ -1246,7 +1259,7 @@ static void test_cheap_calls_with_pool_busy(void **state)
 	_cleanup_free_ char *out = NULL, *bgout = NULL, *bgout2 = NULL;
 	int two = 2;
 
-	start_one_worker(f, tgt, sizeof(tgt));
+	start_one_worker(f, tgt);
 	csi_server_set_ready(f->s, true);
 	bg_unpublish(f, 0, "block-9", tgt);
 	assert_int_equal(wait_entered(1), 0);
@@ -1311,7 +1324,7 @@ static void test_deferred_answer(void **state)
 	_cleanup_free_ char *out = NULL, *bgout = NULL, *bgout2 = NULL;
 	int two = 2;
 
-	start_one_worker(f, tgt, sizeof(tgt));
+	start_one_worker(f, tgt);
 	csi_server_set_ready(f->s, true);
 	bg_unpublish(f, 0, "defer-1", tgt);
 	bg_unpublish(f, 1, "defer-2", tgt);
@@ -1379,8 +1392,7 @@ static void test_deferred_client_gone(void **state)
 	int one = 1;
 	struct timespec t0, t1;
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &full_ops, NULL, tgt);
 	snprintf(bgcall, sizeof(bgcall),
 		 "Node/NodeUnpublishVolume {\"volume_id\": \"defer-gone\", \"target_path\": "
 		 "\"%s\"}\n",
@@ -1410,8 +1422,7 @@ static void test_deferred_past_grace(void **state)
 	_cleanup_free_ char *bgout = NULL;
 	int one = 1;
 
-	assert_int_equal(fx_start(f, &full_ops), 0);
-	snprintf(tgt, sizeof(tgt), "%s/pods/uid1/volumes/kubernetes.io~csi/pv1/mount", f->root);
+	fx_start_paths(f, &full_ops, NULL, tgt);
 	bg_unpublish(f, 0, "defer-late", tgt);
 	assert_true(test_wait_until(deferred_at_least, &one, 10000));
 	assert_int_equal(csi_server_shutdown(f->s, 200), 0);
@@ -1524,28 +1535,27 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_endpoint_and_config),
-		cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_node_info_and_capabilities, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_missing_fields, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_paths_root_via_symlink, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dispatch_decodes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_aborted_while_in_flight, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unimplemented, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ebusy_same_code_both_paths, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_second_instance_refused, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_socket_mode, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_registration, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_secrets_canary, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shutdown_after_grace, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cheap_calls_with_pool_busy, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_free_after_timed_out_shutdown, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_no_leaks, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_deferred_answer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_deferred_client_gone, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_deferred_past_grace, setup, teardown),
+		FIXTURE_CASE(test_identity),
+		FIXTURE_CASE(test_node_info_and_capabilities),
+		FIXTURE_CASE(test_missing_fields),
+		FIXTURE_CASE(test_paths),
+		FIXTURE_CASE(test_paths_root_via_symlink),
+		FIXTURE_CASE(test_dispatch_decodes),
+		FIXTURE_CASE(test_aborted_while_in_flight),
+		FIXTURE_CASE(test_unimplemented),
+		FIXTURE_CASE(test_ebusy_same_code_both_paths),
+		FIXTURE_CASE(test_second_instance_refused),
+		FIXTURE_CASE(test_socket_mode),
+		FIXTURE_CASE(test_registration),
+		FIXTURE_CASE(test_secrets_canary),
+		FIXTURE_CASE(test_graceful_shutdown),
+		FIXTURE_CASE(test_shutdown_after_grace),
+		FIXTURE_CASE(test_cheap_calls_with_pool_busy),
+		FIXTURE_CASE(test_free_after_timed_out_shutdown),
+		FIXTURE_CASE(test_no_leaks),
+		FIXTURE_CASE(test_deferred_answer),
+		FIXTURE_CASE(test_deferred_client_gone),
+		FIXTURE_CASE(test_deferred_past_grace),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -12,6 +12,7 @@
 #include "devinv.h"
 #include "macro.h"
 #include "test-devinv-images.h"
+#include "test-groups.h"
 
 #define GOLDEN_DIR "tests/expected/devices"
 
@@ -504,10 +505,10 @@ int main(void)
 		cmocka_unit_test(test_id_follows_rename),
 		cmocka_unit_test(test_duplicate_ids),
 	};
-	int r;
+	const struct test_group groups[] = {
+		TEST_GROUP("bluestore label", unit, NULL, NULL),
+		TEST_GROUP("devices on loop images", images, group_setup, group_teardown),
+	};
 
-	test_enter_private_mountns();
-	r = cmocka_run_group_tests_name("bluestore label", unit, NULL, NULL);
-	return r | cmocka_run_group_tests_name("devices on loop images", images, group_setup,
-					       group_teardown);
+	return test_run_groups(groups, ARRAY_SIZE(groups));
 }

@@ -17,60 +17,16 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
-#include "csi-env.h"
+#include "fixture-case.h"
 #include "desired-state.h"
 #include "loop-device.h"
 #include "macro.h"
+#include "outside-env.h"
 #include "testlib.h"
 
 #define WAIT_MS 10000
 
-struct env {
-	struct agent_fixture *f;
-	struct csi_env csi;
-	char outside[600];
-	char boot[64];
-};
-
-static int setup(void **state)
-{
-	struct env *e = calloc(1, sizeof(*e));
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-
-	assert_non_null(e);
-	e->f = fixture_new("jtrust");
-	snprintf(e->outside, sizeof(e->outside), "%s/outside", e->f->dir);
-	mkdir(e->outside, 0755);
-	csi_env_init(&e->csi, e->f);
-	assert_non_null(f);
-	assert_non_null(fgets(e->boot, sizeof(e->boot), f));
-	fclose(f);
-	e->boot[strcspn(e->boot, "\n")] = '\0';
-	*state = e;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct env *e = *state;
-
-	fixture_free(e->f);
-	free(e);
-	return 0;
-}
-
-/* Writes the journal of this boot with devices (a JSON list) and csi (a list or NULL). */
-static void write_journal(struct env *e, const char *devices, const char *csi)
-{
-	char path[700], *text;
-
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", e->f->state, NULL }), 0);
-	snprintf(path, sizeof(path), "%s/journal.json", e->f->state);
-	assert_true(asprintf(&text, "{\"version\": 1, \"boot_id\": \"%s\", \"devices\": %s%s%s}\n",
-			     e->boot, devices, csi ? ", \"csi\": " : "", csi ? csi : "") > 0);
-	assert_int_equal(test_write_file(path, text), 0);
-	free(text);
-}
+OUTSIDE_ENV_SETUP_TEARDOWN("jtrust")
 
 /* A tmpfs at dir (made) with a file "data"; its mount ID. */
 static int victim_tmpfs(const char *dir)
@@ -95,7 +51,7 @@ static void assert_victim(const char *dir, int id)
 }
 
 /* Starts the agent, lets its first passes run, and stops it (SIGTERM). */
-static void run_agent(struct env *e, const char *const args[])
+static void run_agent(struct outside_env *e, const char *const args[])
 {
 	assert_int_equal(fixture_start(e->f, args), 0);
 	assert_true(fixture_wait_log(e->f, "startup reconstruction complete", WAIT_MS));
@@ -105,7 +61,7 @@ static void run_agent(struct env *e, const char *const args[])
 }
 
 /* The agent logged n refusals. */
-static void assert_refused(struct env *e, int n)
+static void assert_refused(struct outside_env *e, int n)
 {
 	assert_int_equal(fixture_log_count(e->f, "entry refused, leaving what it names alone"), n);
 }
@@ -113,7 +69,7 @@ static void assert_refused(struct env *e, int n)
 /* `local` device entries whose mount_path names an outside file, and an outside tmpfs. */
 static void test_local_entries_outside_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char file_dir[700], file[800], tmpfs[700], devices[4096];
 	int id;
 
@@ -130,7 +86,7 @@ static void test_local_entries_outside_refused(void **state)
 		 "\"device\": \"/dev/sdy\", \"attached\": true, \"read_only\": false, "
 		 "\"meta\": {}}]",
 		 file, tmpfs);
-	write_journal(e, devices, NULL);
+	outside_env_write_journal(e, devices, NULL);
 	run_agent(e, NULL);
 	assert_int_equal(access(file, F_OK), 0);
 	assert_victim(tmpfs, id);
@@ -143,7 +99,7 @@ static void test_local_entries_outside_refused(void **state)
  * a loop device the agent never made: the loop device stays attached. */
 static void test_rbd_entry_foreign_loop_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	const char *loop = fixture_add_loop(e->f, 8 << 20);
 	char img[700], fuse[700], back[4096], devices[8192];
 	_cleanup_free_ char *mp = NULL;
@@ -162,7 +118,7 @@ static void test_rbd_entry_foreign_loop_refused(void **state)
 		 "\"192.0.2.1\", \"user\": \"admin\", \"fuse_dir\": \"%s\", \"image_file\": "
 		 "\"%s\", \"loop\": \"%s\"}}]",
 		 mp, loop, fuse, img, loop);
-	write_journal(e, devices, NULL);
+	outside_env_write_journal(e, devices, NULL);
 	run_agent(e, NULL);
 	assert_int_equal(rbd_loop_backing_file(loop, back, sizeof(back)), 0);
 	assert_string_equal(back, img);
@@ -175,7 +131,7 @@ static void test_rbd_entry_foreign_loop_refused(void **state)
  * refused, and the tmpfs is neither unmounted nor replaced by a bind. */
 static void test_csi_target_at_secret_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[700], secret[800], csi[4096];
 	int id;
 
@@ -190,7 +146,7 @@ static void test_csi_target_at_secret_refused(void **state)
 		 "\"targets\": [{\"target\": \"%s\", \"pod_uid\": \"csi\", \"name\": \"%s\", "
 		 "\"read_only\": false, \"fingerprint\": \"x\"}]}]",
 		 src, secret, secret);
-	write_journal(e, "[]", csi);
+	outside_env_write_journal(e, "[]", csi);
 	run_agent(e, (const char *const[]){ "--csi", "--kubelet-root-dir", e->csi.kubelet,
 					    "--device-inventory", "false", NULL });
 	assert_victim(secret, id);
@@ -202,11 +158,9 @@ static void test_csi_target_at_secret_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_local_entries_outside_refused, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_rbd_entry_foreign_loop_refused, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_csi_target_at_secret_refused, setup, teardown),
+		FIXTURE_CASE(test_local_entries_outside_refused),
+		FIXTURE_CASE(test_rbd_entry_foreign_loop_refused),
+		FIXTURE_CASE(test_csi_target_at_secret_refused),
 	};
 
 	test_enter_private_mountns();

@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-calls.h"
 #include "csi-env.h"
+#include "file-check.h"
 #include "testlib.h"
 
 struct env {
@@ -46,51 +48,51 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Stage and publish of vol with context ctx (the JSON object's inside) at a new pod's target;
- * the answers in *ret_out (caller frees), the target in target (>= 700). */
-static char *stage_publish(struct env *e, const char *vol, const char *uid, const char *ctx,
-			   char *target)
+/* The calls of a stage and a publish of vol with context ctx (the JSON object's inside) at a
+ * new pod's target, into calls (>= 4096 bytes), which it returns; the target in target (>=
+ * 700). */
+static const char *stage_publish(struct env *e, const char *vol, const char *uid, const char *ctx,
+				 char *target, char *calls)
 {
-	char stg[700], calls[4096];
+	char stg[700];
 	const char *cap = "\"volume_capability\": {\"mount\": {}, \"access_mode\": {\"mode\": "
 			  "\"SINGLE_NODE_WRITER\"}}";
 
 	csi_env_target(&e->csi, uid, vol, target);
 	csi_env_staging(&e->csi, vol, stg);
-	snprintf(calls, sizeof(calls),
+	snprintf(calls, 4096,
 		 "Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
 		 "%s, \"volume_context\": {%s}}\n"
 		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
 		 "\"target_path\": \"%s\", %s, \"volume_context\": {%s}}\n",
 		 vol, stg, cap, ctx, vol, stg, target, cap, ctx);
-	return csi_env_call(&e->csi, calls);
+	return calls;
 }
 
-static char *unpublish_unstage(struct env *e, const char *vol, const char *target)
+/* The calls of an unpublish of vol at target and an unstage of it, into calls (>= 2048
+ * bytes), which it returns. */
+static const char *unpublish_unstage(struct env *e, const char *vol, const char *target,
+				     char *calls)
 {
-	char stg[700], calls[2048];
+	char stg[700];
 
 	csi_env_staging(&e->csi, vol, stg);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\"}\n",
-		 vol, target, vol, stg);
-	return csi_env_call(&e->csi, calls);
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, 2048, vol, target);
+	csi_calls_unstage(calls, 2048, vol, stg);
+	return calls;
 }
 
 static void test_made_once_and_kept(void **state)
 {
 	struct env *e = *state;
-	char ctx[800], target[700], dir[800], file[900];
+	char ctx[800], target[700], dir[800], file[900], calls[4096];
 	struct stat st;
-	char *out, *data;
 
 	csi_env_start(&e->csi);
 	snprintf(ctx, sizeof(ctx), "\"type\": \"local\", \"basePath\": \"%s\"", e->base);
-	out = stage_publish(e, "pv-1", "pod-1", ctx, target);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	CSI_CALL_WANT(&e->csi, stage_publish(e, "pv-1", "pod-1", ctx, target, calls),
+		      { 0, "OK {}" }, { 1, "OK {}" });
 	snprintf(dir, sizeof(dir), "%s/pv-1", e->base);
 	assert_int_equal(lstat(dir, &st), 0);
 	assert_true(S_ISDIR(st.st_mode));
@@ -99,42 +101,29 @@ static void test_made_once_and_kept(void **state)
 	snprintf(file, sizeof(file), "%s/data", target);
 	assert_int_equal(test_write_file(file, "kept"), 0);
 
-	out = unpublish_unstage(e, "pv-1", target);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "OK {}");
-	free(out);
+	CSI_CALL_WANT(&e->csi, unpublish_unstage(e, "pv-1", target, calls), { 0, "OK {}" },
+		      { 1, "OK {}" });
 	assert_false(test_is_mountpoint(target));
 	/* The directory and its data stay: deleting them is not the node's decision. */
-	snprintf(file, sizeof(file), "%s/data", dir);
-	data = test_read_file(file);
-	assert_non_null(data);
-	assert_string_equal(data, "kept");
-	free(data);
+	assert_file_text(dir, "data", "kept");
 
 	/* Used again: the same directory, the data there, made once (its inode unchanged). */
 	{
 		struct stat again;
 
-		out = stage_publish(e, "pv-1", "pod-2", ctx, target);
-		assert_line(out, 1, "OK {}");
-		free(out);
+		CSI_CALL_WANT(&e->csi, stage_publish(e, "pv-1", "pod-2", ctx, target, calls),
+			      { 1, "OK {}" });
 		assert_int_equal(lstat(dir, &again), 0);
 		assert_int_equal(again.st_ino, st.st_ino);
-		snprintf(file, sizeof(file), "%s/data", target);
-		data = test_read_file(file);
-		assert_non_null(data);
-		assert_string_equal(data, "kept");
-		free(data);
-		out = unpublish_unstage(e, "pv-1", target);
-		free(out);
+		assert_file_text(target, "data", "kept");
+		free(csi_env_call(&e->csi, unpublish_unstage(e, "pv-1", target, calls)));
 	}
 }
 
 static void test_symlink_and_missing_base(void **state)
 {
 	struct env *e = *state;
-	char ctx[800], target[700], link[800], probe[800];
-	char *out;
+	char ctx[800], target[700], link[800], probe[800], calls[4096];
 
 	csi_env_start(&e->csi);
 	/* A link planted where the volume's directory goes: refused, nothing bound, nothing
@@ -142,38 +131,30 @@ static void test_symlink_and_missing_base(void **state)
 	snprintf(link, sizeof(link), "%s/pv-evil", e->base);
 	assert_int_equal(symlink(e->outside, link), 0);
 	snprintf(ctx, sizeof(ctx), "\"type\": \"local\", \"basePath\": \"%s\"", e->base);
-	out = stage_publish(e, "pv-evil", "pod-e", ctx, target);
-	assert_line(out, 0, "OK {}");
-	assert_line(out, 1, "is a symlink, refusing to follow it");
-	free(out);
+	CSI_CALL_WANT(&e->csi, stage_publish(e, "pv-evil", "pod-e", ctx, target, calls),
+		      { 0, "OK {}" }, { 1, "is a symlink, refusing to follow it" });
 	assert_false(test_is_mountpoint(target));
 	assert_int_equal(test_count_mounts_under(e->csi.f->dir), 0);
 
 	/* A link as basePath itself: refused the same way. */
 	snprintf(ctx, sizeof(ctx), "\"type\": \"local\", \"basePath\": \"%s\"", link);
-	out = stage_publish(e, "pv-2", "pod-f", ctx, target);
-	assert_line(out, 1, "basePath: ");
-	assert_line(out, 1, "is a symlink, refusing to follow it");
-	free(out);
+	CSI_CALL_WANT(&e->csi, stage_publish(e, "pv-2", "pod-f", ctx, target, calls),
+		      { 1, "basePath: " }, { 1, "is a symlink, refusing to follow it" });
 	snprintf(probe, sizeof(probe), "%s/pv-2", e->outside);
 	assert_int_equal(access(probe, F_OK), -1);
 
 	/* A missing basePath is not made. */
 	snprintf(ctx, sizeof(ctx), "\"type\": \"local\", \"basePath\": \"%s/none\"", e->base);
-	out = stage_publish(e, "pv-3", "pod-g", ctx, target);
-	assert_line(out, 1, "ERR NOT_FOUND");
-	assert_line(out, 1, "basePath");
-	free(out);
+	CSI_CALL_WANT(&e->csi, stage_publish(e, "pv-3", "pod-g", ctx, target, calls),
+		      { 1, "ERR NOT_FOUND" }, { 1, "basePath" });
 	snprintf(probe, sizeof(probe), "%s/none", e->base);
 	assert_int_equal(access(probe, F_OK), -1);
 
 	/* path and basePath together: the request is at fault. */
 	snprintf(ctx, sizeof(ctx), "\"type\": \"local\", \"basePath\": \"%s\", \"path\": \"%s\"",
 		 e->base, e->outside);
-	out = stage_publish(e, "pv-4", "pod-h", ctx, target);
-	assert_line(out, 0, "ERR INVALID_ARGUMENT");
-	assert_line(out, 0, "basePath");
-	free(out);
+	CSI_CALL_WANT(&e->csi, stage_publish(e, "pv-4", "pod-h", ctx, target, calls),
+		      { 0, "ERR INVALID_ARGUMENT" }, { 0, "basePath" });
 	assert_int_equal(test_count_mounts_under(e->csi.f->dir), 0);
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "macro.h"
 #include "testlib.h"
@@ -121,25 +122,16 @@ static void test_prefix_allowlist(void **state)
 static void test_csi_refused(void **state)
 {
 	struct csi_env *e = *state;
-	char t1[700], stg[700], calls[4096], *out;
+	char t1[700], stg[700], calls[4096] = "";
 
 	csi_env_target(e, "pod-a", "pv", t1);
 	csi_env_staging(e, "r", stg);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodePublishVolume {\"volume_id\": \"r\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"/\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"k\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 t1, stg, t1, stg, e->kubelet);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "ERR INVALID_ARGUMENT");
-	assert_line(out, 0, "path: / is the host's root directory");
-	assert_line(out, 1, "ERR INVALID_ARGUMENT");
-	assert_line(out, 1, "the kubelet dir");
-	free(out);
+	csi_calls_publish(calls, sizeof(calls), "r", stg, t1, CSI_CAP_MOUNT, "/");
+	csi_calls_publish(calls, sizeof(calls), "k", stg, t1, CSI_CAP_MOUNT, e->kubelet);
+	CSI_CALL_WANT(e, calls, { 0, "ERR INVALID_ARGUMENT" },
+		      { 0, "path: / is the host's root directory" }, { 1, "ERR INVALID_ARGUMENT" },
+		      { 1, "the kubelet dir" });
 	assert_false(test_is_mountpoint(t1));
 	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
 }

@@ -10,6 +10,7 @@
 #include "macro.h"
 #include "osd-check.h"
 #include "test-devinv-images.h"
+#include "test-groups.h"
 
 #define RECORDS "tests/files/osd-records"
 
@@ -557,10 +558,10 @@ int main(void)
 		cmocka_unit_test(test_blank_device_under_saved_name),
 		cmocka_unit_test(test_missing),
 	};
-	int r;
+	const struct test_group groups[] = {
+		TEST_GROUP("saved records", records, NULL, NULL),
+		TEST_GROUP("a bluestore OSD on loop devices", osd, group_setup, group_teardown),
+	};
 
-	test_enter_private_mountns();
-	r = cmocka_run_group_tests_name("saved records", records, NULL, NULL);
-	return r | cmocka_run_group_tests_name("a bluestore OSD on loop devices", osd, group_setup,
-					       group_teardown);
+	return test_run_groups(groups, ARRAY_SIZE(groups));
 }

@@ -25,37 +25,12 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
-#include "csi-env.h"
+#include "outside-env.h"
 #include "testlib.h"
 
 #define WAIT_MS 20000
 
-struct env {
-	struct agent_fixture *f;
-	char outside[600]; /* where a followed symlink would lead: must never get a mount */
-	struct csi_env csi;
-};
-
-static int setup(void **state)
-{
-	struct env *e = calloc(1, sizeof(*e));
-
-	e->f = fixture_new("pathatk");
-	snprintf(e->outside, sizeof(e->outside), "%s/outside", e->f->dir);
-	mkdir(e->outside, 0755);
-	csi_env_init(&e->csi, e->f);
-	*state = e;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct env *e = *state;
-
-	fixture_free(e->f);
-	free(e);
-	return 0;
-}
+OUTSIDE_ENV_SETUP_TEARDOWN("pathatk")
 
 static void known_hole(const char *what)
 {
@@ -67,7 +42,7 @@ static void mkdir_p(const char *path)
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", path, NULL }), 0);
 }
 
-static const char *source_dir(struct env *e, const char *name, char *buf)
+static const char *source_dir(struct outside_env *e, const char *name, char *buf)
 {
 	char marker[700];
 
@@ -78,12 +53,12 @@ static const char *source_dir(struct env *e, const char *name, char *buf)
 	return buf;
 }
 
-static void write_pod(struct env *e, const char *uid, const char *vol, const char *path)
+static void write_pod(struct outside_env *e, const char *uid, const char *vol, const char *path)
 {
 	assert_int_equal(fixture_write_local_pod(e->f, uid, vol, path), 0);
 }
 
-static void assert_nothing_mounted(struct env *e)
+static void assert_nothing_mounted(struct outside_env *e)
 {
 	assert_int_equal(test_count_mounts_under(e->f->root), 0);
 	assert_int_equal(test_count_mounts_under(e->outside), 0);
@@ -93,7 +68,7 @@ static void assert_nothing_mounted(struct env *e)
 
 static void test_spec_dotdot_source_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], path[700];
 
 	source_dir(e, "src", src);
@@ -110,7 +85,7 @@ static void test_spec_dotdot_source_refused(void **state)
 
 static void test_spec_symlink_in_source_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], link[700], path[800];
 
 	source_dir(e, "src", src);
@@ -127,7 +102,7 @@ static void test_spec_symlink_in_source_refused(void **state)
 /* The pod dir itself (<root>/pods/<uid>) planted as a symlink out of the root. */
 static void test_spec_symlink_at_pod_dir_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], pods[700], d[800];
 
 	source_dir(e, "src", src);
@@ -148,7 +123,7 @@ static void test_spec_symlink_at_pod_dir_refused(void **state)
  * another mount is refused: test_csi_target_already_other_mount_refused.) */
 static void test_spec_target_already_other_mount_replaced(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], d[512], marker[600];
 
 	source_dir(e, "src", src);
@@ -169,7 +144,7 @@ static void test_spec_target_already_other_mount_replaced(void **state)
 /* A device path that is a symlink (outside /dev) to a block device the spec did not name. */
 static void test_spec_device_symlink_to_unnamed_device(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
 	char link[700], d[512];
 
@@ -193,7 +168,7 @@ static void test_spec_device_symlink_to_unnamed_device(void **state)
 /* A device path that is a symlink to something outside /dev. */
 static void test_spec_device_symlink_outside_dev_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char img[700], link[700];
 
 	snprintf(img, sizeof(img), "%s/image", e->f->dir);
@@ -258,7 +233,7 @@ static void run_swapper(struct swapper *s, pthread_t *t)
 
 static void test_spec_symlink_swapped_in_while_mounting(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	struct swapper s = { .outside = e->outside };
 	char src[600], uid[32], d[512];
 	pthread_t t;
@@ -302,15 +277,23 @@ static void test_spec_symlink_swapped_in_while_mounting(void **state)
 
 static void skip_without_client(void)
 {
-	if (access("/usr/bin/python3", X_OK) < 0 ||
-	    test_run((const char *const[]){ "/usr/bin/python3", "-c", "import grpc, grpc_tools",
-					    NULL }) != 0)
+	if (!csi_env_have_client())
 		skip();
 }
 
+/* The start of a CSI case with a directory volume: skipped without the client; the source dir
+ * "src" into src (>= 600) and kubelet's staging dir of volume v, made, into stg (>= 700). */
+static void csi_case_begin(struct outside_env *e, char *src, char *stg)
+{
+	skip_without_client();
+	source_dir(e, "src", src);
+	snprintf(stg, 700, "%s/plugins/staging/v", e->csi.kubelet);
+	mkdir_p(stg);
+}
+
 /* One publish of a directory volume; returns the answer line (caller frees). */
-static char *publish(struct env *e, const char *vol, const char *staging, const char *target,
-		     const char *src)
+static char *publish(struct outside_env *e, const char *vol, const char *staging,
+		     const char *target, const char *src)
 {
 	char calls[4096];
 
@@ -330,13 +313,10 @@ static void assert_refused(const char *out, const char *code, const char *text)
 
 static void test_csi_target_dotdot_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], stg[700], tgt[800], *out;
 
-	skip_without_client();
-	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
-	mkdir_p(stg);
+	csi_case_begin(e, src, stg);
 	snprintf(tgt, sizeof(tgt), "%s/pods/../../outside/t", e->csi.kubelet);
 	csi_env_start(&e->csi);
 	out = publish(e, "v", stg, tgt, src);
@@ -353,13 +333,10 @@ static void test_csi_target_dotdot_refused(void **state)
 
 static void test_csi_target_outside_kubelet_root_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], stg[700], tgt[800], *out;
 
-	skip_without_client();
-	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
-	mkdir_p(stg);
+	csi_case_begin(e, src, stg);
 	snprintf(tgt, sizeof(tgt), "%s/t", e->outside);
 	csi_env_start(&e->csi);
 	out = publish(e, "v", stg, tgt, src);
@@ -375,13 +352,10 @@ static void test_csi_target_outside_kubelet_root_refused(void **state)
 
 static void test_csi_symlink_in_target_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], stg[700], pods[700], link[800], tgt[900], *out;
 
-	skip_without_client();
-	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
-	mkdir_p(stg);
+	csi_case_begin(e, src, stg);
 	snprintf(pods, sizeof(pods), "%s/pods", e->csi.kubelet);
 	mkdir_p(pods);
 	snprintf(link, sizeof(link), "%s/uid1", pods);
@@ -397,7 +371,7 @@ static void test_csi_symlink_in_target_refused(void **state)
 
 static void test_csi_symlink_in_staging_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], link[700], stg[800], tgt[800], calls[4096], *out;
 
 	skip_without_client();
@@ -423,13 +397,10 @@ static void test_csi_symlink_in_staging_refused(void **state)
 
 static void test_csi_target_already_other_mount_refused(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char src[600], stg[700], tgt[800], marker[900], *out;
 
-	skip_without_client();
-	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
-	mkdir_p(stg);
+	csi_case_begin(e, src, stg);
 	snprintf(tgt, sizeof(tgt), "%s/pods/u/volumes/kubernetes.io~csi/pv/mount", e->csi.kubelet);
 	mkdir_p(tgt);
 	assert_int_equal(mount("tmpfs", tgt, "tmpfs", 0, "size=1m"), 0);
@@ -450,17 +421,14 @@ static void test_csi_target_already_other_mount_refused(void **state)
 
 static void test_csi_symlink_swapped_in_while_publishing(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	struct swapper s = { .outside = e->outside };
 	char src[600], stg[700], tgt[RACE_PODS][800], calls[RACE_PODS * 600], *out;
 	pthread_t t;
 	size_t n = 0;
 	int ok = 0;
 
-	skip_without_client();
-	source_dir(e, "src", src);
-	snprintf(stg, sizeof(stg), "%s/plugins/staging/v", e->csi.kubelet);
-	mkdir_p(stg);
+	csi_case_begin(e, src, stg);
 	for (int i = 0; i < RACE_PODS; i++) {
 		snprintf(s.dirs[i], sizeof(s.dirs[i]), "%s/pods/u%d", e->csi.kubelet, i);
 		snprintf(tgt[i], sizeof(tgt[i]), "%s/volumes/kubernetes.io~csi/pv/mount",
@@ -514,9 +482,8 @@ static void test_csi_symlink_swapped_in_while_publishing(void **state)
  * touch that mount (neither unmount it nor mount over it). */
 static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 {
-	struct env *e = *state;
-	char src[600], victim[700], marker[800], journal[700], boot[64] = "", *text;
-	FILE *f;
+	struct outside_env *e = *state;
+	char src[600], victim[700], marker[800], csi[2048];
 
 	source_dir(e, "src", src);
 	snprintf(victim, sizeof(victim), "%s/victim", e->outside);
@@ -524,23 +491,13 @@ static void test_journal_csi_target_outside_kubelet_root_ignored(void **state)
 	assert_int_equal(mount("tmpfs", victim, "tmpfs", 0, "size=1m"), 0);
 	snprintf(marker, sizeof(marker), "%s/host-data", victim);
 	assert_int_equal(test_write_file(marker, "host"), 0);
-	f = fopen("/proc/sys/kernel/random/boot_id", "re");
-	assert_non_null(f);
-	assert_non_null(fgets(boot, sizeof(boot), f));
-	fclose(f);
-	boot[strcspn(boot, "\n")] = '\0';
-	mkdir_p(e->f->state);
-	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
-	assert_true(asprintf(&text,
-			     "{\"version\": 1, \"boot_id\": \"%s\", \"devices\": [], \"csi\": [{"
-			     "\"volume_id\": \"v\", \"staged\": false, \"spec\": {\"type\": "
-			     "\"local\", \"attrs\": {\"path\": \"%s\"}, \"mount_options\": [], "
-			     "\"read_only\": false}, \"targets\": [{\"target\": \"%s\", "
-			     "\"pod_uid\": \"u\", \"name\": \"pv\", \"read_only\": false, "
-			     "\"fingerprint\": \"x\"}]}]}\n",
-			     boot, src, victim) > 0);
-	assert_int_equal(test_write_file(journal, text), 0);
-	free(text);
+	snprintf(csi, sizeof(csi),
+		 "[{\"volume_id\": \"v\", \"staged\": false, \"spec\": {\"type\": \"local\", "
+		 "\"attrs\": {\"path\": \"%s\"}, \"mount_options\": [], \"read_only\": false}, "
+		 "\"targets\": [{\"target\": \"%s\", \"pod_uid\": \"u\", \"name\": \"pv\", "
+		 "\"read_only\": false, \"fingerprint\": \"x\"}]}]",
+		 src, victim);
+	outside_env_write_journal(e, "[]", csi);
 	assert_int_equal(fixture_start(e->f,
 				       (const char *const[]){ "--csi", "--kubelet-root-dir",
 							      e->csi.kubelet, "--device-inventory",
@@ -574,7 +531,7 @@ static bool dir_is_gone(void *path)
  * were removed before), while a real stale dir in the root goes. */
 static void test_stale_cleanup_symlinked_pod_dir_stays_inside(void **state)
 {
-	struct env *e = *state;
+	struct outside_env *e = *state;
 	char pods[700], link[800], trap[800], stale[800];
 
 	snprintf(pods, sizeof(pods), "%s/pods", e->f->root);

@@ -33,6 +33,7 @@
 
 #include "agent-fixture.h"
 #include "csi-env.h"
+#include "fixture-case.h"
 #include "error.h"
 #include "macro.h"
 #include "quantity.h"
@@ -599,13 +600,10 @@ static void test_csi_stats_xfs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_quantity),
-		cmocka_unit_test_setup_teardown(test_refused_xfs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_refused_ext4, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_enforced_xfs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_enforced_ext4, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_csi_stats_xfs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ephemeral_size_xfs, setup, teardown),
+		cmocka_unit_test(test_quantity),       FIXTURE_CASE(test_refused_xfs),
+		FIXTURE_CASE(test_refused_ext4),       FIXTURE_CASE(test_enforced_xfs),
+		FIXTURE_CASE(test_enforced_ext4),      FIXTURE_CASE(test_csi_stats_xfs),
+		FIXTURE_CASE(test_ephemeral_size_xfs),
 	};
 
 	test_enter_private_mountns();

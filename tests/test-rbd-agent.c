@@ -28,6 +28,7 @@
 
 #include "agent-fixture.h"
 #include "check-util.h"
+#include "fixture-case.h"
 #include "macro.h"
 #include "rbd/rbd-testlib.h"
 #include "secret-watch.h"
@@ -1087,19 +1088,16 @@ static void test_cluster_down_fails_fast(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_mount_write_move, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_two_pods_share_one_attachment, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_held_elsewhere_is_refused_then_retried, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_restart_adopts, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_heal_after_kill9, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_inputs_leave_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_csi_stage_publish, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_csi_access_modes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_block_volume_map_write_restart, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_cluster_down_fails_fast, setup, teardown),
+		FIXTURE_CASE(test_mount_write_move),
+		FIXTURE_CASE(test_two_pods_share_one_attachment),
+		FIXTURE_CASE(test_held_elsewhere_is_refused_then_retried),
+		FIXTURE_CASE(test_restart_adopts),
+		FIXTURE_CASE(test_heal_after_kill9),
+		FIXTURE_CASE(test_bad_inputs_leave_nothing),
+		FIXTURE_CASE(test_csi_stage_publish),
+		FIXTURE_CASE(test_csi_access_modes),
+		FIXTURE_CASE(test_block_volume_map_write_restart),
+		FIXTURE_CASE(test_cluster_down_fails_fast),
 	};
 
 	rt_init();

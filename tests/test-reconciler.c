@@ -167,6 +167,13 @@ static const char *make_src(struct fix *f, const char *name, char *buf, size_t s
 	return buf;
 }
 
+/* make_src() into src (>= 600), and the node-wide name of its volume into vol (>= 620). */
+static void make_vol(struct fix *f, const char *name, char *src, char *vol)
+{
+	make_src(f, name, src, 600);
+	snprintf(vol, 620, "fake:%s", src);
+}
+
 /* Writes pods.d/<file> atomically (a rename, as an operator's tool would). */
 static void write_pod(struct fix *f, const char *file, const char *json)
 {
@@ -199,9 +206,53 @@ static void write_pod1(struct fix *f, const char *file, const char *uid, const c
 	write_pod(f, file, json);
 }
 
+/* A pod with two volumes: a of source path apath (a device volume when device), then b of
+ * bpath. */
+static void write_pod2(struct fix *f, const char *file, const char *uid, const char *a,
+		       const char *apath, bool device, const char *b, const char *bpath)
+{
+	char json[2000];
+
+	snprintf(json, sizeof(json),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": ["
+		 "{\"name\": \"%s\", \"fake\": {\"path\": \"%s\"%s}},"
+		 "{\"name\": \"%s\", \"fake\": {\"path\": \"%s\"}}]}",
+		 uid, a, apath, device ? ", \"device\": \"yes\"" : "", b, bpath);
+	write_pod(f, file, json);
+}
+
 static void target_of(struct fix *f, const char *uid, const char *name, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s/pods/%s/volumes/kubernetes.io~fake/%s", f->root, uid, name);
+}
+
+/* The i-th of the numbered pods: pod-<i>, its spec file pod-<i>.json, its volume "v" of the
+ * source dir src-<i>. */
+struct numbered {
+	char uid[32], file[32], src[600], vol[620], target[600];
+};
+
+static void numbered_pod(struct fix *f, unsigned i, struct numbered *n)
+{
+	snprintf(n->uid, sizeof(n->uid), "pod-%u", i);
+	snprintf(n->file, sizeof(n->file), "pod-%u.json", i);
+	snprintf(n->src, sizeof(n->src), "%s/src-%u", f->dir, i);
+	snprintf(n->vol, sizeof(n->vol), "fake:%s", n->src);
+	target_of(f, n->uid, "v", n->target, sizeof(n->target));
+}
+
+/* Writes the numbered pods 0..k-1, each with its own source dir (made), or all of them with
+ * the one source dir shared (its volume then shared too). */
+static void write_numbered_pods(struct fix *f, unsigned k, const char *shared)
+{
+	struct numbered n;
+
+	for (unsigned i = 0; i < k; i++) {
+		numbered_pod(f, i, &n);
+		if (!shared)
+			mkdir(n.src, 0755);
+		write_pod1(f, n.file, n.uid, shared ? shared : n.src, false);
+	}
 }
 
 /* --- reading the state on the reconciler thread --- */
@@ -321,8 +372,7 @@ static void test_move_between_pods_unmounts_first(void **state)
 	struct fix *f = *state;
 	char src[600], ta[600], tb[600], vol[620];
 
-	make_src(f, "src-move", src, sizeof(src));
-	snprintf(vol, sizeof(vol), "fake:%s", src);
+	make_vol(f, "src-move", src, vol);
 	target_of(f, "pod-a", "v", ta, sizeof(ta));
 	target_of(f, "pod-b", "v", tb, sizeof(tb));
 	assert_int_equal(rec_start(f), 0);
@@ -361,8 +411,7 @@ static void test_device_released_after_last_pod(void **state)
 	char src[600], ta[600], tb[600], vol[620], devdir[700];
 	struct probe p;
 
-	make_src(f, "src-dev", src, sizeof(src));
-	snprintf(vol, sizeof(vol), "fake:%s", src);
+	make_vol(f, "src-dev", src, vol);
 	target_of(f, "pod-a", "v", ta, sizeof(ta));
 	target_of(f, "pod-b", "v", tb, sizeof(tb));
 	assert_int_equal(rec_start(f), 0);
@@ -400,6 +449,22 @@ static void test_device_released_after_last_pod(void **state)
 	assert_int_equal(test_count_mounts_under(devdir), 0);
 }
 
+/* Starts the reconciler with pod uid (spec file <uid>.json) whose volume "v" of the source
+ * dir name (a device volume when device) fails to set up or stage; the source, the volume's
+ * name and the target into src (>= 600), vol (>= 620) and t (>= 600). */
+static void start_failing_pod(struct fix *f, const char *name, const char *uid, bool device,
+			      char *src, char *vol, char *t)
+{
+	char file[64];
+
+	make_vol(f, name, src, vol);
+	target_of(f, uid, "v", t, 600);
+	fake_set_failing(src);
+	assert_int_equal(rec_start(f), 0);
+	snprintf(file, sizeof(file), "%s.json", uid);
+	write_pod1(f, file, uid, src, device);
+}
+
 static bool failed_once(const struct probe *p)
 {
 	return p->failures >= 1;
@@ -421,12 +486,7 @@ static void test_backoff_grows_and_resets(void **state)
 	struct probe p;
 	unsigned n;
 
-	make_src(f, "src-bo", src, sizeof(src));
-	snprintf(vol, sizeof(vol), "fake:%s", src);
-	target_of(f, "pod-f", "v", t, sizeof(t));
-	fake_set_failing(src);
-	assert_int_equal(rec_start(f), 0);
-	write_pod1(f, "f.json", "pod-f", src, false);
+	start_failing_pod(f, "src-bo", "pod-f", false, src, vol, t);
 	assert_true(wait_state(f, t, vol, failed_once, 5000));
 	full_before = probe(f, NULL, NULL).full_passes;
 	assert_true(wait_state(f, t, vol, failed_three_times, 10000));
@@ -439,10 +499,11 @@ static void test_backoff_grows_and_resets(void **state)
 	assert_int_equal(p.delay_ms, BACKOFF_INITIAL_MS << (p.failures - 1));
 	n = fake_find("set_up", src, ev, ARRAY_SIZE(ev));
 	assert_true(n >= 3);
-	/* Attempt k+1 waits at least the delay set by failure k: 100 ms, then 200 ms. */
+	/* Attempt k+1 waits at least the delay set by failure k: 100 ms, then 200 ms.  Only
+	 * these bounds are exact: how much longer an attempt came (a loaded machine wakes the
+	 * loop late) says nothing of the delay, so the gaps are not compared with each other. */
 	assert_true(ev[1].ms - ev[0].ms >= BACKOFF_INITIAL_MS);
 	assert_true(ev[2].ms - ev[1].ms >= 2 * BACKOFF_INITIAL_MS);
-	assert_true(ev[2].ms - ev[1].ms > ev[1].ms - ev[0].ms);
 
 	fake_set_failing(NULL);
 	assert_true(wait_state(f, t, vol, is_mounted, 10000));
@@ -450,18 +511,23 @@ static void test_backoff_grows_and_resets(void **state)
 	assert_int_equal(p.failures, 0);
 	assert_int_equal(p.failing, 0);
 
-	/* Fails again after the success: the first retry delay is the initial one (without the
-	 * reset it would be at least 8 times that: the delay had reached 4x before). */
-	remove_pod(f, "f.json");
+	/* Fails again after the success: the failures are counted again from the first, with the
+	 * initial delay.  Exact, on the backoff entry: its count is at most the set-ups failed
+	 * since (read after it, so a failure not yet handled is in it); without the reset it would
+	 * go on from the three before.  (A bound on when the retry came is not: a loaded machine
+	 * makes it late.) */
+	remove_pod(f, "pod-f.json");
 	assert_true(wait_state(f, t, vol, is_gone, 5000));
 	fake_reset();
 	fake_set_failing(src);
-	write_pod1(f, "f.json", "pod-f", src, false);
+	write_pod1(f, "pod-f.json", "pod-f", src, false);
 	assert_true(wait_state(f, t, vol, failed_three_times, 10000));
+	p = probe(f, t, vol);
+	assert_true(p.failures <= fake_count("set_up.failed", src));
+	assert_int_equal(p.delay_ms, BACKOFF_INITIAL_MS << (p.failures - 1));
 	n = fake_find("set_up", src, ev, ARRAY_SIZE(ev));
 	assert_true(n >= 2);
 	assert_true(ev[1].ms - ev[0].ms >= BACKOFF_INITIAL_MS);
-	assert_true(ev[1].ms - ev[0].ms < 4 * BACKOFF_INITIAL_MS + (uint64_t)scaled(150));
 }
 
 static bool failed_twice(const struct probe *p)
@@ -474,23 +540,16 @@ static bool failed_twice(const struct probe *p)
 static void test_failing_volume_does_not_hold_up_another(void **state)
 {
 	struct fix *f = *state;
-	char good[600], bad[600], tg[600], tbad[600], vgood[620], vbad[620], json[2000];
+	char good[600], bad[600], tg[600], tbad[600], vgood[620], vbad[620];
 	struct probe p;
 
-	make_src(f, "src-good", good, sizeof(good));
-	make_src(f, "src-bad", bad, sizeof(bad));
-	snprintf(vgood, sizeof(vgood), "fake:%s", good);
-	snprintf(vbad, sizeof(vbad), "fake:%s", bad);
+	make_vol(f, "src-good", good, vgood);
+	make_vol(f, "src-bad", bad, vbad);
 	target_of(f, "pod-g", "good", tg, sizeof(tg));
 	target_of(f, "pod-g", "bad", tbad, sizeof(tbad));
 	fake_set_failing(bad);
 	assert_int_equal(rec_start(f), 0);
-	snprintf(json, sizeof(json),
-		 "{\"pod\": {\"uid\": \"pod-g\"}, \"volumes\": ["
-		 "{\"name\": \"bad\", \"fake\": {\"path\": \"%s\"}},"
-		 "{\"name\": \"good\", \"fake\": {\"path\": \"%s\"}}]}",
-		 bad, good);
-	write_pod(f, "g.json", json);
+	write_pod2(f, "g.json", "pod-g", "bad", bad, false, "good", good);
 	assert_true(wait_state(f, tg, vgood, is_mounted, 5000));
 	assert_true(wait_state(f, tbad, vbad, failed_twice, 10000));
 	p = probe(f, tg, vgood);
@@ -520,12 +579,7 @@ static void test_failed_device_retried(void **state)
 	struct fix *f = *state;
 	char src[600], t[600], vol[620];
 
-	make_src(f, "src-devfail", src, sizeof(src));
-	snprintf(vol, sizeof(vol), "fake:%s", src);
-	target_of(f, "pod-d", "v", t, sizeof(t));
-	fake_set_failing(src);
-	assert_int_equal(rec_start(f), 0);
-	write_pod1(f, "d.json", "pod-d", src, true);
+	start_failing_pod(f, "src-devfail", "pod-d", true, src, vol, t);
 	assert_true(wait_state(f, t, vol, device_failed_twice, 10000));
 	assert_false(probe(f, t, vol).mounted);
 	fake_set_failing(NULL);
@@ -549,22 +603,15 @@ static bool ready_and_mounted_plain(const struct probe *p)
 static void test_reconstruction_adopts_mounts(void **state)
 {
 	struct fix *f = *state;
-	char dsrc[600], psrc[600], td[600], tp[600], vd[620], vp[620], json[2000];
+	char dsrc[600], psrc[600], td[600], tp[600], vd[620], vp[620];
 	int id_d, id_p;
 
-	make_src(f, "src-dev", dsrc, sizeof(dsrc));
-	make_src(f, "src-plain", psrc, sizeof(psrc));
-	snprintf(vd, sizeof(vd), "fake:%s", dsrc);
-	snprintf(vp, sizeof(vp), "fake:%s", psrc);
+	make_vol(f, "src-dev", dsrc, vd);
+	make_vol(f, "src-plain", psrc, vp);
 	target_of(f, "pod-r", "dev", td, sizeof(td));
 	target_of(f, "pod-r", "plain", tp, sizeof(tp));
 	assert_int_equal(rec_start(f), 0);
-	snprintf(json, sizeof(json),
-		 "{\"pod\": {\"uid\": \"pod-r\"}, \"volumes\": ["
-		 "{\"name\": \"dev\", \"fake\": {\"path\": \"%s\", \"device\": \"yes\"}},"
-		 "{\"name\": \"plain\", \"fake\": {\"path\": \"%s\"}}]}",
-		 dsrc, psrc);
-	write_pod(f, "r.json", json);
+	write_pod2(f, "r.json", "pod-r", "dev", dsrc, true, "plain", psrc);
 	assert_true(wait_state(f, td, vd, is_mounted, 5000));
 	assert_true(wait_state(f, tp, vp, is_mounted, 5000));
 	id_d = test_mount_id(td);
@@ -594,22 +641,12 @@ static void test_reconstruction_adopts_mounts(void **state)
  * are mounted. */
 static void mount_pods(struct fix *f, unsigned n)
 {
-	char src[600], t[600], vol[620], name[64], file[64];
+	struct numbered p;
 
+	write_numbered_pods(f, n, NULL);
 	for (unsigned i = 0; i < n; i++) {
-		snprintf(name, sizeof(name), "src-%u", i);
-		snprintf(file, sizeof(file), "pod-%u.json", i);
-		make_src(f, name, src, sizeof(src));
-		snprintf(name, sizeof(name), "pod-%u", i);
-		write_pod1(f, file, name, src, false);
-	}
-	for (unsigned i = 0; i < n; i++) {
-		snprintf(name, sizeof(name), "src-%u", i);
-		snprintf(src, sizeof(src), "%s/%s", f->dir, name);
-		snprintf(vol, sizeof(vol), "fake:%s", src);
-		snprintf(name, sizeof(name), "pod-%u", i);
-		target_of(f, name, "v", t, sizeof(t));
-		assert_true(wait_state(f, t, vol, is_mounted, 5000));
+		numbered_pod(f, i, &p);
+		assert_true(wait_state(f, p.target, p.vol, is_mounted, 5000));
 	}
 }
 
@@ -661,17 +698,16 @@ static void test_restart_verifies_without_full_pass_each(void **state)
 		N = 300
 	};
 	struct fix *f = *state;
-	char src[600], t0[600], tn[600], vol[620], name[32];
+	struct numbered p0, pn, np;
 	int id0, idn;
 	struct probe p;
 
 	assert_int_equal(rec_start(f), 0);
 	mount_pods(f, N);
-	target_of(f, "pod-0", "v", t0, sizeof(t0));
-	snprintf(name, sizeof(name), "pod-%d", N - 1);
-	target_of(f, name, "v", tn, sizeof(tn));
-	id0 = test_mount_id(t0);
-	idn = test_mount_id(tn);
+	numbered_pod(f, 0, &p0);
+	numbered_pod(f, N - 1, &pn);
+	id0 = test_mount_id(p0.target);
+	idn = test_mount_id(pn.target);
 	assert_true(id0 > 0 && idn > 0);
 
 	f->r = reconciler_free(f->r);
@@ -684,21 +720,17 @@ static void test_restart_verifies_without_full_pass_each(void **state)
 	p = probe(f, NULL, NULL);
 	print_message("passes up to ready: %lu (full %lu)\n", p.passes, p.full_passes);
 	assert_true(p.passes <= 6);
-	for (int i = 0; i < N; i++) {
-		snprintf(name, sizeof(name), "src-%d", i);
-		snprintf(src, sizeof(src), "%s/%s", f->dir, name);
-		assert_int_equal(fake_count("check_set_up", src), 1);
-		snprintf(vol, sizeof(vol), "fake:%s", src);
-		snprintf(name, sizeof(name), "pod-%d", i);
-		target_of(f, name, "v", tn, sizeof(tn));
-		p = probe(f, tn, vol);
+	for (unsigned i = 0; i < N; i++) {
+		numbered_pod(f, i, &np);
+		assert_int_equal(fake_count("check_set_up", np.src), 1);
+		p = probe(f, np.target, np.vol);
 		assert_true(p.mounted);
 	}
 	wait_two_passes(f);
 	assert_int_equal(fake_count("set_up", NULL), 0);
 	assert_int_equal(fake_count("tear_down", NULL), 0);
-	assert_int_equal(test_mount_id(t0), id0);
-	assert_int_equal(test_mount_id(tn), idn);
+	assert_int_equal(test_mount_id(p0.target), id0);
+	assert_int_equal(test_mount_id(pn.target), idn);
 }
 
 /* A health tick (idle CPU at 10,000 volumes) queues the checks through an incremental pass:
@@ -853,7 +885,7 @@ static void test_touch_flood_becomes_one_full_pass(void **state)
 	};
 	struct fix *f = *state;
 	struct flood fl = { .n = REC_TOUCHED_MAX + 100 };
-	char src[600], t[600], vol[620];
+	struct numbered p3;
 	unsigned set_ups, tear_downs;
 	struct probe before, after;
 
@@ -879,11 +911,9 @@ static void test_touch_flood_becomes_one_full_pass(void **state)
 
 	/* A change after it is incremental again: pod-3's spec file goes, its volume follows. */
 	before = after;
-	remove_pod(f, "pod-3.json");
-	snprintf(src, sizeof(src), "%s/src-3", f->dir);
-	snprintf(vol, sizeof(vol), "fake:%s", src);
-	target_of(f, "pod-3", "v", t, sizeof(t));
-	assert_true(wait_state(f, t, vol, is_gone, scaled(5000)));
+	numbered_pod(f, 3, &p3);
+	remove_pod(f, p3.file);
+	assert_true(wait_state(f, p3.target, p3.vol, is_gone, scaled(5000)));
 	after = probe(f, NULL, NULL);
 	assert_int_equal(after.full_passes, before.full_passes);
 	assert_true(after.incremental_passes > before.incremental_passes);
@@ -986,24 +1016,19 @@ static void test_shared_volume_visits_linear(void **state)
 		K = 16
 	};
 	struct fix *f = *state;
-	char src[600], t[600], vol[620], name[32], file[32];
+	char src[600], vol[620];
+	struct numbered p;
 	struct probe before, after;
 
 	f->refresh_ms = 600000;
-	make_src(f, "src-shared", src, sizeof(src));
-	snprintf(vol, sizeof(vol), "fake:%s", src);
+	make_vol(f, "src-shared", src, vol);
 	assert_int_equal(rec_start(f), 0);
 	wait_two_passes(f);
 	before = probe(f, NULL, NULL);
-	for (int i = 0; i < K; i++) {
-		snprintf(name, sizeof(name), "pod-%d", i);
-		snprintf(file, sizeof(file), "pod-%d.json", i);
-		write_pod1(f, file, name, src, false);
-	}
-	for (int i = 0; i < K; i++) {
-		snprintf(name, sizeof(name), "pod-%d", i);
-		target_of(f, name, "v", t, sizeof(t));
-		assert_true(wait_state(f, t, vol, is_mounted, 5000));
+	write_numbered_pods(f, K, src);
+	for (unsigned i = 0; i < K; i++) {
+		numbered_pod(f, i, &p);
+		assert_true(wait_state(f, p.target, vol, is_mounted, 5000));
 	}
 	after = probe(f, NULL, NULL);
 	assert_int_equal(after.full_passes, before.full_passes);
@@ -1091,10 +1116,8 @@ static void test_untouched_stray_waits_for_full_pass(void **state)
 	 * interval holds off: with mount events, the stray's own attach event touches it. */
 	f->refresh_ms = 600000;
 	f->mount_events_off = true;
-	make_src(f, "src-stray", ssrc, sizeof(ssrc));
-	make_src(f, "src-other", osrc, sizeof(osrc));
-	snprintf(svol, sizeof(svol), "fake:%s", ssrc);
-	snprintf(ovol, sizeof(ovol), "fake:%s", osrc);
+	make_vol(f, "src-stray", ssrc, svol);
+	make_vol(f, "src-other", osrc, ovol);
 	target_of(f, "pod-s", "v", starget, sizeof(starget));
 	target_of(f, "pod-o", "v", otarget, sizeof(otarget));
 	assert_int_equal(rec_start(f), 0);
@@ -1149,8 +1172,7 @@ static void vanished_mount_dropped(struct fix *f)
 	char src[600], target[600], vol[620];
 	struct stray s = { src, target, vol };
 
-	make_src(f, "src-vanished", src, sizeof(src));
-	snprintf(vol, sizeof(vol), "fake:%s", src);
+	make_vol(f, "src-vanished", src, vol);
 	target_of(f, "pod-x", "v", target, sizeof(target));
 	assert_int_equal(rec_start(f), 0);
 	wait_two_passes(f);
@@ -1209,7 +1231,7 @@ static void test_setups_in_flight_are_bounded(void **state)
 		LIMIT = 2
 	};
 	struct fix *f = *state;
-	char src[600], t[600], vol[620], name[32], file[32];
+	struct numbered p;
 
 	assert_int_equal(rec_start(f), 0);
 	wait_two_passes(f);
@@ -1217,21 +1239,11 @@ static void test_setups_in_flight_are_bounded(void **state)
 	pthread_mutex_lock(&fake.lock);
 	fake.setup_delay_ms = 30; /* so that set-ups pile up */
 	pthread_mutex_unlock(&fake.lock);
-	for (int i = 0; i < K; i++) {
-		snprintf(name, sizeof(name), "src-%d", i);
-		make_src(f, name, src, sizeof(src));
-		snprintf(name, sizeof(name), "pod-%d", i);
-		snprintf(file, sizeof(file), "pod-%d.json", i);
-		write_pod1(f, file, name, src, false);
-	}
-	for (int i = 0; i < K; i++) {
-		snprintf(name, sizeof(name), "src-%d", i);
-		snprintf(src, sizeof(src), "%s/%s", f->dir, name);
-		snprintf(vol, sizeof(vol), "fake:%s", src);
-		snprintf(name, sizeof(name), "pod-%d", i);
-		target_of(f, name, "v", t, sizeof(t));
-		assert_true(wait_state(f, t, vol, is_mounted, scaled(5000)));
-		assert_true(test_is_mountpoint(t));
+	write_numbered_pods(f, K, NULL);
+	for (unsigned i = 0; i < K; i++) {
+		numbered_pod(f, i, &p);
+		assert_true(wait_state(f, p.target, p.vol, is_mounted, scaled(5000)));
+		assert_true(test_is_mountpoint(p.target));
 	}
 	assert_int_equal(fake_count("set_up.done", NULL), K);
 	assert_int_equal(max_setups_at_once(), LIMIT); /* reached, never passed */

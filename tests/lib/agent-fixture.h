@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "fixture-case.h"
 #include "testlib.h"
 
 struct agent_fixture {
@@ -27,18 +28,8 @@ struct agent_fixture *fixture_new(const char *tag);
 void fixture_free(struct agent_fixture *f);
 
 /* The cmocka setup and teardown of a suite whose state is one fixture named tag: defines
- * static setup() (fixture_new) and teardown() (fixture_free). */
-#define FIXTURE_SETUP_TEARDOWN(tag)        \
-	static int setup(void **state)     \
-	{                                  \
-		*state = fixture_new(tag); \
-		return 0;                  \
-	}                                  \
-	static int teardown(void **state)  \
-	{                                  \
-		fixture_free(*state);      \
-		return 0;                  \
-	}
+ * static setup() (fixture_new) and teardown() (fixture_free); see fixture-case.h. */
+#define FIXTURE_SETUP_TEARDOWN(tag) STATE_SETUP_TEARDOWN(fixture_new(tag), fixture_free)
 
 /* Starts `volagent run` with the fixture's dirs (and extra args, NULL-terminated). */
 int fixture_start(struct agent_fixture *f, const char *const extra[]);
