@@ -31,19 +31,21 @@ const char *csi_local_ctx(const char *path, char *buf)
 void csi_calls_stage(char *calls, size_t size, const char *vol, const char *stg, const char *cap,
 		     const char *ctx, const char *extra)
 {
-	csi_calls_add(calls, size,
-	       "Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
-	       "\"volume_capability\": %s, \"volume_context\": %s%s%s}\n",
-	       vol, stg, cap, ctx, extra ? ", " : "", extra ? extra : "");
+	csi_calls_add(
+		calls, size,
+		"Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
+		"\"volume_capability\": %s, \"volume_context\": %s%s%s}\n",
+		vol, stg, cap, ctx, extra ? ", " : "", extra ? extra : "");
 }
 
 void csi_calls_publish(char *calls, size_t size, const char *vol, const char *stg,
 		       const char *target, const char *cap, const char *ctx, const char *extra)
 {
-	csi_calls_add(calls, size,
-	       "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
-	       "\"target_path\": \"%s\", \"volume_capability\": %s, \"volume_context\": %s%s%s}\n",
-	       vol, stg, target, cap, ctx, extra ? ", " : "", extra ? extra : "");
+	csi_calls_add(
+		calls, size,
+		"Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
+		"\"target_path\": \"%s\", \"volume_capability\": %s, \"volume_context\": %s%s%s}\n",
+		vol, stg, target, cap, ctx, extra ? ", " : "", extra ? extra : "");
 }
 
 void csi_calls_stats(char *calls, size_t size, const char *vol, const char *path)
@@ -56,13 +58,14 @@ void csi_calls_stats(char *calls, size_t size, const char *vol, const char *path
 void csi_calls_unpublish(char *calls, size_t size, const char *vol, const char *target)
 {
 	csi_calls_add(calls, size,
-	       "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n", vol,
-	       target);
+		      "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n",
+		      vol, target);
 }
 
 void csi_calls_unstage(char *calls, size_t size, const char *vol, const char *stg)
 {
-	csi_calls_add(calls, size,
-	       "Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\"}\n",
-	       vol, stg);
+	csi_calls_add(
+		calls, size,
+		"Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\"}\n",
+		vol, stg);
 }
