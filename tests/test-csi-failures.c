@@ -190,6 +190,8 @@ static void test_vanished_device(void **state)
 	csi_env_staging(e, "gone", stg);
 	csi_env_start(e);
 	assert_int_equal(test_loop_detach(dev), 0);
+	/* Detached once no other process has it open (a prober may, for a moment). */
+	assert_true(test_wait_until(test_loop_unbound, (void *)dev, 10000));
 	stage_call(calls, sizeof(calls), "gone", stg, dev, "");
 	out = csi_env_call(e, calls);
 	if (!final_error(csi_line(out, 0)))
