@@ -25,6 +25,7 @@
 
 #include "agent-fixture.h"
 #include "check-util.h"
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "macro.h"
 #include "path-util.h"
@@ -84,6 +85,16 @@ static int write_block_pod(struct agent_fixture *f, const char *file, const char
 				  "\"local\": {\"path\": \"%s\"}, \"volumeMode\": \"%s\", "
 				  "\"readOnly\": %s}]}",
 				  uid, dev, mode, read_only ? "true" : "false");
+}
+
+/* Writes pod uid's spec file (named file) with dev as its raw block volume "raw", read-only or
+ * not, starts the agent, and puts the path of the pod's file into target (>= 600 bytes). */
+static void start_block_pod(struct agent_fixture *f, const char *file, const char *uid,
+			    const char *dev, bool read_only, char *target)
+{
+	assert_int_equal(write_block_pod(f, file, uid, dev, "Block", read_only), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	pod_dev(f, uid, "raw", target);
 }
 
 /* Whether path is a block device node with the same device number as dev. */
@@ -184,9 +195,7 @@ static void test_block_volume_dd_survives_remove_and_readd(void **state)
 	char *out = NULL;
 
 	assert_non_null(dev);
-	assert_int_equal(write_block_pod(f, "b.json", "pod-b", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-b", "raw", target);
+	start_block_pod(f, "b.json", "pod-b", dev, false, target);
 	held_dev(f, dev, held);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	assert_true(test_is_mountpoint(held));
@@ -238,9 +247,7 @@ static void test_read_only_block_volume(void **state)
 	 * read-only loop device over it (plugins/block-map.c): the pod reads the device's bytes
 	 * and its writes are refused; the device itself stays writable. */
 	dd_write(f, dev, 'R');
-	assert_int_equal(write_block_pod(f, "r.json", "pod-r", dev, "Block", true), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-r", "raw", target);
+	start_block_pod(f, "r.json", "pod-r", dev, true, target);
 	assert_true(fixture_wait_pod_state(f, target, "mounted", 1, WAIT_MS));
 	assert_true(test_mount_is_ro(target));
 	assert_true(test_direct_read_is(target, 'R'));
@@ -279,9 +286,7 @@ static void test_reader_and_writer_share_a_device(void **state)
 	struct stat st, sd;
 
 	assert_non_null(dev);
-	assert_int_equal(write_block_pod(f, "r.json", "pod-r", dev, "Block", true), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-r", "raw", tr);
+	start_block_pod(f, "r.json", "pod-r", dev, true, tr);
 	assert_true(fixture_wait_pod_state(f, tr, "mounted", 1, WAIT_MS));
 	assert_int_equal(write_block_pod(f, "w.json", "pod-w", dev, "Block", false), 0);
 	pod_dev(f, "pod-w", "raw", tw);
@@ -315,9 +320,7 @@ static void test_move_between_pods_unmaps_first(void **state)
 	long unmapped_a, mapped_b;
 
 	assert_non_null(dev);
-	assert_int_equal(write_block_pod(f, "app.json", "pod-a", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-a", "raw", ta);
+	start_block_pod(f, "app.json", "pod-a", dev, false, ta);
 	pod_dev(f, "pod-b", "raw", tb);
 	assert_true(fixture_wait_mounted(ta, WAIT_MS));
 	dd_write(f, ta, 'M');
@@ -346,9 +349,7 @@ static void test_block_and_filesystem_mixed_refused(void **state)
 	char ta[600], fsdir[600];
 
 	assert_non_null(dev);
-	assert_int_equal(write_block_pod(f, "a.json", "pod-a", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-a", "raw", ta);
+	start_block_pod(f, "a.json", "pod-a", dev, false, ta);
 	assert_true(fixture_wait_mounted(ta, WAIT_MS));
 	assert_int_equal(write_block_pod(f, "b.json", "pod-b", dev, "Filesystem", false), 0);
 	assert_true(fixture_wait_log(f, "already in use by another pod with different settings",
@@ -369,9 +370,7 @@ static void test_device_with_filesystem_published_raw(void **state)
 
 	assert_non_null(dev);
 	assert_int_equal(test_mkfs("ext4", dev), 0);
-	assert_int_equal(write_block_pod(f, "x.json", "pod-x", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-x", "raw", target);
+	start_block_pod(f, "x.json", "pod-x", dev, false, target);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	/* Allowed, and logged; the filesystem is not touched (not mounted, not reformatted). */
 	assert_true(fixture_wait_log(f, "raw block volume handed out with data on it", WAIT_MS));
@@ -395,9 +394,7 @@ static void test_sigkill_restart_adopts(void **state)
 	long off;
 
 	assert_non_null(dev);
-	assert_int_equal(write_block_pod(f, "k.json", "pod-k", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-k", "raw", target);
+	start_block_pod(f, "k.json", "pod-k", dev, false, target);
 	held_dev(f, dev, held);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
@@ -436,7 +433,7 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 32 << 20);
-	char stg[700], t1[800], t2[800], held[800], img[700], ctx[200], calls[8192];
+	char stg[700], t1[800], t2[800], held[800], img[700], ctx[200], calls[8192] = "";
 	char *out;
 
 	assert_non_null(dev);
@@ -452,25 +449,15 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 		 e->kubelet);
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", t2, NULL }), 0);
 	snprintf(held, sizeof(held), "%s/dev", stg);
-	snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"path\": \"%s\"}", dev);
+	csi_local_ctx(dev, ctx);
 	csi_env_start(e);
 
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_BLOCK ", \"volume_context\": %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
-		 ", \"volume_context\": %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
-		 ", \"volume_context\": %s}\n"
-		 "Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": %s}\n"
-		 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_MOUNT ", \"volume_context\": %s}\n",
-		 stg, ctx, stg, t1, ctx, stg, t1, ctx, t1, stg, t2, ctx, stg, ctx);
+	csi_calls_stage(calls, sizeof(calls), "raw", stg, CSI_CAP_BLOCK, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "raw", stg, t1, CSI_CAP_BLOCK, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "raw", stg, t1, CSI_CAP_BLOCK, ctx, NULL);
+	csi_calls_stats(calls, sizeof(calls), "raw", t1);
+	csi_calls_publish(calls, sizeof(calls), "raw", stg, t2, CSI_CAP_MOUNT, ctx, NULL);
+	csi_calls_stage(calls, sizeof(calls), "raw", stg, CSI_CAP_MOUNT, ctx, NULL);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
@@ -515,14 +502,9 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 		assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
 		off = fixture_log_size(e->f);
 		csi_env_start(e);
-		snprintf(calls, sizeof(calls),
-			 "Node/NodeStageVolume {\"volume_id\": \"raw\", \"staging_target_path\": "
-			 "\"%s\", \"volume_capability\": " CSI_CAP_BLOCK
-			 ", \"volume_context\": %s}\n"
-			 "Node/NodePublishVolume {\"volume_id\": \"raw\", \"staging_target_path\": "
-			 "\"%s\", \"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_BLOCK
-			 ", \"volume_context\": %s}\n",
-			 stg, ctx, stg, t1, ctx);
+		calls[0] = '\0';
+		csi_calls_stage(calls, sizeof(calls), "raw", stg, CSI_CAP_BLOCK, ctx, NULL);
+		csi_calls_publish(calls, sizeof(calls), "raw", stg, t1, CSI_CAP_BLOCK, ctx, NULL);
 		csi_env_call_ok(e, calls, 2);
 		assert_true(fixture_wait_pod_state(e->f, t1, "mounted", 0, WAIT_MS));
 		assert_int_equal(test_mount_id(t1), id_t1);
@@ -534,26 +516,23 @@ static void test_csi_block_stage_publish_stats_expand(void **state)
 	/* The loop's backing file grows: expand re-reads the device's size and reports it. */
 	snprintf(img, sizeof(img), "%s/disk0.img", e->f->dir);
 	assert_int_equal(truncate(img, 48 << 20), 0);
-	snprintf(
-		calls, sizeof(calls),
-		"Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
-		"\"capacity_range\": {\"required_bytes\": 50331648}}\n"
-		"Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
-		"Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
-		"\"capacity_range\": {\"required_bytes\": 67108864}}\n"
-		"Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
-		"Node/NodeUnpublishVolume {\"volume_id\": \"raw\", \"target_path\": \"%s\"}\n"
-		"Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n"
-		"Node/NodeUnstageVolume {\"volume_id\": \"raw\", \"staging_target_path\": \"%s\"}\n",
-		t1, t1, t1, t1, t1, stg, stg);
+	snprintf(calls, sizeof(calls),
+		 "Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": 50331648}}\n"
+		 "Node/NodeGetVolumeStats {\"volume_id\": \"raw\", \"volume_path\": \"%s\"}\n"
+		 "Node/NodeExpandVolume {\"volume_id\": \"raw\", \"volume_path\": \"%s\", "
+		 "\"capacity_range\": {\"required_bytes\": 67108864}}\n",
+		 t1, t1, t1);
+	for (int i = 0; i < 2; i++) /* each twice: the second finds it gone, OK */
+		csi_calls_unpublish(calls, sizeof(calls), "raw", t1);
+	for (int i = 0; i < 2; i++)
+		csi_calls_unstage(calls, sizeof(calls), "raw", stg);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "\"capacity_bytes\": \"50331648\"");
 	assert_line(out, 1, "\"total\": \"50331648\"");
 	assert_line(out, 2, "ERR OUT_OF_RANGE");
-	assert_line(out, 3, "OK {}");
-	assert_line(out, 4, "OK {}");
-	assert_line(out, 5, "OK {}");
-	assert_line(out, 6, "OK {}");
+	for (int i = 3; i < 7; i++)
+		assert_line(out, i, "OK {}");
 	free(out);
 	/* Unpublish removed the bind and the file, unstage the held file; kubelet's dirs stay. */
 	assert_true(path_is_gone(t1));
@@ -571,9 +550,7 @@ static void test_pod_deleted_while_down_is_released(void **state)
 	char target[600], held[800], poddir[600];
 
 	assert_non_null(dev);
-	assert_int_equal(write_block_pod(f, "d.json", "pod-d", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-d", "raw", target);
+	start_block_pod(f, "d.json", "pod-d", dev, false, target);
 	held_dev(f, dev, held);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
@@ -602,9 +579,7 @@ static void test_journal_lost_held_device_found(void **state)
 
 	assert_non_null(dev);
 	snprintf(journal, sizeof(journal), "%s/journal.json", f->state);
-	assert_int_equal(write_block_pod(f, "j.json", "pod-j", dev, "Block", false), 0);
-	assert_int_equal(fixture_start(f, NULL), 0);
-	pod_dev(f, "pod-j", "raw", target);
+	start_block_pod(f, "j.json", "pod-j", dev, false, target);
 	held_dev(f, dev, held);
 	assert_true(fixture_wait_mounted(target, WAIT_MS));
 	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));

@@ -190,6 +190,8 @@ static void test_vanished_device(void **state)
 	csi_env_staging(e, "gone", stg);
 	csi_env_start(e);
 	assert_int_equal(test_loop_detach(dev), 0);
+	/* Detached once no other process has it open (a prober may, for a moment). */
+	assert_true(test_wait_until(test_loop_unbound, (void *)dev, 10000));
 	stage_call(calls, sizeof(calls), "gone", stg, dev, "");
 	out = csi_env_call(e, calls);
 	if (!final_error(csi_line(out, 0)))
@@ -240,16 +242,16 @@ static void test_full_filesystem_at_target(void **state)
 	assert_int_equal(umount2(pod, 0), 0);
 }
 
+/* Each case on its own agent and kubelet dir. */
+#define CSI_FAILURE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, csi_env_teardown)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_deadline_shorter_than_mkfs, setup,
-						csi_env_teardown),
-		cmocka_unit_test_setup_teardown(test_busy_device_and_refused_mount, setup,
-						csi_env_teardown),
-		cmocka_unit_test_setup_teardown(test_vanished_device, setup, csi_env_teardown),
-		cmocka_unit_test_setup_teardown(test_full_filesystem_at_target, setup,
-						csi_env_teardown),
+		CSI_FAILURE_TEST(test_deadline_shorter_than_mkfs),
+		CSI_FAILURE_TEST(test_busy_device_and_refused_mount),
+		CSI_FAILURE_TEST(test_vanished_device),
+		CSI_FAILURE_TEST(test_full_filesystem_at_target),
 	};
 
 	test_enter_private_mountns();

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "testlib.h"
 
@@ -55,14 +56,13 @@ enum kind {
 	BLOCK_DEVICE
 };
 
-/* The JSON of a stage or publish of volume id of kind, with access mode mode. */
-static void cap_and_ctx(struct modes_env *e, enum kind k, const char *mode, char *buf, size_t size)
+/* The volume capability (into cap) and context (into ctx) of a stage or publish of a volume
+ * of kind k with access mode mode; both buffers >= 200 bytes. */
+static void cap_and_ctx(struct modes_env *e, enum kind k, const char *mode, char *cap, char *ctx)
 {
-	snprintf(buf, size,
-		 "\"volume_capability\": {\"mount\": {%s}, \"access_mode\": {\"mode\": \"%s\"}}, "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}",
-		 k == BLOCK_DEVICE ? "\"fs_type\": \"ext4\"" : "", mode,
-		 k == BLOCK_DEVICE ? e->dev : e->src);
+	snprintf(cap, 200, "{\"mount\": {%s}, \"access_mode\": {\"mode\": \"%s\"}}",
+		 k == BLOCK_DEVICE ? "\"fs_type\": \"ext4\"" : "", mode);
+	csi_local_ctx(k == BLOCK_DEVICE ? e->dev : e->src, ctx);
 }
 
 struct mode_case {
@@ -75,7 +75,8 @@ struct mode_case {
 /* Stage, publish at t1 (twice), publish at t2; check the answers and the mounts; clean up. */
 static void run_case(struct modes_env *e, enum kind k, const struct mode_case *c, int n)
 {
-	char vol[64], uid1[64], uid2[64], t1[700], t2[700], stg[700], cc[1024], calls[8192];
+	char vol[64], uid1[64], uid2[64], t1[700], t2[700], stg[700], cap[200], ctx[200];
+	char calls[8192] = "";
 	char file[800], *out, *data;
 
 	snprintf(vol, sizeof(vol), "%s-%d", k == BLOCK_DEVICE ? "blk" : "dir", n);
@@ -84,17 +85,12 @@ static void run_case(struct modes_env *e, enum kind k, const struct mode_case *c
 	csi_env_target(&e->csi, uid1, "pv", t1);
 	csi_env_target(&e->csi, uid2, "pv", t2);
 	csi_env_staging(&e->csi, vol, stg);
-	cap_and_ctx(e, k, c->mode, cc, sizeof(cc));
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"readonly\": %s, %s}\n",
-		 vol, stg, cc, vol, stg, t1, cc, vol, stg, t1, cc, vol, stg, t2,
-		 c->second_ro ? "true" : "false", cc);
+	cap_and_ctx(e, k, c->mode, cap, ctx);
+	csi_calls_stage(calls, sizeof(calls), vol, stg, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), vol, stg, t1, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), vol, stg, t1, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), vol, stg, t2, cap, ctx,
+			  c->second_ro ? "\"readonly\": true" : "\"readonly\": false");
 	print_message("%s volume, %s\n", k == BLOCK_DEVICE ? "block-device" : "directory", c->mode);
 	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
@@ -124,11 +120,10 @@ static void run_case(struct modes_env *e, enum kind k, const struct mode_case *c
 		free(data);
 		unlink(file);
 	}
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"%s\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"%s\", \"staging_target_path\": \"%s\"}\n",
-		 vol, t1, vol, t2, vol, stg);
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), vol, t1);
+	csi_calls_unpublish(calls, sizeof(calls), vol, t2);
+	csi_calls_unstage(calls, sizeof(calls), vol, stg);
 	out = csi_env_call(&e->csi, calls);
 	for (int i = 0; i < 3; i++)
 		assert_line(out, i, "OK {}");
@@ -192,8 +187,8 @@ static void test_modes_block_device_volume(void **state)
 static void test_mode_conflicts(void **state)
 {
 	struct modes_env *e = *state;
-	char t1[700], t2[700], t3[700], stg[700], stg2[700], ccm[1024], ccs[1024], ccn[1024];
-	char calls[8192], *out;
+	char t1[700], t2[700], t3[700], stg[700], stg2[700], cap[200], ctx[200], cap2[200];
+	char calls[8192] = "", *out;
 	int id;
 
 	e->dev = fixture_add_loop(e->csi.f, 64 << 20);
@@ -204,15 +199,11 @@ static void test_mode_conflicts(void **state)
 	csi_env_staging(&e->csi, "cb", stg);
 	csi_env_staging(&e->csi, "cd", stg2);
 	csi_env_start(&e->csi);
-	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_MULTI_WRITER", ccm, sizeof(ccm));
-	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_SINGLE_WRITER", ccs, sizeof(ccs));
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"cb\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n",
-		 stg, ccm, stg, t1, ccm, stg, t2, ccs);
+	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_SINGLE_WRITER", cap2, ctx);
+	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_MULTI_WRITER", cap, ctx);
+	csi_calls_stage(calls, sizeof(calls), "cb", stg, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "cb", stg, t1, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "cb", stg, t2, cap2, ctx, NULL);
 	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");
@@ -225,14 +216,11 @@ static void test_mode_conflicts(void **state)
 	id = test_mount_id(t1);
 
 	/* A directory volume published without a stage: the first target's mode decides. */
-	cap_and_ctx(e, DIRECTORY, "SINGLE_NODE_MULTI_WRITER", ccm, sizeof(ccm));
-	cap_and_ctx(e, DIRECTORY, "MULTI_NODE_MULTI_WRITER", ccn, sizeof(ccn));
-	snprintf(calls, sizeof(calls),
-		 "Node/NodePublishVolume {\"volume_id\": \"cd\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"cd\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n",
-		 stg2, t2, ccm, stg2, t3, ccn);
+	cap_and_ctx(e, DIRECTORY, "MULTI_NODE_MULTI_WRITER", cap2, ctx);
+	cap_and_ctx(e, DIRECTORY, "SINGLE_NODE_MULTI_WRITER", cap, ctx);
+	calls[0] = '\0';
+	csi_calls_publish(calls, sizeof(calls), "cd", stg2, t2, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "cd", stg2, t3, cap2, ctx, NULL);
 	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "ERR FAILED_PRECONDITION");
@@ -252,31 +240,28 @@ static void test_mode_conflicts(void **state)
 static void test_error_rows_with_a_device(void **state)
 {
 	struct modes_env *e = *state;
-	char t1[700], stg[700], cc[1024], calls[8192], *out;
+	char t1[700], stg[700], cap[200], ctx[200], calls[8192] = "", *out;
 
 	e->dev = fixture_add_loop(e->csi.f, 64 << 20);
 	assert_non_null(e->dev);
 	csi_env_target(&e->csi, "pod-e", "pv", t1);
 	csi_env_staging(&e->csi, "ev", stg);
 	csi_env_start(&e->csi);
-	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_WRITER", cc, sizeof(cc));
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"ev\", \"staging_target_path\": \"%s\", %s}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"ev\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", %s}\n"
-		 /* NodeUnstageVolume: NOT_FOUND */
-		 "Node/NodeUnstageVolume {\"volume_id\": \"other\", \"staging_target_path\": "
-		 "\"%s\"}\n"
-		 /* NodeUnpublishVolume: NOT_FOUND */
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"other\", \"target_path\": \"%s\"}\n"
-		 /* NodeExpandVolume: INVALID_ARGUMENT (Exceeds capabilities), then OK */
-		 "Node/NodeExpandVolume {\"volume_id\": \"ev\", \"volume_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
-		 "\"access_mode\": {\"mode\": \"MULTI_NODE_MULTI_WRITER\"}}}\n"
-		 "Node/NodeExpandVolume {\"volume_id\": \"ev\", \"volume_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
-		 "\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}}\n",
-		 stg, cc, stg, t1, cc, stg, t1, t1, stg, t1, stg);
+	cap_and_ctx(e, BLOCK_DEVICE, "SINGLE_NODE_WRITER", cap, ctx);
+	csi_calls_stage(calls, sizeof(calls), "ev", stg, cap, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "ev", stg, t1, cap, ctx, NULL);
+	/* NodeUnstageVolume and NodeUnpublishVolume: NOT_FOUND */
+	csi_calls_unstage(calls, sizeof(calls), "other", stg);
+	csi_calls_unpublish(calls, sizeof(calls), "other", t1);
+	/* NodeExpandVolume: INVALID_ARGUMENT (Exceeds capabilities), then OK */
+	csi_calls_add(calls, sizeof(calls),
+		      "Node/NodeExpandVolume {\"volume_id\": \"ev\", \"volume_path\": \"%s\", "
+		      "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
+		      "\"access_mode\": {\"mode\": \"MULTI_NODE_MULTI_WRITER\"}}}\n"
+		      "Node/NodeExpandVolume {\"volume_id\": \"ev\", \"volume_path\": \"%s\", "
+		      "\"staging_target_path\": \"%s\", \"volume_capability\": {\"mount\": {}, "
+		      "\"access_mode\": {\"mode\": \"SINGLE_NODE_WRITER\"}}}\n",
+		      t1, stg, t1, stg);
 	out = csi_env_call(&e->csi, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "OK {}");

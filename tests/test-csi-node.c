@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "macro.h"
 #include "testlib.h"
@@ -54,7 +55,7 @@ static int teardown(void **state)
 static void test_directory_volume_lifecycle(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], t1[700], t2[700], stg[700], calls[8192], *out;
+	char src[600], t1[700], t2[700], stg[700], ctx[200], calls[8192] = "", *out;
 	int id;
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
@@ -63,20 +64,13 @@ static void test_directory_volume_lifecycle(void **state)
 	csi_env_target(e, "pod-b", "pv-dir", t2);
 	csi_env_staging(e, "dir", stg);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Identity/Probe {}\n"
-		 "Identity/GetPluginInfo {}\n"
-		 "Node/NodeGetInfo {}\n"
-		 "Node/NodeStageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CAP_MULTI ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CAP_MULTI ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_MULTI
-		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 stg, src, stg, t1, src, stg, t2, src);
+	csi_local_ctx(src, ctx);
+	csi_calls_add(calls, sizeof(calls),
+		      "Identity/Probe {}\nIdentity/GetPluginInfo {}\nNode/NodeGetInfo {}\n");
+	csi_calls_stage(calls, sizeof(calls), "dir", stg, CAP_MULTI, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "dir", stg, t1, CAP_MULTI, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "dir", stg, t2, CAP_MULTI, ctx,
+			  "\"readonly\": true");
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {\"ready\": true}");
 	assert_line(out, 1, "\"name\": \"csi.volagent.io\"");
@@ -100,22 +94,17 @@ static void test_directory_volume_lifecycle(void **state)
 	id = test_mount_id(t1);
 
 	/* Repeats are OK and change nothing; a different readonly at t1 is ALREADY_EXISTS. */
-	snprintf(
-		calls, sizeof(calls),
-		"Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		"\"target_path\": \"%s\", \"volume_capability\": " CAP_MULTI ", "
-		"\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
-		"Node/NodePublishVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\", "
-		"\"target_path\": \"%s\", \"readonly\": true, \"volume_capability\": " CAP_MULTI
-		", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n"
-		"Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n"
-		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		"Node/NodeUnpublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\"}\n"
-		"Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
-		"Node/NodeUnstageVolume {\"volume_id\": \"dir\", \"staging_target_path\": \"%s\"}\n"
-		"Node/NodeGetVolumeStats {\"volume_id\": \"dir\", \"volume_path\": \"%s\"}\n",
-		stg, t1, src, stg, t1, src, t1, t1, t1, t2, stg, stg, t1);
+	calls[0] = '\0';
+	csi_calls_publish(calls, sizeof(calls), "dir", stg, t1, CAP_MULTI, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "dir", stg, t1, CAP_MULTI, ctx,
+			  "\"readonly\": true");
+	csi_calls_stats(calls, sizeof(calls), "dir", t1);
+	csi_calls_unpublish(calls, sizeof(calls), "dir", t1);
+	csi_calls_unpublish(calls, sizeof(calls), "dir", t1);
+	csi_calls_unpublish(calls, sizeof(calls), "dir", t2);
+	csi_calls_unstage(calls, sizeof(calls), "dir", stg);
+	csi_calls_unstage(calls, sizeof(calls), "dir", stg);
+	csi_calls_stats(calls, sizeof(calls), "dir", t1);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
 	assert_line(out, 1, "ERR ALREADY_EXISTS");
@@ -333,7 +322,8 @@ static void test_xfs_online_expand(void **state)
 static void test_publish_parent_missing(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], stg[700], pod[700], parent[800], target[900], calls[4096], *out;
+	char src[600], stg[700], pod[700], parent[800], target[900], ctx[200], calls[4096] = "";
+	char *out;
 	struct stat st;
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
@@ -343,21 +333,12 @@ static void test_publish_parent_missing(void **state)
 	snprintf(parent, sizeof(parent), "%s/volumes/kubernetes.io~csi/pv-gone", pod);
 	snprintf(target, sizeof(target), "%s/mount", parent);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"gone\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"gone\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 stg, src, stg, target, src);
+	csi_local_ctx(src, ctx);
+	csi_calls_stage(calls, sizeof(calls), "gone", stg, CSI_CAP_MOUNT, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "gone", stg, target, CSI_CAP_MOUNT, ctx, NULL);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "OK {}");
-	/* NOT_FOUND is final for kubelet (csi_client.go isFinalError). */
-	assert_line(out, 1, "NOT_FOUND");
-	assert_line(out, 1, "target_path");
-	assert_line(out, 1, parent);
+	csi_assert_parent_missing(out, 1, parent);
 	free(out);
 	assert_true(stat(pod, &st) < 0 && errno == ENOENT);
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
@@ -366,11 +347,9 @@ static void test_publish_parent_missing(void **state)
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", parent, NULL }), 0);
 	csi_env_call_ok(e, calls, 2);
 	assert_true(test_is_mountpoint(target));
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"gone\", \"target_path\": \"%s\"}\n"
-		 "Node/NodeUnstageVolume {\"volume_id\": \"gone\", \"staging_target_path\": "
-		 "\"%s\"}\n",
-		 target, stg);
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), "gone", target);
+	csi_calls_unstage(calls, sizeof(calls), "gone", stg);
 	csi_env_call_ok(e, calls, 2);
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);
 	assert_true(stat(parent, &st) == 0); /* kubelet's dir: never removed by the agent */
@@ -592,7 +571,7 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 64 << 20);
-	char t1[700], t2[700], stg[700], src[600], calls[8192], journal[700], *j;
+	char t1[700], t2[700], stg[700], src[600], ctx[200], calls[8192] = "", journal[700], *j;
 	int id1, id2, idg;
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
@@ -601,21 +580,18 @@ static void test_restart_adopts_and_reboot_waits_for_kubelet(void **state)
 	csi_env_target(e, "pod-a", "pv-dir", t2);
 	csi_env_staging(e, "blk", stg);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}, \"secrets\": {\"token\": \"" CANARY "\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"blk\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}, "
-		 "\"secrets\": {\"token\": \"" CANARY "\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\", "
-		 "\"staging_target_path\": \"%s/plugins/dirstage\", "
-		 "\"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\", \"mountOptions\": \"noatime,password=" CANARY "\"}}\n",
-		 stg, dev, stg, t1, dev, t2, e->kubelet, src);
+	csi_local_ctx(dev, ctx);
+	csi_calls_stage(calls, sizeof(calls), "blk", stg, CSI_CAP_MOUNT, ctx,
+			"\"secrets\": {\"token\": \"" CANARY "\"}");
+	csi_calls_publish(calls, sizeof(calls), "blk", stg, t1, CSI_CAP_MOUNT, ctx,
+			  "\"secrets\": {\"token\": \"" CANARY "\"}");
+	csi_calls_add(calls, sizeof(calls),
+		      "Node/NodePublishVolume {\"volume_id\": \"dir\", \"target_path\": \"%s\", "
+		      "\"staging_target_path\": \"%s/plugins/dirstage\", "
+		      "\"volume_capability\": " CSI_CAP_MOUNT
+		      ", \"volume_context\": {\"type\": \"local\", "
+		      "\"path\": \"%s\", \"mountOptions\": \"noatime,password=" CANARY "\"}}\n",
+		      t2, e->kubelet, src);
 	csi_env_call_ok(e, calls, 3);
 	id1 = test_mount_id(t1);
 	id2 = test_mount_id(t2);
@@ -1078,7 +1054,8 @@ static void dump_log(const struct agent_fixture *f)
 static void test_call_running_past_grace_logged_once(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], t1[700], stg[700], calls[4096], input[700], opts[128], admin[600];
+	char src[600], t1[700], stg[700], ctx[200], calls[4096] = "", input[700], opts[128];
+	char admin[600];
 	const char *line_text = "still running";
 	long off = fixture_log_size(e->f);
 	int count;
@@ -1104,15 +1081,9 @@ static void test_call_running_past_grace_logged_once(void **state)
 	unsetenv("VOLAGENT_DEBUG");
 	assert_true(test_wait_until(csi_socket_exists, e->sock, 10000));
 	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"h\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_MOUNT
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"h\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_MOUNT ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 stg, src, stg, t1, src);
+	csi_local_ctx(src, ctx);
+	csi_calls_stage(calls, sizeof(calls), "h", stg, CSI_CAP_MOUNT, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "h", stg, t1, CSI_CAP_MOUNT, ctx, NULL);
 	csi_env_call_ok(e, calls, 2);
 
 	/* A FUSE file system nobody serves, over the published target. */

@@ -149,8 +149,8 @@ static void test_lost_journal_own_mounts_released(void **state)
 		 e->kubelet);
 	write_record(parent, "csi.volagent.io", "own");
 	csi_env_start(e);
-	csi_calls_stage(calls, sizeof(calls), "own", stg, CSI_CAP_EXT4, dev);
-	csi_calls_publish(calls, sizeof(calls), "own", stg, t1, CSI_CAP_EXT4, dev);
+	csi_calls_stage_local(calls, sizeof(calls), "own", stg, CSI_CAP_EXT4, dev);
+	csi_calls_publish_local(calls, sizeof(calls), "own", stg, t1, CSI_CAP_EXT4, dev);
 	csi_env_call_ok(e, calls, 2);
 	assert_true(test_is_mountpoint(stg));
 	assert_true(test_is_mountpoint(t1));
@@ -185,8 +185,8 @@ static void test_publish_outside_csi_dirs_refused(void **state)
 	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", reg, NULL }), 0);
 	csi_env_staging(e, "v", stg);
 	csi_env_start(e);
-	csi_calls_publish(calls, sizeof(calls), "v", stg, pki, CSI_CAP_MOUNT, src);
-	csi_calls_stage(calls, sizeof(calls), "v", reg, CSI_CAP_MOUNT, src);
+	csi_calls_publish_local(calls, sizeof(calls), "v", stg, pki, CSI_CAP_MOUNT, src);
+	csi_calls_stage_local(calls, sizeof(calls), "v", reg, CSI_CAP_MOUNT, src);
 	csi_calls_unpublish(calls, sizeof(calls), "v", pki);
 	CSI_CALL_WANT(e, calls, { 0, "ERR INVALID_ARGUMENT target_path" }, { 0, "is not in" },
 		      { 1, "ERR INVALID_ARGUMENT staging_target_path" },

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "testlib.h"
 
@@ -92,7 +93,7 @@ static void test_drain_check_and_lost_stage(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 64 << 20);
-	char t[700], stg[700], calls[4096], *out = NULL;
+	char t[700], stg[700], ctx[200], calls[4096] = "", *out = NULL;
 	pid_t waiter;
 	int status;
 
@@ -111,15 +112,9 @@ static void test_drain_check_and_lost_stage(void **state)
 	wait_metric(e, "volagent_volumes_on_node", 0);
 
 	/* Published. */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"vol-d\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_EXT4
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"vol-d\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_EXT4 ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 stg, dev, stg, t, dev);
+	csi_local_ctx(dev, ctx);
+	csi_calls_stage(calls, sizeof(calls), "vol-d", stg, CSI_CAP_EXT4, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "vol-d", stg, t, CSI_CAP_EXT4, ctx, NULL);
 	csi_env_call_ok(e, calls, 2);
 	assert_int_equal(drain_check(e, NULL, &out), 1);
 	assert_has(out, "1 volume(s) still on this node");
@@ -130,9 +125,8 @@ static void test_drain_check_and_lost_stage(void **state)
 	wait_metric(e, "volagent_volumes_on_node", 1);
 
 	/* Staged only: still not drained; after the threshold, a lost stage, logged once. */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"vol-d\", \"target_path\": \"%s\"}\n",
-		 t);
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), "vol-d", t);
 	csi_env_call_ok(e, calls, 1);
 	assert_int_equal(drain_check(e, "1", &out), 1);
 	assert_has(out, "staged at ");
@@ -161,10 +155,8 @@ static void test_drain_check_and_lost_stage(void **state)
 	}
 	usleep(300 * 1000);
 	assert_int_equal(waitpid(waiter, &status, WNOHANG), 0); /* still waiting */
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnstageVolume {\"volume_id\": \"vol-d\", \"staging_target_path\": "
-		 "\"%s\"}\n",
-		 stg);
+	calls[0] = '\0';
+	csi_calls_unstage(calls, sizeof(calls), "vol-d", stg);
 	csi_env_call_ok(e, calls, 1);
 	assert_int_equal(waitpid(waiter, &status, 0), waiter);
 	assert_true(WIFEXITED(status));

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "testlib.h"
 
@@ -127,21 +128,15 @@ static void test_busy_names_holders(void **state)
 {
 	struct csi_env *e = *state;
 	const char *dev = fixture_add_loop(e->f, 64 << 20);
-	char t[700], stg[700], calls[4096], sub[800], pidtext[64], *out = NULL;
+	char t[700], stg[700], ctx[200], calls[4096] = "", sub[800], pidtext[64], *out = NULL;
 
 	assert_non_null(dev);
 	csi_env_target(e, "pod-a", "pv-h", t);
 	csi_env_staging(e, "vol-h", stg);
 	csi_env_start(e);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeStageVolume {\"volume_id\": \"vol-h\", \"staging_target_path\": \"%s\", "
-		 "\"volume_capability\": " CSI_CAP_EXT4
-		 ", \"volume_context\": {\"type\": \"local\", "
-		 "\"path\": \"%s\"}}\n"
-		 "Node/NodePublishVolume {\"volume_id\": \"vol-h\", \"staging_target_path\": \"%s\", "
-		 "\"target_path\": \"%s\", \"volume_capability\": " CSI_CAP_EXT4 ", "
-		 "\"volume_context\": {\"type\": \"local\", \"path\": \"%s\"}}\n",
-		 stg, dev, stg, t, dev);
+	csi_local_ctx(dev, ctx);
+	csi_calls_stage(calls, sizeof(calls), "vol-h", stg, CSI_CAP_EXT4, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), "vol-h", stg, t, CSI_CAP_EXT4, ctx, NULL);
 	csi_env_call_ok(e, calls, 2);
 
 	/* A process in the pod's volume, and a mount below its target. */
@@ -150,9 +145,8 @@ static void test_busy_names_holders(void **state)
 	assert_int_equal(mkdir(sub, 0755), 0);
 	assert_int_equal(mount("tmpfs", sub, "tmpfs", 0, "size=1m"), 0);
 
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnpublishVolume {\"volume_id\": \"vol-h\", \"target_path\": \"%s\"}\n",
-		 t);
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), "vol-h", t);
 	out = csi_env_call(e, calls);
 	assert_line(out, 0, "ERR FAILED_PRECONDITION");
 	snprintf(pidtext, sizeof(pidtext), "pid %d (", (int)holders[0]);
@@ -180,10 +174,8 @@ static void test_busy_names_holders(void **state)
 
 	/* A process in the staging mount: the unstage is busy and names it. */
 	holders[1] = start_holder(stg, false);
-	snprintf(calls, sizeof(calls),
-		 "Node/NodeUnstageVolume {\"volume_id\": \"vol-h\", \"staging_target_path\": "
-		 "\"%s\"}\n",
-		 stg);
+	calls[0] = '\0';
+	csi_calls_unstage(calls, sizeof(calls), "vol-h", stg);
 	out = csi_env_call(e, calls);
 	snprintf(pidtext, sizeof(pidtext), "pid %d (", (int)holders[1]);
 	assert_line(out, 0, "ERR FAILED_PRECONDITION");

@@ -127,8 +127,8 @@ static void test_csi_refused(void **state)
 	csi_env_target(e, "pod-a", "pv", t1);
 	csi_env_staging(e, "r", stg);
 	csi_env_start(e);
-	csi_calls_publish(calls, sizeof(calls), "r", stg, t1, CSI_CAP_MOUNT, "/");
-	csi_calls_publish(calls, sizeof(calls), "k", stg, t1, CSI_CAP_MOUNT, e->kubelet);
+	csi_calls_publish_local(calls, sizeof(calls), "r", stg, t1, CSI_CAP_MOUNT, "/");
+	csi_calls_publish_local(calls, sizeof(calls), "k", stg, t1, CSI_CAP_MOUNT, e->kubelet);
 	CSI_CALL_WANT(e, calls, { 0, "ERR INVALID_ARGUMENT" },
 		      { 0, "path: / is the host's root directory" }, { 1, "ERR INVALID_ARGUMENT" },
 		      { 1, "the kubelet dir" });

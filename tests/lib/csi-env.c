@@ -83,6 +83,13 @@ void csi_env_call_ok(struct csi_env *e, const char *calls, int n)
 	free(out);
 }
 
+void csi_assert_parent_missing(const char *out, int n, const char *parent)
+{
+	assert_line(out, n, "NOT_FOUND");
+	assert_line(out, n, "target_path");
+	assert_line(out, n, parent);
+}
+
 void csi_env_stop_clean(struct csi_env *e)
 {
 	assert_int_equal(test_count_mounts_under(e->kubelet), 0);

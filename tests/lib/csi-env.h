@@ -63,6 +63,11 @@ bool csi_socket_exists(void *path);
 /* The n-th answer line (0-based) of out, in a static buffer ("" past the end). */
 const char *csi_line(const char *out, int n);
 
+/* Fails the test unless answer line n of out is the NOT_FOUND of a publish whose target's
+ * parent (kubelet's dir) is missing: it names target_path and parent.  NOT_FOUND is final for
+ * kubelet (csi_client.go isFinalError): it forgets the attempt. */
+void csi_assert_parent_missing(const char *out, int n, const char *parent);
+
 /* Fails the test unless answer line n of out contains text. */
 #define assert_line(out, n, text)                                                      \
 	do {                                                                           \

@@ -216,6 +216,16 @@ int test_loop_detach(const char *dev)
 	return -ENOENT;
 }
 
+bool test_loop_unbound(void *dev)
+{
+	const char *name = strrchr(dev, '/');
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file",
+		 name ? name + 1 : (char *)dev);
+	return access(path, F_OK) < 0 && errno == ENOENT;
+}
+
 void test_loop_detach_all(void)
 {
 	for (int i = 0; i < MAX_LOOPS; i++)

@@ -39,6 +39,11 @@ int test_make_sparse(const char *path, long long size);
 int test_loop_attach(const char *file, char *ret_dev);
 int test_loop_detach(const char *dev);
 void test_loop_detach_all(void);
+/* Whether the loop device dev ("/dev/loopN", a const char *) is bound to no file: a
+ * test_wait_until predicate.  LOOP_CLR_FD only marks a loop device another process has open
+ * (a blkid probe of every block device: udev's, an agent's device inventory) to be cleared
+ * at that process's last close. */
+bool test_loop_unbound(void *dev);
 /* The end of a test group with loop devices on images in dir: detaches every loop device
  * this process attached, removes dir and frees it.  Returns 0, for a cmocka teardown. */
 int test_cleanup_loops_and_dir(char *dir);

@@ -261,14 +261,21 @@ write_block_pod() { # UID READONLY
 }
 pod_dev() { echo "$ROOT/pods/$1/volumeDevices/kubernetes.io~rbd/data"; }
 rbd_dev() { ls -d /sys/bus/rbd/devices/* 2>/dev/null | head -n1 | sed 's|.*/|/dev/rbd|'; }
+# block_pod_up UID READONLY WHAT: writes the pod and waits for its file ($d); once there,
+# passes WHAT (with the time it took) and sets $src to the mapped device.  Fails (returns 1)
+# when the file did not come.
+block_pod_up() {
+	local t
+	t=$(now_ms)
+	write_block_pod "$1" "$2"
+	d=$(pod_dev "$1")
+	wait_for 75 mounted "$d" || return 1
+	pass "$3 ($(secs_since "$t"))"
+	src=$(rbd_dev)
+}
 stamp "krbd raw block"
 start_agent krbd
-t=$(now_ms)
-write_block_pod b1 false
-d=$(pod_dev b1)
-if wait_for 75 mounted "$d"; then
-	pass "krbd block: pod b1's file holds the mapped device ($(secs_since "$t"))"
-	src=$(rbd_dev)
+if block_pod_up b1 false "krbd block: pod b1's file holds the mapped device"; then
 	check "krbd block: the file is the block device $src" \
 		sh -c "[ -b '$d' ] && [ \"\$(stat -Lc %t:%T '$d')\" = \"\$(stat -Lc %t:%T '$src')\" ]"
 	check "krbd block: the device is mapped read-write" test "$(cat /sys/block/${src#/dev/}/ro)" = 0
@@ -284,12 +291,7 @@ rm -f "$PODS/b1.json"
 check "krbd block: pod removed -> the file is gone and the image unmapped" \
 	wait_for 30 sh -c "[ ! -e '$d' ] && [ -z \"\$(ls /sys/bus/rbd/devices)\" ]"
 check "krbd block: nothing mounted under the root dir" count_is "$ROOT" 0
-t=$(now_ms)
-write_block_pod b2 true
-d=$(pod_dev b2)
-if wait_for 75 mounted "$d"; then
-	pass "krbd block read-only: pod b2's file holds the device ($(secs_since "$t"))"
-	src=$(rbd_dev)
+if block_pod_up b2 true "krbd block read-only: pod b2's file holds the device"; then
 	check "krbd block read-only: the image is mapped read-only" test "$(cat /sys/block/${src#/dev/}/ro)" = 1
 	check "krbd block read-only: the bind is read-only" sh -c "grep -F ' $d ' /proc/self/mountinfo | grep -q ' ro[, ]'"
 	check "krbd block read-only: a write through the pod's file is refused" \

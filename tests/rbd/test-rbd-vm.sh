@@ -24,22 +24,13 @@ done
 t_need "the VM's cluster and mappings need root" test "$(id -u)" = 0
 
 t_agent_bin
+t_workdir rbd-vm
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/rbd-vm.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-t0=$EPOCHREALTIME
-rc=0
-"$t_repo/scripts/vm/run" -m "${RBD_VM_MEM:-2048}" -t "${RBD_VM_TIMEOUT:-840}" \
+t_vm_run "cluster + krbd and nbd tests" -m "${RBD_VM_MEM:-2048}" -t "${RBD_VM_TIMEOUT:-840}" \
 	-e VOLAGENT_BIN="$agent" -e REPO="$t_repo" -e KEEP_LOG="${KEEP_LOG:-}" \
-	-- unshare -m --propagation private bash "$t_repo/tests/rbd/guest-krbd-nbd.sh" \
-	>"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + cluster + krbd and nbd tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+	-- unshare -m --propagation private bash "$t_repo/tests/rbd/guest-krbd-nbd.sh"
 
 # The guest's results count as ours.
-t_guest_results "$work/out" "$work/err"
-t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
+t_vm_guest_done
 t_check "the guest reports its results" grep -q ' passed, 0 failed$' "$work/out"
 t_done

@@ -13,24 +13,17 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need_qemu
-t_agent_bin
-test_bin=$t_repo/${BUILD:-build}/tests/test-crypt
-t_need "$test_bin" [ -x "$test_bin" ]
+t_needs qemu agent
+t_test_bin test-crypt
+t_workdir vm-crypt
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/vm-crypt.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-t0=$EPOCHREALTIME
-rc=0
 VM_MODULES="${VM_MODULES:-} dm_mod dm_crypt xts ecb af_alg algif_skcipher loop" \
-	"$t_repo/scripts/vm/run" -s "$work" -t "${VM_TIMEOUT:-300}" -e VOLAGENT_BIN="$agent" \
+	t_vm_run "crypt tests" -s "$work" -t "${VM_TIMEOUT:-300}" -e VOLAGENT_BIN="$agent" \
 	-e TEST_TIME_SCALE="${TEST_TIME_SCALE:-1}" -e CI="${CI:-}" \
-	-- unshare -m --propagation private "$test_bin" >"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + crypt tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+	-- unshare -m --propagation private "$test_bin"
 cat "$work/out"
 tail -20 "$work/err" >&2
-t_check "test-crypt in the guest passes (exit $rc)" [ "$rc" = 0 ]
+t_check "test-crypt in the guest passes (exit $vm_rc)" [ "$vm_rc" = 0 ]
 t_check "its device-mapper cases ran there" grep -q '^\[       OK \] test_vm_pod_spec' "$work/out"
 t_check "and its CSI ones" grep -q '^\[       OK \] test_vm_csi' "$work/out"
 t_done

@@ -9,20 +9,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need_qemu
-t_agent_bin
+t_needs qemu agent
+t_workdir vm-mount-table
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/vm-mount-table.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-t0=$EPOCHREALTIME
-rc=0
-"$t_repo/scripts/vm/run" -s "$work" -t "${VM_TIMEOUT:-300}" -e VOLAGENT_BIN="$agent" \
+t_vm_run "mount table fallback tests" -s "$work" -t "${VM_TIMEOUT:-300}" -e VOLAGENT_BIN="$agent" \
 	-e KEEP_LOG="${KEEP_LOG:-}" -e MOUNT_TABLE_TEST="$t_repo/${BUILD:-build}/tests/test-mount-table" \
 	-e AGENT_EVENTS_TEST="$t_repo/${BUILD:-build}/tests/test-agent-mount-events" \
-	-- unshare -m --propagation private \
-	bash "$t_repo/tests/vm/guest-mount-table.sh" >"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + mount table fallback tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
-t_guest_results "$work/out" "$work/err"
-t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
+	-- unshare -m --propagation private bash "$t_repo/tests/vm/guest-mount-table.sh"
+t_vm_guest_done
 t_done

@@ -8,25 +8,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need_qemu
-t_need_nfs_server
+t_needs qemu nfs_server
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/nfs-mount.XXXXXX")
+cleanup() { t_nfs_server_stop "$srv"; }
+t_workdir nfs-mount cleanup
 srv=$work/nfs
 share=$work/share
 mkdir -p "$share"
-cleanup() {
-	t_nfs_server_stop "$srv"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 t0=$EPOCHREALTIME
 env_lines=$("$t_repo/scripts/nfs-server" start "$srv" /export) || { t_fail "the NFS server starts"; t_done; }
 eval "$env_lines"
-echo "nfs server: port $NFS_PORT, pid $NFS_PID, export $NFS_EXPORT ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2fs", b - a}'))"
+echo "nfs server: port $NFS_PORT, pid $NFS_PID, export $NFS_EXPORT ($(t_elapsed "$t0" 2))"
 t_pass "the NFS server starts and listens on 127.0.0.1:$NFS_PORT"
 echo "written-by-host" >"$srv/export/from-host.txt"
 
@@ -47,16 +40,13 @@ umount /mnt/nfs
 awk '$2 == "/mnt/nfs" {found = 1} END {print found ? "still-mounted" : "unmounted"}' /proc/mounts
 GUEST
 
-t0=$EPOCHREALTIME
-rc=0
-"$t_repo/scripts/vm/run" -s "$share" -t 300 -e NFS_PORT="$NFS_PORT" -e NFS_EXPORT="$NFS_EXPORT" \
-	-- sh "$share/guest.sh" >"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + nfs test: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+t_vm_run "nfs test" -s "$share" -t 300 -e NFS_PORT="$NFS_PORT" -e NFS_EXPORT="$NFS_EXPORT" \
+	-- sh "$share/guest.sh"
 sed 's/^/  guest stdout: /' "$work/out"
 sed 's/^/  guest stderr: /' "$work/err"
 
 has() { grep -qxF -- "$1" "$work/out"; }
-t_check "the guest script succeeds" [ "$rc" = 0 ]
+t_check "the guest script succeeds" [ "$vm_rc" = 0 ]
 t_check "the guest mounts 10.0.2.2:$NFS_EXPORT as nfs4" has "mounted=nfs4 10.0.2.2:$NFS_EXPORT"
 t_check "the guest reads the file the host wrote" has "host-file=written-by-host"
 t_check "the host reads the file the guest wrote" grep -qx written-by-guest "$srv/export/from-guest.txt"
@@ -67,7 +57,7 @@ else
 	t_fail "the 8 MiB blob reached the server"
 fi
 t_check "the guest unmounts" has unmounted
-if [ "$rc" != 0 ]; then
+if [ "$vm_rc" != 0 ]; then
 	echo "--- last lines of the ganesha log:"
 	tail -n 5 "$srv/.server/ganesha.log" 2>/dev/null | cut -c1-200
 fi

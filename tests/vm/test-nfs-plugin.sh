@@ -12,19 +12,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need_qemu
-t_need_nfs_server
-t_need_csi_client
+t_needs qemu nfs_server csi_client agent
 
-t_agent_bin
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/nfs-plugin.XXXXXX")
+coord_pid=
+t_workdir nfs-plugin cleanup
 srv=$work/nfs
 srv2=$work/nfs2 # a second server: the first one frozen does not affect it
 share=$work/share
 ctl=$share/ctl
 mkdir -p "$ctl"
-coord_pid=
 
 server_pid() { sed -n 's/^NFS_PID=//p' "$srv/.server/env" 2>/dev/null || true; }
 cleanup() {
@@ -34,11 +30,7 @@ cleanup() {
 	[ -z "$pid" ] || kill -CONT "$pid" 2>/dev/null || true
 	t_nfs_server_stop "$srv"
 	t_nfs_server_stop "$srv2"
-	rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # Serves the guest's requests: ctl/req.N holds "freeze", "thaw" or "stale NAME"; the answer
 # (the action's exit code) goes to ctl/ack.N.
@@ -71,27 +63,22 @@ coordinator() {
 t0=$EPOCHREALTIME
 env_lines=$("$t_repo/scripts/nfs-server" start "$srv" /export /stale) || { t_fail "the NFS server starts"; t_done; }
 eval "$env_lines"
-echo "nfs server: port $NFS_PORT, pid $NFS_PID ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2fs", b - a}'))"
+echo "nfs server: port $NFS_PORT, pid $NFS_PID ($(t_elapsed "$t0" 2))"
 NFS_PORT2=$("$t_repo/scripts/nfs-server" start "$srv2" /export | sed -n 's/^NFS_PORT=\([0-9]*\).*/\1/p') ||
 	{ t_fail "the second NFS server starts"; t_done; }
 coordinator 2>"$work/coordinator.log" &
 coord_pid=$!
 
-t0=$EPOCHREALTIME
-rc=0
-"$t_repo/scripts/vm/run" -s "$share" -t "${NFS_E2E_TIMEOUT:-600}" -e NFS_PORT="$NFS_PORT" \
+t_vm_run "nfs plugin tests" -s "$share" -t "${NFS_E2E_TIMEOUT:-600}" -e NFS_PORT="$NFS_PORT" \
 	-e NFS_PORT2="$NFS_PORT2" -e VOLAGENT_BIN="$agent" -e CTL="$ctl" -e KEEP_LOG="${KEEP_LOG:-}" -e REPO="$t_repo" \
-	-- unshare -m --propagation private bash "$t_repo/tests/nfs/guest-e2e.sh" \
-	>"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + nfs plugin tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+	-- unshare -m --propagation private bash "$t_repo/tests/nfs/guest-e2e.sh"
 kill "$coord_pid" 2>/dev/null || true
 wait "$coord_pid" 2>/dev/null || true
 coord_pid=
 sed 's/^/  host: /' "$work/coordinator.log"
 
 # The guest's own results count as ours.
-t_guest_results "$work/out" "$work/err"
-t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
+t_vm_guest_done
 
 t_check "the host sees the bytes the pod wrote" grep -qx written-by-pod "$srv/export/from-pod"
 if [ -f "$srv/export/blob" ] && [ -f "$ctl/blob-sum" ]; then
@@ -104,7 +91,7 @@ t_check "the host sees the write made after healing" grep -qx healed "$srv/expor
 t_check "the host sees the write made after the stale handle was healed" grep -qx fresh "$srv/stale/after-stale"
 t_check "the host sees the write made through the CSI target" grep -qx csi-write "$srv/export/from-csi"
 t_check "the host sees the direct-mode write" grep -qx direct-write "$srv/export/direct"
-if [ "$rc" != 0 ]; then
+if [ "$vm_rc" != 0 ]; then
 	echo "--- last lines of the ganesha log:"
 	tail -n 5 "$srv/.server/ganesha.log" 2>/dev/null | cut -c1-200
 fi

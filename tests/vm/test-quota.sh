@@ -9,17 +9,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need_qemu
-t_agent_bin
-bin=$t_repo/${BUILD:-build}/tests/test-quota
-t_need "tests/test-quota is not built ($bin)" test -x "$bin"
+t_needs qemu agent
+t_test_bin test-quota
+t_workdir vm-quota
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/vm-quota.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-t0=$EPOCHREALTIME
-rc=0
-VM_MODULES="loop xfs ext4 quota_v2" "$t_repo/scripts/vm/run" -s "$work" -t "${VM_TIMEOUT:-300}" \
+VM_MODULES="loop xfs ext4 quota_v2" t_vm_run "quota tests" -s "$work" -t "${VM_TIMEOUT:-300}" \
 	-e VOLAGENT_BIN="$agent" -e VOLAGENT_TEST_QUOTA=1 -e TEST_TIME_SCALE="${TEST_TIME_SCALE:-3}" \
 	-e QUOTA_BENCH="$t_repo/${BUILD:-build}/tests/bench/quota-bench" \
 	-- bash -c '"$1" || exit $?
@@ -29,12 +23,11 @@ VM_MODULES="loop xfs ext4 quota_v2" "$t_repo/scripts/vm/run" -s "$work" -t "${VM
 		unshare -m --propagation private bash -c "truncate -s 300M /tmp/qb.img &&
 			mkfs.xfs -q /tmp/qb.img && mkdir -p /tmp/qb && mount -o loop,prjquota /tmp/qb.img /tmp/qb &&
 			\"\$QUOTA_BENCH\" --dir /tmp/qb --n 200 | grep -v ^figure >&2; umount /tmp/qb"' \
-	_ "$bin" >"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + quota tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
+	_ "$test_bin"
 sed 's/^/  guest: /' "$work/out"
 grep "^# \|^quota: " "$work/err" | sed "s/^/  guest: /" || true
 tail -20 "$work/err" | sed 's/^/  guest stderr: /'
-t_check "the guest's tests/test-quota passes (exit $rc)" [ "$rc" = 0 ]
+t_check "the guest's tests/test-quota passes (exit $vm_rc)" [ "$vm_rc" = 0 ]
 t_check "every case ran, none skipped" grep -q '^\[  PASSED  \] 7 test(s)' "$work/err"
 t_check "the size was enforced on xfs" grep -q '^\[       OK \] test_enforced_xfs' "$work/out"
 t_check "the size was enforced on ext4" grep -q '^\[       OK \] test_enforced_ext4' "$work/out"

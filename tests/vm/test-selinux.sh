@@ -11,33 +11,20 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
-t_need_qemu
-t_need_nfs_server
-t_need_csi_client
+t_needs qemu nfs_server csi_client
 t_need "Debian's SELinux reference policy is not installed (apt-get install selinux-policy-default policycoreutils selinux-utils)" \
 	test -e /etc/selinux/default/policy/policy.33 -a -x /usr/sbin/load_policy
 t_agent_bin
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/selinux.XXXXXX")
+cleanup() { t_nfs_server_stop "$srv"; }
+t_workdir selinux cleanup
 srv=$work/nfs
-cleanup() {
-	t_nfs_server_stop "$srv"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 env_lines=$("$t_repo/scripts/nfs-server" start "$srv" /export) || { t_fail "the NFS server starts"; t_done; }
 eval "$env_lines"
-t0=$EPOCHREALTIME
-rc=0
-VM_APPEND="security=selinux selinux=1 enforcing=0" "$t_repo/scripts/vm/run" -t "${SELINUX_TIMEOUT:-600}" \
+VM_APPEND="security=selinux selinux=1 enforcing=0" t_vm_run "SELinux tests" -t "${SELINUX_TIMEOUT:-600}" \
 	-e NFS_PORT="$NFS_PORT" -e VOLAGENT_BIN="$agent" -e REPO="$t_repo" \
-	-- unshare -m --propagation private bash "$t_repo/tests/vm/guest-selinux.sh" \
-	>"$work/out" 2>"$work/err" || rc=$?
-echo "vm boot + SELinux tests: $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1fs", b - a}')"
-t_guest_results "$work/out" "$work/err"
-t_check "the guest run finishes (exit $rc)" [ "$rc" = 0 ]
+	-- unshare -m --propagation private bash "$t_repo/tests/vm/guest-selinux.sh"
+t_vm_guest_done
 t_check "the host sees the file the pod wrote over NFS" test -s "$srv/export/kubelet-driver"
 t_done

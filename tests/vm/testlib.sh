@@ -17,6 +17,17 @@
 #                                     build's), absolute; skips when it is not built
 #   t_guest_results OUT ERR           count a guest's PASS:/FAIL: lines (in file OUT) as ours
 #                                     and show its other lines and the tail of its stderr (ERR)
+#   t_needs WHAT...                   the t_need lines above by name: qemu, nfs_server,
+#                                     csi_client, agent (t_agent_bin)
+#   t_test_bin NAME                   sets $test_bin: the build's tests/NAME; skips when it is
+#                                     not built
+#   t_workdir NAME [CLEANUP]          sets $work: a new temporary dir, removed on exit after
+#                                     the function CLEANUP (if named) ran; INT and TERM exit
+#   t_elapsed T0 [DECIMALS]           the seconds since $EPOCHREALTIME was T0, as "1.2s"
+#   t_vm_run WHAT RUN-ARGS...         boots the test VM (scripts/vm/run RUN-ARGS...), its
+#                                     stdout in $work/out and stderr in $work/err; sets $vm_rc
+#                                     to its exit code and prints "vm boot + WHAT: <time>"
+#   t_vm_guest_done                   t_guest_results of that run, and a check that it exited 0
 
 t_passed=0
 t_failed=0
@@ -96,4 +107,44 @@ t_nfs_server_stop() {
 	if [ -d "$1/.server" ]; then
 		"$t_repo/scripts/nfs-server" stop "$1" || echo "warning: stopping the NFS server failed" >&2
 	fi
+}
+
+t_needs() {
+	local what
+	for what in "$@"; do
+		case $what in
+		agent) t_agent_bin ;;
+		*) "t_need_$what" ;;
+		esac
+	done
+}
+
+t_test_bin() {
+	test_bin=$t_repo/${BUILD:-build}/tests/$1
+	t_need "tests/$1 is not built ($test_bin)" test -x "$test_bin"
+}
+
+t_workdir() {
+	work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	t_cleanup_fn=${2:-}
+	trap '${t_cleanup_fn:+$t_cleanup_fn}; rm -rf "$work"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+t_elapsed() {
+	awk -v a="$1" -v b="$EPOCHREALTIME" -v d="${2:-1}" 'BEGIN {printf "%.*fs", d, b - a}'
+}
+
+t_vm_run() {
+	local what=$1 t0=$EPOCHREALTIME
+	shift
+	vm_rc=0
+	"$t_repo/scripts/vm/run" "$@" >"$work/out" 2>"$work/err" || vm_rc=$?
+	echo "vm boot + $what: $(t_elapsed "$t0")"
+}
+
+t_vm_guest_done() {
+	t_guest_results "$work/out" "$work/err"
+	t_check "the guest run finishes (exit $vm_rc)" [ "$vm_rc" = 0 ]
 }
