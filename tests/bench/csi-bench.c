@@ -467,6 +467,26 @@ static void check_targets(bool want)
 	}
 }
 
+static void make_parent(const char *root, int i)
+{
+	char p[PATH_MAX];
+
+	path_for(root, i, p, sizeof(p));
+	if (mkdir(p, 0750) < 0 && errno != EEXIST)
+		die("mkdir %s: %s", p, strerror(errno));
+}
+
+static void remove_parent(int i)
+{
+	char p[PATH_MAX];
+
+	target_for(i, p, sizeof(p));
+	rmdir(p); /* the driver may have removed it; CSI allows either */
+	path_for(opt.targets_root, i, p, sizeof(p));
+	if (rmdir(p) < 0)
+		die("rmdir %s: %s", p, strerror(errno));
+}
+
 static int bench(void)
 {
 	double *lat = calloc((size_t)opt.count, sizeof(double)), wall;
@@ -476,14 +496,9 @@ static int bench(void)
 		die("out of memory");
 	/* kubelet makes the target's parent, and the staging dir. */
 	for (int i = 0; i < opt.count; i++) {
-		path_for(opt.targets_root, i, p, sizeof(p));
-		if (mkdir(p, 0750) < 0 && errno != EEXIST)
-			die("mkdir %s: %s", p, strerror(errno));
-		if (opt.staging_path) {
-			path_for(opt.staging_path, i, p, sizeof(p));
-			if (mkdir(p, 0750) < 0 && errno != EEXIST)
-				die("mkdir %s: %s", p, strerror(errno));
-		}
+		make_parent(opt.targets_root, i);
+		if (opt.staging_path)
+			make_parent(opt.staging_path, i);
 	}
 	if (opt.staging_path) {
 		wall = run_phase(RPC_STAGE, opt.count, opt.concurrency, lat);
@@ -517,12 +532,7 @@ static int bench(void)
 		report("unstage", lat, opt.count, wall);
 	}
 	for (int i = 0; i < opt.count; i++) {
-		char t[PATH_MAX];
-		target_for(i, t, sizeof(t));
-		rmdir(t); /* the driver should have removed it; CSI allows either */
-		path_for(opt.targets_root, i, p, sizeof(p));
-		if (rmdir(p) < 0)
-			die("rmdir %s: %s", p, strerror(errno));
+		remove_parent(i);
 		if (opt.staging_path) {
 			path_for(opt.staging_path, i, p, sizeof(p));
 			rmdir(p);
@@ -553,26 +563,6 @@ static double one_call(enum rpc rpc, int i)
 	if (!ev.success || st != GRPC_STATUS_OK)
 		die("%s at target %d: status %d: %s", rpc_method[rpc], i, (int)st, msg);
 	return ms;
-}
-
-static void make_parent(const char *root, int i)
-{
-	char p[PATH_MAX];
-
-	path_for(root, i, p, sizeof(p));
-	if (mkdir(p, 0750) < 0 && errno != EEXIST)
-		die("mkdir %s: %s", p, strerror(errno));
-}
-
-static void remove_parent(int i)
-{
-	char p[PATH_MAX];
-
-	target_for(i, p, sizeof(p));
-	rmdir(p); /* the driver may have removed it; CSI allows either */
-	path_for(opt.targets_root, i, p, sizeof(p));
-	if (rmdir(p) < 0)
-		die("rmdir %s: %s", p, strerror(errno));
 }
 
 /* --shared: volume 0 at targets 1..k; the timed target is SHARED_PROBE. */
