@@ -292,22 +292,22 @@ struct executor_job *executor_take_completed(struct executor *ex)
 	return list;
 }
 
+/* A counter of ex read under its lock, as its own type. */
+#define READ_LOCKED(ex, field)                     \
+	({                                         \
+		__typeof__((ex)->field) _v;        \
+		pthread_mutex_lock(&(ex)->lock);   \
+		_v = (ex)->field;                  \
+		pthread_mutex_unlock(&(ex)->lock); \
+		_v;                                \
+	})
+
 unsigned executor_idle(struct executor *ex)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&ex->lock);
-	n = ex->idle;
-	pthread_mutex_unlock(&ex->lock);
-	return n;
+	return READ_LOCKED(ex, idle);
 }
 
 size_t executor_pending(struct executor *ex)
 {
-	size_t n;
-
-	pthread_mutex_lock(&ex->lock);
-	n = ex->pending;
-	pthread_mutex_unlock(&ex->lock);
-	return n;
+	return READ_LOCKED(ex, pending);
 }
