@@ -22,8 +22,8 @@ PKG_CONFIG ?= pkg-config
 
 PKGS := mount blkid libudev jansson libsystemd libtirpc libcryptsetup
 LIBS_EXTRA := -lpthread
-AGENT_SRCS := $(wildcard lib/*.c plugins/*.c plugins/rbd/*.c agent/core/*.c agent/csi/*.c \
-		agent/devices/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))
+AGENT_SRCS := $(wildcard lib/*.c plugins/*.c plugins/nfs/*.c plugins/rbd/*.c agent/core/*.c \
+		agent/csi/*.c agent/devices/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))
 GEN_SRCS :=
 GEN_HDRS :=
 TEST_LIB_SRCS := $(wildcard tests/lib/*.c)
@@ -41,10 +41,12 @@ INC_PLUGINS := $(INC_LIB) -Iplugins
 INC_CORE := $(INC_PLUGINS) -Iagent/core
 INC_CSI := $(INC_CORE) -Iagent/csi -I$(BUILD)/gen
 INC_DEVICES := $(INC_LIB) -Iagent/devices
-ALL_INCLUDES := $(INC_CORE) -Iplugins/rbd -Iagent/csi -Iagent/devices -Iagent -I$(BUILD)/gen
+ALL_INCLUDES := $(INC_CORE) -Iplugins/nfs -Iplugins/rbd -Iagent/csi -Iagent/devices -Iagent \
+		-I$(BUILD)/gen
 INCLUDES = $(ALL_INCLUDES)
 $(BUILD)/lib/%.o: INCLUDES = $(INC_LIB)
 $(BUILD)/plugins/%.o: INCLUDES = $(INC_PLUGINS)
+$(BUILD)/plugins/nfs/%.o: INCLUDES = $(INC_PLUGINS) -Iplugins/nfs
 $(BUILD)/plugins/rbd/%.o: INCLUDES = $(INC_PLUGINS) -Iplugins/rbd
 $(BUILD)/agent/core/%.o: INCLUDES = $(INC_CORE)
 $(BUILD)/agent/csi/%.o: INCLUDES = $(INC_CSI)

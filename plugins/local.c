@@ -35,7 +35,7 @@
 
 #include "bind-util.h"
 #include "block-map.h"
-#include "blkdev.h"
+#include "block-volume.h"
 #include "crypt-volume.h"
 #include "device-fs.h"
 #include "local-path-policy.h"
@@ -168,14 +168,7 @@ static int local_validate(const struct volume_spec *spec, struct error_info *err
 		return err->code;
 	if (local_path_policy_check(path, err) < 0)
 		return err->code;
-	if (fstype && spec->block)
-		return err_set(err, -EINVAL,
-			       "fsType: a volume with volumeMode Block is never formatted; give "
-			       "no fsType");
-	if (fstype && !blkdev_can_format(fstype))
-		return err_set(err, -EINVAL, "fsType: \"%s\" is not supported (ext4, xfs, btrfs)",
-			       fstype);
-	return 0;
+	return block_volume_check_fstype(spec, err);
 }
 
 static char *local_get_volume_name(const struct volume_spec *spec)
@@ -468,12 +461,7 @@ static int local_map_device(const struct volume_spec *spec, const char *device_p
 			return r;
 		device_path = dev;
 	}
-	return block_map_bind(device_path, target, read_only, err);
-}
-
-static int local_unmap_device(const char *target, struct error_info *err)
-{
-	return block_map_unbind(target, err);
+	return block_volume_map(spec, device_path, read_only, target, err);
 }
 
 /* A block device volume's filesystem grows online after the device grew (a loop file, an
@@ -488,13 +476,10 @@ static int local_expand(const struct volume_spec *spec, const char *device_path,
 
 	if (!path)
 		return err_set(err, -EINVAL, "%s: no device is known for it", mount_path);
-	r = crypt_volume_grow(device_path, err);
-	if (r < 0)
-		return r;
 	r = resolve_device(path, dev, err);
 	if (r < 0)
 		return r;
-	return device_fs_expand(dev, mount_path, new_size, ret_capacity, err);
+	return block_volume_expand(spec, dev, mount_path, new_size, ret_capacity, err);
 }
 
 static const struct volume_ops local_ops = {
@@ -521,7 +506,7 @@ static const struct attach_ops local_attach_ops = {
 
 static const struct block_ops local_block_ops = {
 	.map_device = local_map_device,
-	.unmap_device = local_unmap_device,
+	.unmap_device = block_map_unbind,
 };
 
 static const struct expand_ops local_expand_ops = {

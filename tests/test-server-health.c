@@ -1,5 +1,5 @@
 /* test-server-health.c - a storage server that is down: the state kept per server
- * (lib/server-health.c) and the NFS probe (plugins/nfs-probe.c).
+ * (lib/server-health.c) and the NFS probe (plugins/nfs/nfs-probe.c).
  *
  * The state is driven through its own API as the nfs plugin drives it, with real time: an
  * operation left in flight past the hung-after time makes its server down for the next

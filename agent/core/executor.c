@@ -302,6 +302,16 @@ struct executor_job *executor_take_completed(struct executor *ex)
 	return list;
 }
 
+/* A counter of ex read under its lock, as its own type. */
+#define READ_LOCKED(ex, field)                     \
+	({                                         \
+		__typeof__((ex)->field) _v;        \
+		pthread_mutex_lock(&(ex)->lock);   \
+		_v = (ex)->field;                  \
+		pthread_mutex_unlock(&(ex)->lock); \
+		_v;                                \
+	})
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -316,10 +326,8 @@ bool executor_spin_for_done(struct executor *ex, uint64_t max_us)
 	uint64_t until, submit_us;
 	size_t pending;
 
-	pthread_mutex_lock(&ex->lock);
-	submit_us = ex->submit_us;
-	pending = ex->pending;
-	pthread_mutex_unlock(&ex->lock);
+	submit_us = READ_LOCKED(ex, submit_us);
+	pending = READ_LOCKED(ex, pending);
 	until = submit_us + max_us;
 	if (!pending)
 		return __atomic_load_n(&ex->done_ready, __ATOMIC_ACQUIRE);
@@ -334,20 +342,10 @@ bool executor_spin_for_done(struct executor *ex, uint64_t max_us)
 
 unsigned executor_idle(struct executor *ex)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&ex->lock);
-	n = ex->idle;
-	pthread_mutex_unlock(&ex->lock);
-	return n;
+	return READ_LOCKED(ex, idle);
 }
 
 size_t executor_pending(struct executor *ex)
 {
-	size_t n;
-
-	pthread_mutex_lock(&ex->lock);
-	n = ex->pending;
-	pthread_mutex_unlock(&ex->lock);
-	return n;
+	return READ_LOCKED(ex, pending);
 }

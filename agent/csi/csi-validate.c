@@ -1,25 +1,16 @@
 /* csi-validate.c - the pure checks of CSI Node requests.  See csi-validate.h.  Golden tests:
  * tests/files/csi-requests/ -> tests/expected/csi-requests/ (tests/test-csi-validate.c). */
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "csi-validate.h"
 #include "macro.h"
 
-static bool refuse(struct csi_verdict *v, enum csi_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static bool refuse(struct csi_verdict *v, enum csi_code code, const char *fmt, ...)
-{
-	va_list ap;
-
-	v->code = code;
-	va_start(ap, fmt);
-	vsnprintf(v->message, sizeof(v->message), fmt, ap);
-	va_end(ap);
-	return false;
-}
+/* Sets v's code and message (printf arguments); false, so that a check can
+ * `return refuse(...)`. */
+#define refuse(v, c, ...) \
+	((v)->code = (c), snprintf((v)->message, sizeof((v)->message), __VA_ARGS__), false)
 
 static bool empty(const char *s)
 {

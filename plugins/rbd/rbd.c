@@ -27,7 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "blkdev.h"
 #include "crypt-volume.h"
 #include "mount-options.h"
 #include "device-fs.h"
@@ -38,6 +37,7 @@
 #include "plugin-option.h"
 #include "bind-util.h"
 #include "block-map.h"
+#include "block-volume.h"
 #include "plugin.h"
 #include "rbd-attach.h"
 #include "rbd-cluster.h"
@@ -90,7 +90,6 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 	const char *mons = volume_spec_get(spec, "monitors");
 	const char *image = volume_spec_get(spec, "image");
 	const char *user = volume_spec_get(spec, "user");
-	const char *fstype = volume_spec_get(spec, "fsType");
 
 	for (size_t i = 0; i < spec->n_attrs; i++) {
 		const char *k = spec->attrs[i].key;
@@ -141,14 +140,7 @@ static int rbd_validate(const struct volume_spec *spec, struct error_info *err)
 		if (v && path_validate_absolute(v, k, err) < 0)
 			return err->code;
 	}
-	if (fstype && spec->block)
-		return err_set(err, -EINVAL,
-			       "fsType: a volume with volumeMode Block is never formatted; give "
-			       "no fsType");
-	if (fstype && !blkdev_can_format(fstype))
-		return err_set(err, -EINVAL, "fsType: \"%s\" is not supported (ext4, xfs, btrfs)",
-			       fstype);
-	return 0;
+	return block_volume_check_fstype(spec, err);
 }
 
 static char *rbd_get_volume_name(const struct volume_spec *spec)
@@ -712,32 +704,6 @@ out:
 	return r;
 }
 
-/* The image was resized in the cluster; the attached device (krbd, nbd) shows the new size,
- * and the filesystem on it grows online. */
-static int rbd_expand(const struct volume_spec *spec, const char *device_path,
-		      const char *mount_path, unsigned long long new_size,
-		      unsigned long long *ret_capacity, struct error_info *err)
-{
-	int r = crypt_volume_grow(device_path, err);
-
-	return r < 0 ? r : device_fs_expand(device_path, mount_path, new_size, ret_capacity, err);
-}
-
-/* volumeMode Block: the mapped image's device node onto the held file (node-wide), the held
- * file onto each pod's file; never formatted nor mounted. */
-static int rbd_map_device(const struct volume_spec *spec, const char *device_path, bool read_only,
-			  const struct mount_target *target, struct error_info *err)
-{
-	if (!device_path)
-		return err_set(err, -EINVAL, "rbd volumes are mapped through an attached device");
-	return block_map_bind(device_path, target, read_only, err);
-}
-
-static int rbd_unmap_device(const char *target, struct error_info *err)
-{
-	return block_map_unbind(target, err);
-}
-
 /* Whether dev is "/dev/<prefix><n>". */
 static bool device_named(const char *dev, const char *prefix)
 {
@@ -810,15 +776,6 @@ static const struct attach_ops rbd_attach_ops = {
 	.check_attachment = rbd_check_attachment,
 };
 
-static const struct block_ops rbd_block_ops = {
-	.map_device = rbd_map_device,
-	.unmap_device = rbd_unmap_device,
-};
-
-static const struct expand_ops rbd_expand_ops = {
-	.expand = rbd_expand,
-};
-
 static int set_attach_methods(const char *value, uint64_t ms, struct error_info *err)
 {
 	_cleanup_free_ char *methods = strdup(value);
@@ -880,7 +837,7 @@ const struct volume_plugin rbd_plugin = {
 	.ops = &rbd_ops,
 	.device = &rbd_device_ops,
 	.attach = &rbd_attach_ops,
-	.block = &rbd_block_ops,
-	.expand = &rbd_expand_ops,
+	.block = &block_volume_block_ops,
+	.expand = &block_volume_expand_ops,
 	.options = rbd_options,
 };
