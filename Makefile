@@ -20,7 +20,9 @@ endif
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 
-PKGS := mount blkid libudev jansson libsystemd libtirpc libcryptsetup
+PKGS := mount blkid libudev jansson libsystemd libtirpc
+# Headers only: dlopen()ed at run time (mk/crypt.mk).
+PKGS_HEADERS := libcryptsetup
 LIBS_EXTRA := -lpthread
 AGENT_SRCS := $(wildcard lib/*.c plugins/*.c plugins/nfs/*.c plugins/rbd/*.c agent/core/*.c \
 		agent/csi/*.c agent/devices/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))
@@ -69,13 +71,13 @@ endif
 # compiler error about a header), except for the targets that install or clean.
 ifeq ($(filter deps test-deps clean fuzz-clean,$(MAKECMDGOALS)),)
 # The tests also need cmocka.
-CHECKED_PKGS := $(PKGS) $(if $(filter check%,$(MAKECMDGOALS)),cmocka)
+CHECKED_PKGS := $(PKGS) $(PKGS_HEADERS) $(if $(filter check%,$(MAKECMDGOALS)),cmocka)
 MISSING_PKGS := $(strip $(foreach p,$(CHECKED_PKGS),$(if $(shell $(PKG_CONFIG) --exists $(p) && echo y),,$(p))))
 ifneq ($(MISSING_PKGS),)
 $(error pkg-config finds no $(MISSING_PKGS): install the dependencies first (scripts/install-deps build, or test for the tests))
 endif
 endif
-PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PKGS_HEADERS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CFLAGS += $(PKG_CFLAGS)
 

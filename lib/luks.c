@@ -1,14 +1,103 @@
-/* luks.c - see luks.h. */
+/* luks.c - see luks.h.
+ *
+ * libcryptsetup (and what it pulls in: libdevmapper, libcrypto, libargon2, libjson-c, ~2 MiB
+ * of a process's RSS) is dlopen()ed at the first call of this file, not linked: an agent
+ * that never opens an encrypted volume never maps it.  Every crypt_ function used below goes
+ * through a table filled once by dlsym; the macros keep the code's spelling.  The soname
+ * comes from the build (LUKS_CRYPTSETUP_SONAME, mk/crypt.mk) and is in the binary's
+ * .note.dlopen for the image's package list. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <libcryptsetup.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dlopen-note.h"
 #include "log.h"
 #include "luks.h"
 #include "macro.h"
+
+#ifndef LUKS_CRYPTSETUP_SONAME
+#error "LUKS_CRYPTSETUP_SONAME (libcryptsetup's soname) must come from the build (mk/crypt.mk)"
+#endif
+
+DLOPEN_NOTE(luks_dlopen_note,
+	    "[{\"feature\":\"encryption\",\"description\":\"LUKS2 encrypted volumes\","
+	    "\"priority\":\"recommended\",\"soname\":[\"" LUKS_CRYPTSETUP_SONAME "\"]}]");
+
+#define LUKS_SYMS(X)                       \
+	X(crypt_activate_by_passphrase)    \
+	X(crypt_deactivate)                \
+	X(crypt_format)                    \
+	X(crypt_free)                      \
+	X(crypt_get_device_name)           \
+	X(crypt_init)                      \
+	X(crypt_init_by_name)              \
+	X(crypt_keyslot_add_by_volume_key) \
+	X(crypt_load)                      \
+	X(crypt_resize)                    \
+	X(crypt_set_log_callback)          \
+	X(crypt_set_pbkdf_type)            \
+	X(crypt_status)                    \
+	X(crypt_volume_key_get)            \
+	X(crypt_volume_key_keyring)
+
+#define X(name) static typeof(name) *sym_##name;
+LUKS_SYMS(X)
+#undef X
+
+static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
+static struct error_info dl_result;
+
+static void luks_dl_load(void)
+{
+	/* Never closed: the library keeps state until the process exits. */
+	void *h = dlopen(LUKS_CRYPTSETUP_SONAME, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		err_set(&dl_result, -EOPNOTSUPP,
+			"encrypted volumes need %s (install libcryptsetup12): %s",
+			LUKS_CRYPTSETUP_SONAME, dlerror());
+		return;
+	}
+#define X(name)                                                                                 \
+	if (!(sym_##name = (typeof(sym_##name))dlsym(h, #name))) {                              \
+		err_set(&dl_result, -EOPNOTSUPP, "%s has no symbol %s", LUKS_CRYPTSETUP_SONAME, \
+			#name);                                                                 \
+		return;                                                                         \
+	}
+	LUKS_SYMS(X)
+#undef X
+}
+
+/* Loads libcryptsetup once.  Returns 0, or -EOPNOTSUPP with err (when not NULL) naming the
+ * library or the symbol. */
+static int luks_dlopen(struct error_info *err)
+{
+	pthread_once(&dl_once, luks_dl_load);
+	if (dl_result.code < 0 && err)
+		*err = dl_result;
+	return dl_result.code;
+}
+
+#define crypt_activate_by_passphrase (*sym_crypt_activate_by_passphrase)
+#define crypt_deactivate (*sym_crypt_deactivate)
+#define crypt_format (*sym_crypt_format)
+#define crypt_free (*sym_crypt_free)
+#define crypt_get_device_name (*sym_crypt_get_device_name)
+#define crypt_init (*sym_crypt_init)
+#define crypt_init_by_name (*sym_crypt_init_by_name)
+#define crypt_keyslot_add_by_volume_key (*sym_crypt_keyslot_add_by_volume_key)
+#define crypt_load (*sym_crypt_load)
+#define crypt_resize (*sym_crypt_resize)
+#define crypt_set_log_callback (*sym_crypt_set_log_callback)
+#define crypt_set_pbkdf_type (*sym_crypt_set_pbkdf_type)
+#define crypt_status (*sym_crypt_status)
+#define crypt_volume_key_get (*sym_crypt_volume_key_get)
+#define crypt_volume_key_keyring (*sym_crypt_volume_key_keyring)
 
 /* The misc device device-mapper registers; libdevmapper makes /dev/mapper/control from it
  * (there is no udev in a container or the test VM). */
@@ -43,8 +132,10 @@ bool luks_dm_available(void)
 
 static int init_device(const char *dev, struct crypt_device **ret, struct error_info *err)
 {
-	int r;
+	int r = luks_dlopen(err);
 
+	if (r < 0)
+		return r;
 	crypt_set_log_callback(NULL, log_crypt, NULL);
 	r = crypt_init(ret, dev);
 	if (r < 0)
@@ -160,6 +251,9 @@ int luks_lookup(const char *name, dev_t *ret_backing, char *ret_backing_path)
 
 	if (!luks_dm_available())
 		return 0;
+	r = luks_dlopen(NULL);
+	if (r < 0)
+		return r;
 	crypt_set_log_callback(NULL, log_crypt, NULL);
 	st_info = crypt_status(NULL, name);
 	if (st_info != CRYPT_ACTIVE && st_info != CRYPT_BUSY)
@@ -178,8 +272,10 @@ int luks_lookup(const char *name, dev_t *ret_backing, char *ret_backing_path)
 int luks_resize(const char *name, struct error_info *err)
 {
 	_cleanup_crypt_ struct crypt_device *cd = NULL;
-	int r;
+	int r = luks_dlopen(err);
 
+	if (r < 0)
+		return r;
 	crypt_set_log_callback(NULL, log_crypt, NULL);
 	r = crypt_init_by_name(&cd, name);
 	if (r < 0)
@@ -198,6 +294,9 @@ int luks_close(const char *name, struct error_info *err)
 
 	if (!luks_dm_available())
 		return 0;
+	r = luks_dlopen(err);
+	if (r < 0)
+		return r;
 	crypt_set_log_callback(NULL, log_crypt, NULL);
 	r = crypt_init_by_name(&cd, name);
 	if (r == -ENODEV)

@@ -265,6 +265,8 @@ static void test_no_device_mapper(void **state)
 	assert_true(fixture_wait_log(f, msg, WAIT_MS));
 	probe(blank, type, uuid);
 	assert_string_equal(type, "crypto_LUKS");
+	/* The agent loaded libcryptsetup for it (lib/luks.c dlopen()s it at its first call). */
+	assert_true(test_maps_have(f->agent.pid, "libcryptsetup"));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 
 	/* Formatted once: a restart (the same passphrase) opens, never formats again. */

@@ -2,7 +2,9 @@
  * it): this test binary links no gRPC, so its own maps hold none until gcore_new(); a
  * `volagent run` without CSI never maps libgrpc, one with CSI does and answers Probe through
  * `volagent probe` (which loads it too); loading it turns abseil's mutex deadlock detection
- * off; and the binary's .note.dlopen lists the sonames the image derivation needs.  Root for
+ * off; libcryptsetup is not mapped either until an encrypted volume needs it (lib/luks.c;
+ * tests/test-crypt.c sees an agent load it); and the binary's .note.dlopen lists the sonames
+ * the image derivation needs.  Root for
  * the agent parts (private mount namespace). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -106,6 +108,8 @@ static void test_daemon_maps_grpc_only_with_csi(void **state)
 	assert_false(test_maps_have(f->agent.pid, "libgpr"));
 	assert_false(test_maps_have(f->agent.pid, "librbd"));
 	assert_false(test_maps_have(f->agent.pid, "librados"));
+	/* Nor libcryptsetup: no encrypted volume here (lib/luks.c loads it at its first call). */
+	assert_false(test_maps_have(f->agent.pid, "libcryptsetup"));
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 
 	assert_int_equal(fixture_start(f, (const char *const[]){ "--csi-endpoint", endpoint,
@@ -116,6 +120,7 @@ static void test_daemon_maps_grpc_only_with_csi(void **state)
 			 0);
 	assert_true(fixture_wait_log(f, "CSI server listening", 10000));
 	assert_true(test_maps_have(f->agent.pid, "libgrpc"));
+	assert_false(test_maps_have(f->agent.pid, "libcryptsetup"));
 	assert_int_equal(
 		test_volagent((const char *[]){ "probe", "--csi-endpoint", endpoint, NULL }, &out),
 		0);
@@ -141,6 +146,7 @@ static void test_image_derivation_finds_dlopened(void **state)
 		assert_non_null(strstr(out, "libgrpc"));
 		assert_non_null(strstr(out, "librbd1\n"));
 		assert_non_null(strstr(out, "librados2\n"));
+		assert_non_null(strstr(out, "libcryptsetup12\n"));
 	}
 	free(out);
 }

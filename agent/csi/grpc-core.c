@@ -39,11 +39,11 @@
 #include <grpc/support/time.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "dlopen-note.h"
 #include "grpc-core.h"
 #include "log.h"
 #include "macro.h"
 #include "metrics.h"
-#include "macro.h"
 
 /* gRPC core is loaded with dlopen() by the two entry points, gcore_new() (the CSI service)
  * and gcore_unary_call() (`volagent probe`, registration tests): a daemon that serves no CSI
@@ -55,21 +55,9 @@
 #ifndef GCORE_GRPC_SONAME
 #error "GCORE_GRPC_SONAME (libgrpc's soname) must come from the build (mk/csi.mk)"
 #endif
-#define GCORE_DLOPEN_JSON                                                                      \
-	"[{\"feature\":\"csi\",\"description\":\"the CSI Identity and Node services (gRPC)\"," \
-	"\"priority\":\"recommended\",\"soname\":[\"" GCORE_GRPC_SONAME "\"]}]"
-
-__attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
-	uint32_t n_namesz, n_descsz, n_type;
-	char name[4];
-	char desc[(sizeof(GCORE_DLOPEN_JSON) + 3) & ~3];
-} gcore_dlopen_note = {
-	.n_namesz = 4,
-	.n_descsz = (sizeof(GCORE_DLOPEN_JSON) + 3) & ~3,
-	.n_type = 0x407c0c0a, /* FDO_DLOPEN_METADATA, systemd's format */
-	.name = "FDO",
-	.desc = GCORE_DLOPEN_JSON,
-};
+DLOPEN_NOTE(gcore_dlopen_note,
+	    "[{\"feature\":\"csi\",\"description\":\"the CSI Identity and Node services (gRPC)\","
+	    "\"priority\":\"recommended\",\"soname\":[\"" GCORE_GRPC_SONAME "\"]}]");
 
 #define GCORE_SYMS(X)                                \
 	X(gpr_convert_clock_type)                    \

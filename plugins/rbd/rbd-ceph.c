@@ -14,28 +14,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dlopen-note.h"
 #include "macro.h"
 #include "rbd-ceph.h"
 #include "rbd-health.h"
 
-#define DLOPEN_NOTE_TYPE 0x407c0c0a /* FDO_DLOPEN_METADATA */
-#define DLOPEN_NOTE_JSON                                                                        \
-	"[{\"feature\":\"rbd\",\"description\":\"Ceph RBD volumes (volagent rbd-helper)\","     \
-	"\"priority\":\"recommended\",\"soname\":[\"" RBD_CEPH_LIBRADOS "\",\"" RBD_CEPH_LIBRBD \
-	"\"]}]"
-
-/* An ELF note: namesz, descsz, type, "FDO\0", the JSON padded to 4 bytes. */
-__attribute__((used, section(".note.dlopen"), aligned(4))) static const struct {
-	uint32_t n_namesz, n_descsz, n_type;
-	char name[4];
-	char desc[(sizeof(DLOPEN_NOTE_JSON) + 3) & ~3];
-} dlopen_note = {
-	.n_namesz = 4,
-	.n_descsz = (sizeof(DLOPEN_NOTE_JSON) + 3) & ~3,
-	.n_type = DLOPEN_NOTE_TYPE,
-	.name = "FDO",
-	.desc = DLOPEN_NOTE_JSON,
-};
+DLOPEN_NOTE(rbd_dlopen_note,
+	    "[{\"feature\":\"rbd\",\"description\":\"Ceph RBD volumes (volagent rbd-helper)\","
+	    "\"priority\":\"recommended\",\"soname\":[\"" RBD_CEPH_LIBRADOS "\",\"" RBD_CEPH_LIBRBD
+	    "\"]}]");
 
 /* The symbols used, resolved by rbd_ceph_dlopen(); only calls through these appear below. */
 #define SYM(name) static typeof(name) *sym_##name
