@@ -12,7 +12,7 @@
 #define DLOPEN_NOTE_SIZE(json) ((sizeof(json) + 3) & ~3)
 
 /* A static note called ident holding json (a string literal), padded to 4 bytes. */
-#define DLOPEN_NOTE(ident, json)                                                       \
+#define DLOPEN_NOTE(ident, json)                                                         \
 	__attribute__((used, section(".note.dlopen"), aligned(4))) static const struct { \
 		uint32_t n_namesz, n_descsz, n_type;                                     \
 		char name[4];                                                            \
