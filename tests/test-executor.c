@@ -1,7 +1,8 @@
 /* test-executor.c - the worker pool: every job submitted comes back once; no more workers run
  * at once than the awake limit while jobs are quick; up to that many do run together; and a
  * job that blocks (a real blocking read on a pipe, as a mount of a dead NFS server would)
- * does not hold up a job queued behind it, once executor_kick() is called.
+ * does not hold up a job queued behind it, once executor_kick() is called; and a job costs one
+ * wake-up, also when the pool is kicked right after the submit.
  *
  * Jobs and counters live in the test's fixture, not on its stack: when an assertion fails, the
  * teardown lets every job end (give_up, a byte on the pipe) and joins the workers. */
@@ -215,6 +216,25 @@ static void test_blocked_job_does_not_hold_up_the_queue(void **state)
 	assert_true(atomic_load(&f->done[0]));
 }
 
+/* One job at a time, each submitted and then kicked at once, as the reconciler's loop kicks
+ * after every pass: each job costs one wake-up.  A worker signalled and not up yet takes the
+ * job when it is up; signalling a second one for it is a context switch for nothing (a kick
+ * used to do that whenever it came before the first worker took the lock). */
+static void test_one_wake_per_job(void **state)
+{
+	struct fixture *f = *state;
+	struct executor *ex = new_pool(f, 2, LONG_US);
+	const size_t rounds = 100;
+
+	for (size_t i = 0; i < rounds; i++) {
+		executor_submit(ex, &job_at(f, i)->job);
+		(void)executor_kick(ex);
+		assert_true(take_all(ex, 1));
+		assert_true(test_wait_until(all_idle, ex, 10000));
+	}
+	assert_int_equal(executor_wakes(ex), rounds);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +243,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_blocked_job_does_not_hold_up_the_queue, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_one_wake_per_job, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

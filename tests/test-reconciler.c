@@ -755,6 +755,42 @@ static void test_health_tick_is_not_a_full_pass(void **state)
 	assert_true(after.keys_visited - before.keys_visited < 20);
 }
 
+struct checked_all {
+	struct fix *f;
+	unsigned n;
+};
+
+static bool each_target_checked(void *arg)
+{
+	struct checked_all *c = arg;
+	struct numbered p;
+
+	for (unsigned i = 0; i < c->n; i++) {
+		numbered_pod(c->f, i, &p);
+		if (fake_count("check_health", p.target) == 0)
+			return false;
+	}
+	return true;
+}
+
+/* The health ticks check every mounted pod volume of a plugin that has a check (the fake's
+ * pod volumes are binds, not staged: each target is checked), found through the volumes
+ * that have such a plugin rather than a lookup per pod mount. */
+static void test_health_tick_checks_each_pod_volume(void **state)
+{
+	struct fix *f = *state;
+
+	static const struct volume_plugin *const checked[] = { &fake_plugin_checked };
+
+	plugin_registry_set(checked, ARRAY_SIZE(checked));
+	f->refresh_ms = 600000;
+	f->health_ms = 50;
+	assert_int_equal(rec_start(f), 0);
+	mount_pods(f, 20);
+	assert_true(
+		test_wait_until(each_target_checked, &(struct checked_all){ f, 20 }, scaled(5000)));
+}
+
 /* A CSI publish and unpublish, with 20 pod volumes already mounted, converge through
  * incremental passes alone (the table is not re-read meanwhile: refresh_min_interval_ms is
  * long), each visiting a handful of keys rather than every volume. */
@@ -1395,6 +1431,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test(test_asw_volume_index),
 		cmocka_unit_test(test_dsw_pod_owner),
+		cmocka_unit_test_setup_teardown(test_health_tick_checks_each_pod_volume, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_health_tick_is_not_a_full_pass, setup,
 						teardown),
 		BOTH_KINDS(test_untouched_stray_waits_for_full_pass),

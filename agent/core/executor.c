@@ -46,6 +46,7 @@ struct executor {
 	unsigned woken;	    /* of those, signalled and not yet up */
 	uint64_t woken_us;  /* when the last of those was signalled */
 	uint64_t submit_us; /* when the last job was queued */
+	uint64_t wakes;	    /* signals sent, in all */
 	bool done_ready;    /* done_head is set: read without the lock by the spin */
 	unsigned awake_cap;
 	uint64_t slow_us;
@@ -83,10 +84,14 @@ static unsigned take_wakes(struct executor *ex)
 		ex->woken = 0;
 	if (ex->woken >= ex->idle)
 		return 0;
+	/* A worker signalled and not yet up takes a queued job when it is: only the jobs no
+	 * such worker will take call for another (a pass that submits and then kicks would
+	 * otherwise wake two workers for one job). */
 	awake = ex->woken + running_fresh(ex, now);
-	while (n < ex->queued && ex->woken + n < ex->idle && awake + n < ex->awake_cap)
+	while (ex->woken + n < ex->queued && ex->woken + n < ex->idle && awake + n < ex->awake_cap)
 		n++;
 	if (n) {
+		ex->wakes += n;
 		ex->woken += n;
 		ex->woken_us = now;
 	}
@@ -110,6 +115,7 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct executor_job *job;
 		uint64_t one = 1;
+		bool notify;
 
 		while (!ex->queue_head && !ex->stopping) {
 			ex->idle++;
@@ -133,6 +139,7 @@ static void *worker_main(void *arg)
 
 		pthread_mutex_lock(&ex->lock);
 		w->started_us = 0;
+		notify = !ex->done_tail;
 		if (ex->done_tail) {
 			/* Not taken yet: the write that put the first one there wakes the
 			 * reconciler for this one too (executor_take_completed takes them all). */
@@ -140,10 +147,16 @@ static void *worker_main(void *arg)
 		} else {
 			ex->done_head = job;
 			__atomic_store_n(&ex->done_ready, true, __ATOMIC_RELEASE);
-			(void)!write(ex->event_fd, &one, sizeof(one));
 		}
 		ex->done_tail = job;
 		ex->pending--;
+		if (notify) {
+			/* Written with the lock dropped: the reconciler, woken by it, takes the
+			 * lock at once (executor_take_completed) and would block on it. */
+			pthread_mutex_unlock(&ex->lock);
+			(void)!write(ex->event_fd, &one, sizeof(one));
+			pthread_mutex_lock(&ex->lock);
+		}
 	}
 	pthread_mutex_unlock(&ex->lock);
 	return NULL;
@@ -326,8 +339,10 @@ bool executor_spin_for_done(struct executor *ex, uint64_t max_us)
 	uint64_t until, submit_us;
 	size_t pending;
 
-	submit_us = READ_LOCKED(ex, submit_us);
-	pending = READ_LOCKED(ex, pending);
+	pthread_mutex_lock(&ex->lock);
+	submit_us = ex->submit_us;
+	pending = ex->pending;
+	pthread_mutex_unlock(&ex->lock);
 	until = submit_us + max_us;
 	if (!pending)
 		return __atomic_load_n(&ex->done_ready, __ATOMIC_ACQUIRE);
@@ -348,4 +363,9 @@ unsigned executor_idle(struct executor *ex)
 size_t executor_pending(struct executor *ex)
 {
 	return READ_LOCKED(ex, pending);
+}
+
+uint64_t executor_wakes(struct executor *ex)
+{
+	return READ_LOCKED(ex, wakes);
 }

@@ -50,3 +50,5 @@ struct executor_job *executor_take_completed(struct executor *ex);
 unsigned executor_idle(struct executor *ex);
 /* Jobs queued or running. */
 size_t executor_pending(struct executor *ex);
+/* How many times a waiting worker was signalled, since the start. */
+uint64_t executor_wakes(struct executor *ex);

@@ -348,11 +348,14 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
 		struct asw_device *d = v;
 		const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
-		_cleanup_free_ char *key = rec_key_for("health", d->mount_path);
+		_cleanup_free_ char *key = NULL;
 		struct volume_op *op;
 
-		if (!plugin_has_check_health(p) || !d->spec || !d->mounted || d->broken || !key ||
+		if (!plugin_has_check_health(p) || !d->spec || !d->mounted || d->broken ||
 		    !rec_device_op_allowed(r, d->volume_name))
+			continue;
+		key = rec_key_for("health", d->mount_path);
+		if (!key)
 			continue;
 		op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
 				d->spec);
@@ -361,25 +364,33 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		op->device = true;
 		rec_op_start(r, op, tail);
 	}
+	/* The pod mounts: by volume, so that a node of volumes whose plugin has no check (local
+	 * directories) costs a look at each volume, not a lookup of each pod mount. */
 	it = HASHMAP_ITER_INIT;
-	while (hashmap_iterate(asw_pod_mounts(r->asw), &it, &v, NULL)) {
-		struct asw_pod_mount *pm = v;
-		struct dsw_pod_volume *pv =
-			dsw_get_pod_volume_hashed(r->dsw, pm->target, pm->target_hash);
-		_cleanup_free_ char *key = rec_key_for("health", pm->target);
-		struct volume_op *op;
+	while (hashmap_iterate(dsw_volumes(r->dsw), &it, &v, NULL)) {
+		const struct dsw_volume *vol = v;
 
-		if (!pv || pv->volume->uses_device ||
-		    !plugin_has_check_health(pv->volume->plugin) ||
-		    !pod_mount_is_wanted(r, pm, pv) || !key ||
-		    !rec_pod_op_allowed(r, pm->target, pm->volume_name))
+		if (vol->uses_device || !plugin_has_check_health(vol->plugin))
 			continue;
-		op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, pm->target, pm->volume_name,
-				pv->volume->plugin, pv->volume->spec);
-		if (!op)
-			continue;
-		op->pod_uid = strdup(pm->pod_uid);
-		rec_op_start(r, op, tail);
+		for (struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
+			struct asw_pod_mount *pm =
+				asw_get_pod_mount_hashed(r->asw, pv->target, pv->target_hash);
+			_cleanup_free_ char *key = NULL;
+			struct volume_op *op;
+
+			if (!pm || !pod_mount_is_wanted(r, pm, pv) ||
+			    !rec_pod_op_allowed(r, pm->target, pm->volume_name))
+				continue;
+			key = rec_key_for("health", pm->target);
+			if (!key)
+				continue;
+			op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, pm->target, pm->volume_name,
+					vol->plugin, vol->spec);
+			if (!op)
+				continue;
+			op->pod_uid = strdup(pm->pod_uid);
+			rec_op_start(r, op, tail);
+		}
 	}
 }
 

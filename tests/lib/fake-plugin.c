@@ -241,14 +241,21 @@ static int fake_attach(const struct volume_spec *spec, bool read_only,
 	return ret->device_path ? 0 : err_set(err, -ENOMEM, "out of memory");
 }
 
-static const struct volume_ops fake_ops = {
-	.can_support = fake_can_support,
-	.validate = fake_validate,
-	.get_volume_name = fake_get_volume_name,
-	.set_up_at = fake_set_up_at,
-	.tear_down_at = fake_tear_down_at,
-	.check_set_up = fake_check_set_up,
-};
+static int fake_check_health(const struct volume_spec *spec, const char *path,
+			     struct error_info *err)
+{
+	fake_record("check_health", path);
+	return 0;
+}
+
+#define FAKE_VOLUME_OPS                                                       \
+	.can_support = fake_can_support, .validate = fake_validate,           \
+	.get_volume_name = fake_get_volume_name, .set_up_at = fake_set_up_at, \
+	.tear_down_at = fake_tear_down_at, .check_set_up = fake_check_set_up
+
+static const struct volume_ops fake_ops = { FAKE_VOLUME_OPS };
+static const struct volume_ops fake_ops_checked = { FAKE_VOLUME_OPS,
+						    .check_health = fake_check_health };
 
 static const struct device_mount_ops fake_device_ops = {
 	.uses_device = fake_uses_device,
@@ -264,6 +271,13 @@ static const struct attach_ops fake_attach_ops = {
 const struct volume_plugin fake_plugin = {
 	.name = "fake",
 	.ops = &fake_ops,
+	.device = &fake_device_ops,
+	.attach = &fake_attach_ops,
+};
+
+const struct volume_plugin fake_plugin_checked = {
+	.name = "fake",
+	.ops = &fake_ops_checked,
 	.device = &fake_device_ops,
 	.attach = &fake_attach_ops,
 };

@@ -9,7 +9,8 @@
  * check_set_up), and a gate that holds every set_up until it opens (a stand-in for a slow
  * mount: an NFS server slow to answer, a long mkfs).
  *
- * fake_plugin_bare has only the two required ops and no table, for the wrappers' answers to
+ * fake_plugin_checked is the same with a health check (always healthy; its event has the path
+ * it checks).  fake_plugin_bare has only the two required ops and no table, for the wrappers' answers to
  * absent ops. */
 #pragma once
 
@@ -44,6 +45,7 @@ struct fake_state {
 
 extern struct fake_state fake;
 extern const struct volume_plugin fake_plugin;
+extern const struct volume_plugin fake_plugin_checked;
 extern const struct volume_plugin fake_plugin_bare;
 
 /* Forgets the events and undoes every failure, delay and closed gate. */
