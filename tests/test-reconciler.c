@@ -774,13 +774,11 @@ static bool each_target_checked(void *arg)
 }
 
 /* The health ticks check every mounted pod volume of a plugin that has a check (the fake's
- * pod volumes are binds, not staged: each target is checked), found through the volumes
- * that have such a plugin rather than a lookup per pod mount. */
+ * pod volumes are binds, not staged: each target is checked). */
 static void test_health_tick_checks_each_pod_volume(void **state)
 {
-	struct fix *f = *state;
-
 	static const struct volume_plugin *const checked[] = { &fake_plugin_checked };
+	struct fix *f = *state;
 
 	plugin_registry_set(checked, ARRAY_SIZE(checked));
 	f->refresh_ms = 600000;

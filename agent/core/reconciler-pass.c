@@ -338,6 +338,15 @@ static bool pod_mount_is_wanted(struct reconciler *r, const struct asw_pod_mount
 	return !d || !d->broken;
 }
 
+/* A health check of the mount at path, keyed "health:<path>"; NULL when out of memory. */
+static struct volume_op *health_op(struct reconciler *r, const char *path, const char *volume,
+				   const struct volume_plugin *plugin, struct volume_spec *spec)
+{
+	_cleanup_free_ char *key = rec_key_for("health", path);
+
+	return key ? rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, path, volume, plugin, spec) : NULL;
+}
+
 /* Queues a health check of every mounted volume whose plugin has one: the node-wide mount of
  * device volumes, the pod mounts of the others. */
 static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
@@ -348,17 +357,12 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
 		struct asw_device *d = v;
 		const struct volume_plugin *p = plugin_find_by_name(d->plugin_name);
-		_cleanup_free_ char *key = NULL;
 		struct volume_op *op;
 
 		if (!plugin_has_check_health(p) || !d->spec || !d->mounted || d->broken ||
 		    !rec_device_op_allowed(r, d->volume_name))
 			continue;
-		key = rec_key_for("health", d->mount_path);
-		if (!key)
-			continue;
-		op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, d->mount_path, d->volume_name, p,
-				d->spec);
+		op = health_op(r, d->mount_path, d->volume_name, p, d->spec);
 		if (!op)
 			continue;
 		op->device = true;
@@ -375,17 +379,12 @@ static void queue_health_checks(struct reconciler *r, struct volume_op ***tail)
 		for (struct dsw_pod_volume *pv = vol->pod_volumes; pv; pv = pv->next_of_volume) {
 			struct asw_pod_mount *pm =
 				asw_get_pod_mount_hashed(r->asw, pv->target, pv->target_hash);
-			_cleanup_free_ char *key = NULL;
 			struct volume_op *op;
 
 			if (!pm || !pod_mount_is_wanted(r, pm, pv) ||
 			    !rec_pod_op_allowed(r, pm->target, pm->volume_name))
 				continue;
-			key = rec_key_for("health", pm->target);
-			if (!key)
-				continue;
-			op = rec_op_new(r, VOLUME_OP_CHECK_HEALTH, key, pm->target, pm->volume_name,
-					vol->plugin, vol->spec);
+			op = health_op(r, pm->target, pm->volume_name, vol->plugin, vol->spec);
 			if (!op)
 				continue;
 			op->pod_uid = strdup(pm->pod_uid);

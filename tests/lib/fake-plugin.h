@@ -10,8 +10,8 @@
  * mount: an NFS server slow to answer, a long mkfs).
  *
  * fake_plugin_checked is the same with a health check (always healthy; its event has the path
- * it checks).  fake_plugin_bare has only the two required ops and no table, for the wrappers' answers to
- * absent ops. */
+ * it checks).  fake_plugin_bare has only the two required ops and no table, for the wrappers'
+ * answers to absent ops. */
 #pragma once
 
 #include <pthread.h>
