@@ -141,7 +141,7 @@ int local_prov_param_set(struct local_prov_params *params, const char *key, cons
 		return 0;
 	}
 	return err_set(err, -EINVAL,
-		       "parameters: unknown key \"%s\" (the local plugin takes basePath and "
+		       "unknown key \"%s\" (the local plugin takes basePath and "
 		       "enforceSize)",
 		       key);
 }
@@ -153,7 +153,8 @@ static int check_base(const char *base, struct error_info *err)
 	char id[LOCAL_PROV_ID_MAX + 1];
 
 	if (!*base)
-		return err_set(err, -EINVAL, "basePath: required (a parameter of the StorageClass)");
+		return err_set(err, -EINVAL,
+			       "basePath: required (a parameter of the StorageClass)");
 	if (path_validate_absolute(base, "basePath", err) < 0)
 		return -EINVAL;
 	if (local_path_policy_check_below_prefix(base, &why) < 0) {
@@ -199,8 +200,9 @@ static int record_read(int fd, struct record *ret)
 	if (n <= 0)
 		return 0;
 	o = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, NULL);
-	if (o && json_unpack(o, "{s:I, s:s, s:I, s:b}", "version", &version, "name", &name, "size",
-			     &size, "enforce", &enforce) == 0 &&
+	if (o &&
+	    json_unpack(o, "{s:I, s:s, s:I, s:b}", "version", &version, "name", &name, "size",
+			&size, "enforce", &enforce) == 0 &&
 	    version >= 1 && version <= LOCAL_PROV_RECORD_VERSION && size >= 0 &&
 	    strlen(name) < sizeof(ret->name)) {
 		snprintf(ret->name, sizeof(ret->name), "%s", name);
@@ -212,8 +214,7 @@ static int record_read(int fd, struct record *ret)
 	return r;
 }
 
-static int record_write(int fd, const struct record *rec, const char *path,
-			struct error_info *err)
+static int record_write(int fd, const struct record *rec, const char *path, struct error_info *err)
 {
 	json_t *o = json_pack("{s:i, s:s, s:I, s:b}", "version", LOCAL_PROV_RECORD_VERSION, "name",
 			      rec->name, "size", (json_int_t)rec->size, "enforce", rec->enforce);
@@ -224,10 +225,11 @@ static int record_write(int fd, const struct record *rec, const char *path,
 	if (!text)
 		return err_set(err, -ENOMEM, "out of memory");
 	if (fsetxattr(fd, LOCAL_PROV_XATTR, text, strlen(text), 0) < 0)
-		r = err_set(err, -errno,
-			    "%s: cannot record the volume in the extended attribute " LOCAL_PROV_XATTR
-			    ": %s",
-			    path, strerror(errno));
+		r = err_set(
+			err, -errno,
+			"%s: cannot record the volume in the extended attribute " LOCAL_PROV_XATTR
+			": %s",
+			path, strerror(errno));
 	return r;
 }
 
@@ -329,8 +331,7 @@ static bool range_fits(uint64_t size, int64_t required, int64_t limit)
 
 /* The size of volume dir fd (path), enforced as its record says: a project quota, after
  * checking that the filesystem enforces them.  A recorded size sets nothing. */
-static int apply_size(int fd, const char *path, const struct record *rec,
-		      struct error_info *err)
+static int apply_size(int fd, const char *path, const struct record *rec, struct error_info *err)
 {
 	if (!rec->enforce || !rec->size)
 		return 0;
@@ -373,7 +374,8 @@ int local_prov_create(const char *name, const struct local_prov_params *params, 
 			return err_set(err, -EEXIST,
 				       "name: volume \"%s\" exists with %" PRIu64
 				       " bytes (%s), not as asked now",
-				       name, have.size, have.enforce ? "enforced" : "recorded only");
+				       name, have.size,
+				       have.enforce ? "enforced" : "recorded only");
 		want = have;
 	} else {
 		if (fd < 0 && errno != ENOENT)
@@ -441,6 +443,24 @@ static int open_volume(const char *id, char *base, int *ret_base_fd, int *ret_fd
 			       "%s/%s has no record of this driver (" LOCAL_PROV_XATTR
 			       "): not made by CreateVolume, left in place",
 			       base, id);
+	return 1;
+}
+
+int local_prov_lookup(const char *id, struct local_prov_volume *ret, struct error_info *err)
+{
+	_cleanup_close_ int base_fd = -1, fd = -1;
+	char base[PATH_MAX];
+	struct record rec;
+	int r;
+
+	if (!local_prov_id_parse(id, NULL))
+		return 0;
+	r = open_volume(id, base, &base_fd, &fd, &rec, err);
+	if (r <= 0)
+		return r;
+	*ret = (struct local_prov_volume){ .size = rec.size, .enforce = rec.enforce };
+	snprintf(ret->id, sizeof(ret->id), "%s", id);
+	snprintf(ret->base_path, sizeof(ret->base_path), "%s", base);
 	return 1;
 }
 

@@ -78,6 +78,11 @@ int local_prov_create(const char *name, const struct local_prov_params *params, 
  * ret_base is not NULL. */
 bool local_prov_id_parse(const char *id, char *ret_base);
 
+/* Finds the volume id: 1 with *ret filled, 0 when it does not exist (the id is not one of
+ * ours, or its directory is gone), -errno with err set (-EINVAL its base path is not allowed,
+ * -EPERM the directory has no record of ours). */
+int local_prov_lookup(const char *id, struct local_prov_volume *ret, struct error_info *err);
+
 /* Removes the volume id: its size lifted, then <basePath>/<id> with everything in it
  * (rm_tree_at: no symlink followed, no mount crossed).  Returns 0 also when it is gone
  * already; -EINVAL (err) when id is not one of ours or its base path is not below a
