@@ -353,8 +353,10 @@ static int get_capacity(struct csi_controller *c, const ProtobufCMessage *msg,
 	r = take_params((void **)q->parameters, q->n_parameters, &params, reply);
 	if (r < 0)
 		return r;
-	/* Nothing for another node's segment or for a capability a local directory lacks. */
-	if (q->accessible_topology && !topology_is_here(c, q->accessible_topology))
+	/* Nothing for another node's segment, for a capability a local directory lacks, or
+	 * for parameters without a basePath (CreateVolume makes no volume for them). */
+	if ((q->accessible_topology && !topology_is_here(c, q->accessible_topology)) ||
+	    !params.base_path[0])
 		none = true;
 	for (size_t i = 0; i < q->n_volume_capabilities; i++) {
 		struct csi_reply ignored = { 0 };
