@@ -114,10 +114,11 @@ static void add_create(char *calls, size_t size, const char *name, const char *b
 	if (required)
 		snprintf(range, sizeof(range), "\"capacity_range\": {\"required_bytes\": %lld}, ",
 			 required);
-	csi_calls_add(calls, size,
-		      "Controller/CreateVolume {\"name\": \"%s\", %s\"volume_capabilities\": " CAP_LIST
-		      ", \"parameters\": {\"basePath\": \"%s\"%s}}\n",
-		      name, range, base, params);
+	csi_calls_add(
+		calls, size,
+		"Controller/CreateVolume {\"name\": \"%s\", %s\"volume_capabilities\": " CAP_LIST
+		", \"parameters\": {\"basePath\": \"%s\"%s}}\n",
+		name, range, base, params);
 }
 
 /* CreateVolume of name (recorded size) and its volume id into id (>= 200). */
@@ -130,8 +131,8 @@ static void create(struct env *e, const char *name, long long required, char *id
 	add_create(calls, sizeof(calls), name, e->base, required, ", \"enforceSize\": \"false\"");
 	out = csi_env_call(&e->csi, calls);
 	o = answer_json(out, 0);
-	snprintf(id, 200, "%s", json_string_value(json_object_get(
-					json_object_get(o, "volume"), "volume_id")));
+	snprintf(id, 200, "%s",
+		 json_string_value(json_object_get(json_object_get(o, "volume"), "volume_id")));
 	json_decref(o);
 	free(out);
 }
@@ -163,10 +164,9 @@ static void test_off_answers_as_before(void **state)
 	char *out;
 
 	csi_env_start(&e->csi);
-	out = csi_env_call(&e->csi,
-			   "Identity/GetPluginCapabilities {}\n"
-			   "Controller/ControllerGetCapabilities {}\n"
-			   "Controller/CreateVolume {\"name\": \"a\"}\n");
+	out = csi_env_call(&e->csi, "Identity/GetPluginCapabilities {}\n"
+				    "Controller/ControllerGetCapabilities {}\n"
+				    "Controller/CreateVolume {\"name\": \"a\"}\n");
 	assert_string_equal(csi_line(out, 0),
 			    "OK {\"capabilities\": [{\"service\": {\"type\": "
 			    "\"VOLUME_ACCESSIBILITY_CONSTRAINTS\"}}, {\"volume_expansion\": "
@@ -190,10 +190,11 @@ static void test_capabilities(void **state)
 				    "Controller/CreateSnapshot {\"name\": \"s\"}\n");
 	assert_line(out, 0, "{\"service\": {\"type\": \"CONTROLLER_SERVICE\"}}");
 	assert_line(out, 0, "VOLUME_ACCESSIBILITY_CONSTRAINTS");
-	assert_string_equal(csi_line(out, 1),
-			    "OK {\"capabilities\": [{\"rpc\": {\"type\": \"CREATE_DELETE_VOLUME\"}}, "
-			    "{\"rpc\": {\"type\": \"GET_CAPACITY\"}}, {\"rpc\": {\"type\": "
-			    "\"EXPAND_VOLUME\"}}]}");
+	assert_string_equal(
+		csi_line(out, 1),
+		"OK {\"capabilities\": [{\"rpc\": {\"type\": \"CREATE_DELETE_VOLUME\"}}, "
+		"{\"rpc\": {\"type\": \"GET_CAPACITY\"}}, {\"rpc\": {\"type\": "
+		"\"EXPAND_VOLUME\"}}]}");
 	for (int i = 2; i < 5; i++)
 		assert_line(out, i, "ERR UNIMPLEMENTED");
 	free(out);
@@ -224,11 +225,11 @@ static void test_create(void **state)
 	v = json_object_get(o, "volume");
 	assert_string_equal(json_string_value(json_object_get(v, "volume_id")), id);
 	assert_string_equal(json_string_value(json_object_get(v, "capacity_bytes")), "4194304");
-	assert_string_equal(
-		json_string_value(json_object_get(json_object_get(v, "volume_context"), "type")),
-		"local");
-	assert_string_equal(json_string_value(json_object_get(
-				    json_object_get(v, "volume_context"), "basePath")),
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(v, "volume_context"), "type")),
+			    "local");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "volume_context"),
+							      "basePath")),
 			    e->base);
 	/* Recorded only: no size for the node to enforce. */
 	assert_null(json_object_get(json_object_get(v, "volume_context"), "size"));
@@ -408,20 +409,23 @@ static void test_expand(void **state)
 	start(e);
 	create(e, "pvc-e", 4 * MIB, id);
 	c0 = capacity(e);
-	csi_calls_add(calls, sizeof(calls),
-		      "Controller/ControllerExpandVolume {\"volume_id\": \"%s\", \"capacity_range\": "
-		      "{\"required_bytes\": 12582912}}\n",
-		      id);
-	csi_calls_add(calls, sizeof(calls),
-		      "Controller/ControllerExpandVolume {\"volume_id\": \"%s\", \"capacity_range\": "
-		      "{\"required_bytes\": 1048576}}\n",
-		      id);
+	csi_calls_add(
+		calls, sizeof(calls),
+		"Controller/ControllerExpandVolume {\"volume_id\": \"%s\", \"capacity_range\": "
+		"{\"required_bytes\": 12582912}}\n",
+		id);
+	csi_calls_add(
+		calls, sizeof(calls),
+		"Controller/ControllerExpandVolume {\"volume_id\": \"%s\", \"capacity_range\": "
+		"{\"required_bytes\": 1048576}}\n",
+		id);
 	csi_calls_add(calls, sizeof(calls),
 		      "Controller/ControllerExpandVolume {\"volume_id\": \"%s\"}\n", id);
-	csi_calls_add(calls, sizeof(calls),
-		      "Controller/ControllerExpandVolume {\"volume_id\": \"lv1-0123456789abcdef%s\", "
-		      "\"capacity_range\": {\"required_bytes\": 1}}\n",
-		      ".none");
+	csi_calls_add(
+		calls, sizeof(calls),
+		"Controller/ControllerExpandVolume {\"volume_id\": \"lv1-0123456789abcdef%s\", "
+		"\"capacity_range\": {\"required_bytes\": 1}}\n",
+		".none");
 	CSI_CALL_WANT(&e->csi, calls,
 		      { 0, "OK {\"capacity_bytes\": \"12582912\", \"node_expansion_required\": "
 			   "true}" },

@@ -83,7 +83,8 @@ static int check_capability(const Csi__V1__VolumeCapability *cap, const char *fi
 	}
 	if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
 		csi_reply_set(reply, CSI_INVALID_ARGUMENT,
-			      "%s[%zu].block: a local directory volume is no block device", field, i);
+			      "%s[%zu].block: a local directory volume is no block device", field,
+			      i);
 		return -EOPNOTSUPP;
 	}
 	if (cap->mount && cap->mount->fs_type && *cap->mount->fs_type) {
@@ -361,8 +362,7 @@ static int get_capacity(struct csi_controller *c, const ProtobufCMessage *msg,
 	for (size_t i = 0; i < q->n_volume_capabilities; i++) {
 		struct csi_reply ignored = { 0 };
 
-		r = check_capability(q->volume_capabilities[i], "volume_capabilities", i,
-				     &ignored);
+		r = check_capability(q->volume_capabilities[i], "volume_capabilities", i, &ignored);
 		if (r == -EOPNOTSUPP)
 			none = true;
 		else if (r < 0) {
@@ -386,7 +386,8 @@ static int get_capacity(struct csi_controller *c, const ProtobufCMessage *msg,
 }
 
 static int get_capabilities(struct csi_controller *c, const ProtobufCMessage *msg,
-			    struct gcore_call *call, struct csi_reply *reply, const char **ret_volume)
+			    struct gcore_call *call, struct csi_reply *reply,
+			    const char **ret_volume)
 {
 	static const Csi__V1__ControllerServiceCapability__RPC__Type types[] = {
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
@@ -605,8 +606,7 @@ static void handle(struct gcore_call *call, void *userdata)
 			csi_reply_set(&reply, csi_code_from_errno(r), "%s", strerror(-r));
 		log_event(reply.code == CSI_ABORTED ? LOG_LVL_INFO : LOG_LVL_WARNING, NULL,
 			  "CSI call failed", "method", m->name, "volume", volume, "code",
-			  gcore_status_name((int)reply.code), "error", reply.message,
-			  (char *)NULL);
+			  gcore_status_name((int)reply.code), "error", reply.message, (char *)NULL);
 		gcore_call_fail(call, (int)reply.code, reply.message);
 	} else {
 		log_debug("csi", "CSI call done", "method", m->name, "volume", volume);
