@@ -433,6 +433,27 @@ static void test_expand(void **state)
 		      { 2, "ERR INVALID_ARGUMENT capacity_range: required" },
 		      { 3, "ERR INVALID_ARGUMENT" });
 	assert_int_equal(capacity(e), c0 - 8 * MIB);
+
+	/* The node's part, published: a recorded size has no quota to raise, so the node answers
+	 * OK with no capacity of its own (enforced sizes: tests/test-quota.c in the VM). */
+	{
+		char ctx[1000], stg[700], target[700];
+
+		csi_env_staging(&e->csi, id, stg);
+		csi_env_target(&e->csi, "pod-x", "pv-x", target);
+		snprintf(ctx, sizeof(ctx), "{\"type\": \"local\", \"basePath\": \"%s\"}", e->base);
+		calls[0] = '\0';
+		csi_calls_stage(calls, sizeof(calls), id, stg, CSI_CAP_MOUNT, ctx, NULL);
+		csi_calls_publish(calls, sizeof(calls), id, stg, target, CSI_CAP_MOUNT, ctx, NULL);
+		csi_calls_add(calls, sizeof(calls),
+			      "Node/NodeExpandVolume {\"volume_id\": \"%s\", \"volume_path\": "
+			      "\"%s\", \"capacity_range\": {\"required_bytes\": 12582912}}\n",
+			      id, target);
+		csi_calls_unpublish(calls, sizeof(calls), id, target);
+		csi_calls_unstage(calls, sizeof(calls), id, stg);
+		CSI_CALL_WANT(&e->csi, calls, { 0, "OK {}" }, { 1, "OK {}" }, { 2, "OK {}" },
+			      { 3, "OK {}" }, { 4, "OK {}" });
+	}
 	csi_env_stop_clean(&e->csi);
 }
 
