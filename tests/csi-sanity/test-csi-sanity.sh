@@ -91,8 +91,11 @@ run() {
 		--ginkgo.junit-report "$dir/junit.xml" --ginkgo.no-color \
 		${focus:+--ginkgo.focus "$focus"} \
 		>"$out" 2>&1 || true
-	kill "$agent_pid" && wait "$agent_pid" || true
+	local rc=0
+	kill "$agent_pid"
+	wait "$agent_pid" || rc=$?
 	agent_pid=
+	t_check "$name: the agent exits 0 on SIGTERM (exit $rc)" [ "$rc" = 0 ]
 	if [ ! -s "$dir/junit.xml" ]; then
 		t_fail "$name: csi-sanity ran" "$(tail -5 "$out")"
 		return
