@@ -465,6 +465,8 @@ static int validate_capabilities(struct csi_controller *c, const ProtobufCMessag
 		return r;
 	}
 	if (r == 0) {
+		/* What was asked is confirmed as it came.  The maps' entries are the request's
+		 * entry types: the same two fields (key 1, value 2), so they pack the same. */
 		confirmed.n_volume_capabilities = q->n_volume_capabilities;
 		confirmed.volume_capabilities = q->volume_capabilities;
 		confirmed.n_volume_context = q->n_volume_context;
