@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "admin-server.h"
 #include "config.h"
+#include "csi-controller.h"
 #include "csi-node.h"
 #include "devmon.h"
 #include "csi-server.h"
@@ -131,15 +132,26 @@ static void reconciler_ready(void *userdata)
 /* Builds the CSI server (started later by csi_server_start).  Returns 0 (also when CSI is off,
  * *ret NULL) or -errno. */
 static int new_csi(const struct agent_config *cfg, struct csi_node_config *node,
-		   struct csi_server **ret, struct error_info *err)
+		   struct csi_controller **ret_ctrl, struct csi_server **ret,
+		   struct error_info *err)
 {
 	_cleanup_free_ char *def = NULL;
 	const char *endpoint = cfg->csi_endpoint;
 	struct csi_server *s;
 
 	*ret = NULL;
-	if (!cfg->csi) /* config_parse() turned it on for an endpoint */
+	*ret_ctrl = NULL;
+	if (!cfg->csi && cfg->csi_controller) /* config_parse() turned csi on for an endpoint */
+		return err_set(err, -EINVAL,
+			       "--controller: the Controller service is served with --csi only");
+	if (!cfg->csi)
 		return 0;
+	if (cfg->csi_controller) {
+		*ret_ctrl = csi_controller_new(
+			&(struct csi_controller_config){ .reconciler = node->reconciler });
+		if (!*ret_ctrl)
+			return err_set(err, -ENOMEM, "out of memory");
+	}
 	if (!endpoint[0]) {
 		def = csi_default_endpoint(cfg->kubelet_root_dir, cfg->driver_name);
 		if (!def)
@@ -157,6 +169,7 @@ static int new_csi(const struct agent_config *cfg, struct csi_node_config *node,
 			.max_volumes_per_node = cfg->max_volumes_per_node,
 			.workers = (int)cfg->csi_workers,
 			.grace_ms = (int)cfg->csi_grace_ms,
+			.controller = *ret_ctrl,
 		},
 		&csi_node_ops, node, err);
 	if (!s)
@@ -267,6 +280,8 @@ int cmd_run(int argc, char **argv)
 	struct error_info err = { 0 };
 	struct reconciler *rec = NULL;
 	struct csi_server *csi = NULL;
+	struct csi_controller *ctrl = NULL;
+	bool csi_leaked = false;
 	struct admin_server *admin = NULL;
 	struct metrics_server *metrics = NULL;
 	struct devmon *dm = NULL;
@@ -357,7 +372,7 @@ int cmd_run(int argc, char **argv)
 	if (r == 0) {
 		node.reconciler = rec;
 		node.stats_timeout_ms = (int)cfg.stats_timeout_ms;
-		r = new_csi(&cfg, &node, &csi, &err);
+		r = new_csi(&cfg, &node, &ctrl, &csi, &err);
 	}
 	if (r == 0) {
 		ready = (struct readiness){ .pending = csi ? 2 : 1, .csi = csi };
@@ -394,11 +409,16 @@ int cmd_run(int argc, char **argv)
 	sd_notify(0, "STOPPING=1");
 out:
 	/* Logged here only: the server neither logs this nor waits again when freed. */
-	if (csi && csi_server_shutdown(csi, (int)cfg.csi_grace_ms) < 0)
+	if (csi && csi_server_shutdown(csi, (int)cfg.csi_grace_ms) < 0) {
 		log_warning("a CSI call was still running after the grace period, exiting without "
 			    "it",
 			    "grace_ms", LOG_INT(cfg.csi_grace_ms));
+		csi_leaked = true;
+	}
 	csi = csi_server_free(csi);
+	/* A call that never returned may still use it: left to the exit then. */
+	if (!csi_leaked)
+		ctrl = csi_controller_free(ctrl);
 	admin = admin_server_free(admin);
 	metrics = metrics_server_free(metrics);
 	reconciler_free(rec);

@@ -10,7 +10,7 @@ CSI_GEN := $(BUILD)/gen
 PROTOC_C ?= protoc-c
 # Protobuf's well-known types: Debian ships their .proto files, not C code for them.
 CSI_WKT_DIR ?= /usr/include
-CSI_WKT := google/protobuf/wrappers
+CSI_WKT := google/protobuf/wrappers google/protobuf/timestamp
 CSI_PROTOS := csi pluginregistration
 
 CSI_GEN_SRCS := $(foreach p,$(CSI_PROTOS) $(CSI_WKT),$(CSI_GEN)/$(p).pb-c.c)

@@ -88,6 +88,16 @@ int local_path_policy_check(const char *path, struct error_info *err)
 		       prefixes[0], n_prefixes > 1 ? ", ..." : "");
 }
 
+int local_path_policy_check_below_prefix(const char *path, struct error_info *err)
+{
+	if (n_prefixes == 0)
+		return err_set(err, -EPERM,
+			       "path: %s: no --local-path-prefix is configured, and volumes are "
+			       "made and deleted only below one",
+			       path);
+	return local_path_policy_check(path, err);
+}
+
 int local_path_policy_check_dir(int fd, const char *path, struct error_info *err)
 {
 	struct statfs sf;

@@ -17,6 +17,11 @@ int local_path_policy_check(const char *path, struct error_info *err);
  * is on (fstatfs: no pseudo-filesystem) and no directory under /dev.  -EPERM with err. */
 int local_path_policy_check_dir(int fd, const char *path, struct error_info *err);
 
+/* local_path_policy_check(), and path must lie below a configured --local-path-prefix (none
+ * configured refuses every path): for directories the agent itself makes and deletes
+ * (local-provision.h).  -EPERM with err naming the reason. */
+int local_path_policy_check_below_prefix(const char *path, struct error_info *err);
+
 /* --local-path-prefix: each call adds a prefix local volumes must lie below; "" clears the
  * list.  Returns 0 or -EINVAL with err set. */
 int local_path_policy_add_prefix(const char *value, uint64_t ms, struct error_info *err);

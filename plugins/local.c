@@ -43,6 +43,7 @@
 #include "mount-util.h"
 #include "path-util.h"
 #include "local-ephemeral.h"
+#include "local-provision.h"
 #include "plugin.h"
 #include "quantity.h"
 #include "quota.h"
@@ -229,7 +230,7 @@ static int apply_size(const struct volume_spec *spec, int src, const char *path,
 {
 	const char *size = volume_spec_get(spec, "size");
 	_cleanup_close_ int fd = -1;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, recorded;
 	int r;
 
 	if (size) {
@@ -249,6 +250,10 @@ static int apply_size(const struct volume_spec *spec, int src, const char *path,
 	}
 	if (fd < 0)
 		return err_set(err, -errno, "local path %s: %s", path, strerror(errno));
+	/* A provisioned volume grown by ControllerExpandVolume keeps its larger size: the
+	 * volume_context kubelet sends still has the size it was made with. */
+	if (local_prov_dir_enforced_size(fd, &recorded) == 1 && recorded > bytes)
+		bytes = recorded;
 	return quota_prj_set_size(fd, path, path, bytes, NULL, err);
 }
 
@@ -466,6 +471,31 @@ static int local_map_device(const struct volume_spec *spec, const char *device_p
 
 /* A block device volume's filesystem grows online after the device grew (a loop file, an
  * LVM volume resized by hand). */
+/* A directory volume with a size (a project quota) published at mount_path: its limit raised
+ * to new_size (never lowered).  One without a size has no capacity of its own: 0, nothing
+ * done, *ret_capacity 0. */
+static int expand_dir(const char *mount_path, unsigned long long new_size,
+		      unsigned long long *ret_capacity, struct error_info *err)
+{
+	_cleanup_close_ int fd = open(mount_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct quota_usage q;
+	int r;
+
+	*ret_capacity = 0;
+	if (fd < 0)
+		return err_set(err, -errno, "%s: %s", mount_path, strerror(errno));
+	if (quota_prj_dir_usage(fd, &q) != 1)
+		return 0;
+	*ret_capacity = q.bytes_limit;
+	if (new_size <= q.bytes_limit)
+		return 0;
+	r = quota_prj_set_size(fd, mount_path, mount_path, new_size, NULL, err);
+	if (r < 0)
+		return r;
+	*ret_capacity = new_size;
+	return 0;
+}
+
 static int local_expand(const struct volume_spec *spec, const char *device_path,
 			const char *mount_path, unsigned long long new_size,
 			unsigned long long *ret_capacity, struct error_info *err)
@@ -474,6 +504,9 @@ static int local_expand(const struct volume_spec *spec, const char *device_path,
 	char dev[PATH_MAX];
 	int r;
 
+	/* Neither a device nor a spec: a directory volume (csi-node.c asks so). */
+	if (!device_path && !spec)
+		return expand_dir(mount_path, new_size, ret_capacity, err);
 	if (!path)
 		return err_set(err, -EINVAL, "%s: no device is known for it", mount_path);
 	r = resolve_device(path, dev, err);

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/capability.h>
 #include <linux/fs.h>
 #include <signal.h>
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "csi-calls.h"
 #include "csi-env.h"
 #include "fixture-case.h"
 #include "error.h"
@@ -597,13 +599,100 @@ static void test_csi_stats_xfs(void **state)
 	}
 }
 
+/* Whether the directory path has a project limit of 8 MiB (a test_wait_until predicate). */
+static bool limit_is_8mib(void *path)
+{
+	struct quota_usage q;
+
+	return quota_prj_dir_usage_at(path, &q) == 1 && q.bytes_limit == 8 * MiB;
+}
+
+/* The Controller service (--controller) on XFS mounted prjquota: CreateVolume with a size
+ * (enforced, the default) gives the new directory its limit at once and answers the size in the
+ * volume_context; staged and published with that context, a write past the size fails;
+ * ControllerExpandVolume records 8 MiB and NodeExpandVolume raises the quota, and the write
+ * goes through; an agent SIGKILLed and restarted keeps 8 MiB (the record on the directory wins
+ * over the older size in the volume_context); DeleteVolume after unpublish removes it all. */
+static void test_controller_xfs(void **state)
+{
+	struct fs_env *e = *state;
+	struct csi_env csi;
+	const char *const flags[] = { "--controller", "--local-path-prefix", e->mnt, NULL };
+	char calls[8192] = "", id[200], dir[900], stg[700], target[700];
+	_cleanup_free_ char *ctx = NULL;
+	json_t *o, *v;
+	char *out;
+
+	if (!csi_env_have_client()) {
+		fprintf(stderr, "# python3-grpcio or python3-grpc-tools missing: skipped\n");
+		skip();
+	}
+	make_quota_fs(e, XFS);
+	csi_env_init(&csi, e->f);
+	csi_env_start_with(&csi, flags);
+	csi_calls_add(calls, sizeof(calls),
+		      "Controller/CreateVolume {\"name\": \"pvc-q\", \"capacity_range\": "
+		      "{\"required_bytes\": 4194304}, \"volume_capabilities\": [" CSI_CAP_MOUNT
+		      "], \"parameters\": {\"basePath\": \"%s\"}}\n",
+		      e->mnt);
+	out = csi_env_call(&csi, calls);
+	assert_true(strncmp(csi_line(out, 0), "OK ", 3) == 0);
+	o = json_loads(csi_line(out, 0) + 3, 0, NULL);
+	free(out);
+	assert_non_null(o);
+	v = json_object_get(o, "volume");
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(v, "volume_id")));
+	assert_string_equal(json_string_value(
+				    json_object_get(json_object_get(v, "volume_context"), "size")),
+			    "4194304");
+	ctx = json_dumps(json_object_get(v, "volume_context"), JSON_COMPACT);
+	json_decref(o);
+	snprintf(dir, sizeof(dir), "%s/%s", e->mnt, id);
+	assert_true(project_of(dir) >= QUOTA_PRJ_ID_MIN);
+
+	csi_env_staging(&csi, id, stg);
+	csi_env_target(&csi, "pod-c", "pv-c", target);
+	calls[0] = '\0';
+	csi_calls_stage(calls, sizeof(calls), id, stg, CSI_CAP_MOUNT, ctx, NULL);
+	csi_calls_publish(calls, sizeof(calls), id, stg, target, CSI_CAP_MOUNT, ctx, NULL);
+	csi_env_call_ok(&csi, calls, 2);
+	assert_int_equal(fill(target, "one", MiB), 0);
+	assert_int_equal(fill(target, "two", 4 * MiB), -ENOSPC);
+
+	calls[0] = '\0';
+	csi_calls_add(
+		calls, sizeof(calls),
+		"Controller/ControllerExpandVolume {\"volume_id\": \"%s\", \"capacity_range\": "
+		"{\"required_bytes\": 8388608}}\n"
+		"Node/NodeExpandVolume {\"volume_id\": \"%s\", \"volume_path\": \"%s\", "
+		"\"capacity_range\": {\"required_bytes\": 8388608}}\n",
+		id, id, target);
+	CSI_CALL_WANT(&csi, calls, { 0, "\"node_expansion_required\": true" },
+		      { 1, "OK {\"capacity_bytes\": \"8388608\"}" });
+	assert_true(limit_is_8mib(dir));
+	assert_int_equal(fill(target, "two", 4 * MiB), 0);
+
+	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
+	csi_env_start_with(&csi, flags);
+	assert_true(fixture_wait_log(e->f, "adopted existing mount", 10000));
+	assert_true(limit_is_8mib(dir));
+
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), id, target);
+	csi_calls_unstage(calls, sizeof(calls), id, stg);
+	csi_calls_add(calls, sizeof(calls), "Controller/DeleteVolume {\"volume_id\": \"%s\"}\n",
+		      id);
+	csi_env_call_ok(&csi, calls, 3);
+	assert_int_equal(access(dir, F_OK), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quantity),       FIXTURE_CASE(test_refused_xfs),
 		FIXTURE_CASE(test_refused_ext4),       FIXTURE_CASE(test_enforced_xfs),
 		FIXTURE_CASE(test_enforced_ext4),      FIXTURE_CASE(test_csi_stats_xfs),
-		FIXTURE_CASE(test_ephemeral_size_xfs),
+		FIXTURE_CASE(test_ephemeral_size_xfs), FIXTURE_CASE(test_controller_xfs),
 	};
 
 	test_enter_private_mountns();

@@ -78,6 +78,10 @@ static const struct option_def options[] = {
 	{ "csi", OPT_BOOL, OFF(csi), "false",
 	  "serve the CSI Identity and Node services (on by itself with --csi-endpoint or "
 	  "CSI_ENDPOINT)" },
+	{ "controller", OPT_BOOL, OFF(csi_controller), "false",
+	  "also serve the CSI Controller service on the CSI socket: local directory volumes "
+	  "made below a StorageClass's basePath on this node (needs --csi and a "
+	  "--local-path-prefix)" },
 	{ "csi-endpoint", OPT_STRING, OFF(csi_endpoint), "",
 	  "unix socket of the CSI services; empty: $CSI_ENDPOINT, else "
 	  "unix://<kubelet-root-dir>/plugins/<driver-name>/csi.sock" },

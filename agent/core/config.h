@@ -31,8 +31,9 @@ struct agent_config {
 	uint64_t health_interval_ms;
 	uint64_t stale_stage_after_ms;
 	/* CSI */
-	bool csi;	   /* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
-	bool csi_explicit; /* csi was given by a flag or the config file */
+	bool csi;	     /* also set by an endpoint (--csi-endpoint or $CSI_ENDPOINT) */
+	bool csi_explicit;   /* csi was given by a flag or the config file */
+	bool csi_controller; /* also serve the CSI Controller service (needs csi) */
 	char *csi_endpoint;
 	char *driver_name;
 	char *node_id;

@@ -732,15 +732,35 @@ static int node_get_volume_stats(void *userdata, const struct csi_stats_request 
 }
 
 /* NodeExpandVolume of a volume with no filesystem of ours to grow: a directory shares its
- * host's filesystem and an NFS export is grown on its server (peer drivers answer OK too).
- * The capacity is reported when it is known.  Returns 0 (OK). */
+ * host's filesystem (a sized one gets its project quota raised by its plugin) and an NFS
+ * export is grown on its server (peer drivers answer OK too).  The capacity is reported when
+ * it is known.  Returns 0 (OK), or the plugin's failure to raise a quota. */
 static int expand_nothing_to_grow(struct csi_node_config *cfg, const struct csi_expand_request *in,
 				  const struct volume_place *place, struct csi_reply *reply)
 {
+	const struct volume_plugin *p = plugin_find_by_name(place->plugin);
 	struct fs_probe_result fs;
 
-	if (plugin_is_node_local(plugin_find_by_name(place->plugin)))
-		return 0; /* a directory of this host: no capacity of its own */
+	if (plugin_is_node_local(p)) {
+		/* A directory of this host: a size (project quota) is raised by the plugin; one
+		 * without has no capacity of its own (0). */
+		struct error_info err = { 0 };
+		unsigned long long capacity = 0;
+		int r = plugin_has_expand(p)
+				? plugin_expand(p, NULL, NULL, in->volume_path,
+						in->required_bytes > 0
+							? (unsigned long long)in->required_bytes
+							: 0,
+						&capacity, &err)
+				: 0;
+
+		if (r < 0) {
+			csi_reply_set(reply, csi_code_from_errno(r), "%s", err_msg(&err));
+			return r;
+		}
+		reply->capacity_bytes = (long long)capacity;
+		return 0;
+	}
 	if (fs_probe(in->volume_path, cfg->stats_timeout_ms, &fs) == 0 && fs.error == 0 &&
 	    fs.mount_root)
 		reply->capacity_bytes = (long long)fs.bytes_total;

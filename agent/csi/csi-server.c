@@ -35,6 +35,7 @@
 
 #include "csi.pb-c.h"
 
+#include "csi-controller.h"
 #include "csi-server.h"
 #include "unix-socket.h"
 #include "grpc-core.h"
@@ -126,6 +127,7 @@ struct csi_server {
 	bool registration;
 	const struct csi_node_ops *ops;
 	void *userdata;
+	struct csi_controller *controller; /* NULL: no Controller service */
 
 	struct gcore *g;
 	struct registration *reg;
@@ -350,9 +352,11 @@ static void reply_get_plugin_capabilities(const struct csi_server *s, const stru
 	Csi__V1__PluginCapability__Service svc = CSI__V1__PLUGIN_CAPABILITY__SERVICE__INIT;
 	Csi__V1__PluginCapability__VolumeExpansion exp =
 		CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__INIT;
-	Csi__V1__PluginCapability caps[2] = { CSI__V1__PLUGIN_CAPABILITY__INIT,
+	Csi__V1__PluginCapability__Service ctrl = CSI__V1__PLUGIN_CAPABILITY__SERVICE__INIT;
+	Csi__V1__PluginCapability caps[3] = { CSI__V1__PLUGIN_CAPABILITY__INIT,
+					      CSI__V1__PLUGIN_CAPABILITY__INIT,
 					      CSI__V1__PLUGIN_CAPABILITY__INIT };
-	Csi__V1__PluginCapability *list[2];
+	Csi__V1__PluginCapability *list[3];
 	size_t n = 0;
 
 	/* Volumes are reachable on this node only: NodeGetInfo reports the topology. */
@@ -361,6 +365,13 @@ static void reply_get_plugin_capabilities(const struct csi_server *s, const stru
 	caps[n].service = &svc;
 	list[n] = &caps[n];
 	n++;
+	if (s->controller) {
+		ctrl.type = CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE;
+		caps[n].type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_SERVICE;
+		caps[n].service = &ctrl;
+		list[n] = &caps[n];
+		n++;
+	}
 	if (s->ops->expand) {
 		exp.type = CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE;
 		caps[n].type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_VOLUME_EXPANSION;
@@ -931,6 +942,16 @@ static void inflight_release(struct csi_server *s, const char *volume_id, bool s
 	pthread_mutex_unlock(&s->lock);
 }
 
+bool csi_server_volume_take(struct csi_server *s, const char *volume_id)
+{
+	return inflight_take(s, volume_id, false);
+}
+
+void csi_server_volume_release(struct csi_server *s, const char *volume_id)
+{
+	inflight_release(s, volume_id, false);
+}
+
 /* --- jobs ---------------------------------------------------------------------------------- */
 
 /* Wipes the secrets of j's request (its copy too) and frees it. */
@@ -1194,6 +1215,7 @@ struct csi_server *csi_server_new(const struct csi_server_config *cfg,
 	s->n_workers = cfg->workers > 0 ? cfg->workers : CSI_DEFAULT_WORKERS;
 	s->grace_ms = cfg->grace_ms >= 0 ? cfg->grace_ms : CSI_DEFAULT_GRACE_MS;
 	s->registration = cfg->registration;
+	s->controller = cfg->controller;
 	atomic_init(&s->ready, false);
 	atomic_init(&s->stopping, false);
 	s->driver_name = strdup(cfg->driver_name);
@@ -1277,6 +1299,13 @@ int csi_server_start(struct csi_server *s, struct error_info *err)
 			return err_set(err, r, "cannot register %s", csi_rpcs[i].path);
 		}
 	}
+	if (s->controller) {
+		r = csi_controller_add_methods(s->controller, s, s->g, err);
+		if (r < 0) {
+			s->g = gcore_free(s->g);
+			return r;
+		}
+	}
 
 	s->started = true;
 	r = gcore_start(s->g, err);
@@ -1307,6 +1336,16 @@ out_stop:
 	s->reg = registration_free(s->reg);
 	s->g = gcore_free(s->g);
 	return r;
+}
+
+const char *csi_server_node_id(const struct csi_server *s)
+{
+	return s->node_id;
+}
+
+const char *csi_server_topology_key(const struct csi_server *s)
+{
+	return s->topology_key;
 }
 
 void csi_server_set_ready(struct csi_server *s, bool ready)

@@ -225,6 +225,8 @@ struct csi_node_ops {
 	bool single_node_multi_writer;
 };
 
+struct csi_controller;
+
 struct csi_server_config {
 	const char *endpoint;	  /* "unix:///abs/path", "unix:/abs/path" or "/abs/path" */
 	const char *driver_name;  /* CSI driver name: [A-Za-z0-9][A-Za-z0-9._-]{0,61}[A-Za-z0-9] */
@@ -235,6 +237,9 @@ struct csi_server_config {
 	long long max_volumes_per_node; /* 0: not reported */
 	int workers;			/* <= 0: CSI_DEFAULT_WORKERS */
 	int grace_ms; /* shutdown grace for in-flight calls; < 0: CSI_DEFAULT_GRACE_MS */
+	/* The Controller service (csi-controller.h), borrowed; NULL: not served, and Identity
+	 * does not advertise CONTROLLER_SERVICE. */
+	struct csi_controller *controller;
 };
 
 struct csi_server;
@@ -256,6 +261,18 @@ int csi_server_start(struct csi_server *s, struct error_info *err);
 /* Probe answers ready=false until this is called with true (the startup reconstruction is
  * complete).  Any thread. */
 void csi_server_set_ready(struct csi_server *s, bool ready);
+
+/* The node id NodeGetInfo reports, and the key of its topology segment
+ * ("topology.<driver>/node").  Valid as long as s. */
+const char *csi_server_node_id(const struct csi_server *s);
+const char *csi_server_topology_key(const struct csi_server *s);
+
+/* Claims volume_id's in-flight slot, the one stage, unstage, publish, unpublish and expand
+ * share, for a call of another service on the same volume (the Controller's DeleteVolume and
+ * ControllerExpandVolume).  False when an operation holds it (answer ABORTED).  Release with
+ * csi_server_volume_release. */
+bool csi_server_volume_take(struct csi_server *s, const char *volume_id);
+void csi_server_volume_release(struct csi_server *s, const char *volume_id);
 
 /* Whether csi_server_shutdown() has begun: a backend op that waits on something may give up
  * early (answering UNAVAILABLE) once this is true.  Any thread. */

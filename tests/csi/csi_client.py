@@ -50,6 +50,7 @@ def load_stubs(stub_dir):
     return {
         "Identity": (csi_pb2, csi_pb2_grpc.IdentityStub, "csi.v1.Identity"),
         "Node": (csi_pb2, csi_pb2_grpc.NodeStub, "csi.v1.Node"),
+        "Controller": (csi_pb2, csi_pb2_grpc.ControllerStub, "csi.v1.Controller"),
         "Registration": (pluginregistration_pb2, pluginregistration_pb2_grpc.RegistrationStub,
                          "pluginregistration.Registration"),
     }

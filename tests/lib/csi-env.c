@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "csi-env.h"
+#include "macro.h"
 #include "testlib.h"
 
 void csi_env_init(struct csi_env *e, struct agent_fixture *f)
@@ -53,13 +54,21 @@ bool csi_socket_exists(void *path)
 
 void csi_env_start(struct csi_env *e)
 {
-	long off = fixture_log_size(e->f);
+	csi_env_start_with(e, NULL);
+}
 
-	assert_int_equal(fixture_start(e->f,
-				       (const char *const[]){ "--csi", "--kubelet-root-dir",
-							      e->kubelet, "--device-inventory",
-							      "false", NULL }),
-			 0);
+void csi_env_start_with(struct csi_env *e, const char *const extra[])
+{
+	const char *args[32] = { "--csi", "--kubelet-root-dir", e->kubelet, "--device-inventory",
+				 "false" };
+	long off = fixture_log_size(e->f);
+	size_t n = 5;
+
+	for (size_t i = 0; extra && extra[i]; i++) {
+		assert_true(n + 1 < ARRAY_SIZE(args));
+		args[n++] = extra[i];
+	}
+	assert_int_equal(fixture_start(e->f, args), 0);
 	assert_true(test_wait_until(csi_socket_exists, e->sock, 10000));
 	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
 }

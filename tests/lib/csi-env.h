@@ -37,6 +37,8 @@ int csi_env_teardown(void **state);
  * socket and for "startup reconstruction complete" logged by this run (a restart's log
  * continues the previous run's). */
 void csi_env_start(struct csi_env *e);
+/* The same with more flags (NULL-terminated, NULL: none), e.g. "--controller". */
+void csi_env_start_with(struct csi_env *e, const char *const extra[]);
 
 /* Runs the calls (one per line) and returns the answers, one line each (caller frees); with
  * VERBOSE set, also prints them to stderr. */

@@ -298,7 +298,8 @@ static char *slurp_fd(int fd)
 
 char *test_csi_client(const char *sock, const char *stubs_dir, const char *dir, const char *calls)
 {
-	char input[700], *out = NULL;
+	char input[700], *out = NULL, *err = NULL;
+	int r;
 	const char *argv[] = { "/usr/bin/python3",
 			       "tests/csi/csi_client.py",
 			       "--socket",
@@ -315,7 +316,12 @@ char *test_csi_client(const char *sock, const char *stubs_dir, const char *dir, 
 	snprintf(input, sizeof(input), "%s/calls-%d.txt", dir, (int)gettid());
 	if (test_write_file(input, calls) < 0)
 		return NULL;
-	if (test_run_capture(argv, &out) != 0) {
+	r = test_run_capture2(argv, &out, &err);
+	/* The client's own failure (not a call's: those are answer lines) says why on stderr. */
+	if (r != 0)
+		fprintf(stderr, "csi_client.py exited %d: %s\n", r, err ? err : "");
+	free(err);
+	if (r != 0) {
 		free(out);
 		return NULL;
 	}

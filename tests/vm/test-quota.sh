@@ -28,9 +28,11 @@ sed 's/^/  guest: /' "$work/out"
 grep "^# \|^quota: " "$work/err" | sed "s/^/  guest: /" || true
 tail -20 "$work/err" | sed 's/^/  guest stderr: /'
 t_check "the guest's tests/test-quota passes (exit $vm_rc)" [ "$vm_rc" = 0 ]
-t_check "every case ran, none skipped" grep -q '^\[  PASSED  \] 7 test(s)' "$work/err"
+t_check "every case ran, none skipped" grep -q '^\[  PASSED  \] 8 test(s)' "$work/err"
 t_check "the size was enforced on xfs" grep -q '^\[       OK \] test_enforced_xfs' "$work/out"
 t_check "the size was enforced on ext4" grep -q '^\[       OK \] test_enforced_ext4' "$work/out"
 t_check "NodeGetVolumeStats reported the limit" grep -q '^\[       OK \] test_csi_stats_xfs' "$work/out"
 t_check "an ephemeral volume's size held" grep -q '^\[       OK \] test_ephemeral_size_xfs' "$work/out"
+t_check "a provisioned volume's size held and grew (Controller)" \
+	grep -q '^\[       OK \] test_controller_xfs' "$work/out"
 t_done
