@@ -46,8 +46,10 @@ t0=$EPOCHREALTIME
 }
 echo "cluster up: $(t_elapsed "$t0")"
 t0=$EPOCHREALTIME
-"$here/install-volagent" "$image_tar" || { t_fail "install the DaemonSet"; t_done; }
-t_pass "the DaemonSet is installed from deploy/ and its pod is Ready ($(t_elapsed "$t0"))"
+# deploy/overlays/provisioning: the base, the agent's Controller service and external-provisioner.
+install=("$here/install-volagent" "$image_tar" --overlay provisioning)
+"${install[@]}" || { t_fail "install the DaemonSet"; t_done; }
+t_pass "the DaemonSet is installed from deploy/overlays/provisioning and its pod is Ready ($(t_elapsed "$t0"))"
 
 for scenario in "$here"/scenarios/[0-9]*.sh; do
 	echo "=== $(basename "$scenario")"

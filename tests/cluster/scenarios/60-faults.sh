@@ -66,7 +66,7 @@ same_after "agent pod deleted and recreated"
 snapshot "$CLUSTER_DIR/lines"
 old_agent=$agent_pod
 t_check "a rolling update to localhost/volagent:rollout finishes" \
-	"$here/install-volagent" "$image_tar" --tag rollout --rolling
+	"${install[@]}" --tag rollout --rolling
 t_check "the agent pod now runs the new tag" cluster_wait 60 "the new agent pod" agent_back
 t_check "the new agent pod's image is localhost/volagent:rollout" test \
 	"$(kc -n volagent get pod "$agent_pod" -o 'jsonpath={.spec.containers[0].image}')" = localhost/volagent:rollout
