@@ -29,7 +29,7 @@ import yaml
 NEWER_FIELDS = {
     ("V1CSIDriverSpec", "seLinuxMount"): ("bool", "1.25"),
 }
-CLUSTER_SCOPED = {"Namespace", "CSIDriver"}
+CLUSTER_SCOPED = {"Namespace", "CSIDriver", "StorageClass", "ClusterRole", "ClusterRoleBinding"}
 # prometheus-operator's PodMetricsEndpoint fields (monitoring.coreos.com/v1) used or usable
 # here, with their types; the operator's CRD validates the rest on apply.
 PODMONITOR_ENDPOINT = {"port": "str", "path": "str", "interval": "str", "scrapeTimeout": "str",
@@ -184,7 +184,10 @@ def check_daemonset(ds, objs, opts):
     need(pod.get("terminationGracePeriodSeconds") == stop,
          "terminationGracePeriodSeconds %r, the unit's TimeoutStopSec is %ds" %
          (pod.get("terminationGracePeriodSeconds"), stop))
-    need(len(pod["containers"]) == 1, "not one container")
+    if opts.provisioning:
+        check_provisioner(pod, need)
+    else:
+        need(len(pod["containers"]) == 1, "not one container")
     c = pod["containers"][0]
     args = c.get("args", [])
     env = {e["name"]: e.get("value") for e in c.get("env", [])}
@@ -237,6 +240,24 @@ def check_daemonset(ds, objs, opts):
              "a PodMonitor endpoint names a port the container does not have")
 
 
+def check_provisioner(pod, need):
+    """deploy/overlays/provisioning: the agent first with --controller, external-provisioner
+    second in node-deployment mode, the ServiceAccount token in the sidecar alone."""
+    names = [c["name"] for c in pod["containers"]]
+    need(names == ["volagent", "csi-provisioner"], "containers %s, expected volagent, csi-provisioner" % names)
+    if len(names) != 2:
+        return
+    agent, side = pod["containers"]
+    need("--controller" in agent.get("args", []), "the agent runs without --controller")
+    need("--node-deployment=true" in side.get("args", []), "the provisioner is not in node-deployment mode")
+    need(pod.get("automountServiceAccountToken") is False, "the pod mounts a token into every container")
+    token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    need(not any(m["mountPath"] == token_dir for m in agent.get("volumeMounts", [])),
+         "the agent's container holds a token")
+    need(any(m["mountPath"] == token_dir for m in side.get("volumeMounts", [])),
+         "the provisioner has no token")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rendered")
@@ -244,6 +265,7 @@ def main():
     ap.add_argument("--kubelet-dir", default="/var/lib/kubelet")
     ap.add_argument("--strategy", default="OnDelete")
     ap.add_argument("--podmonitor", action="store_true")
+    ap.add_argument("--provisioning", action="store_true")
     opts = ap.parse_args()
 
     with open(opts.rendered) as f:
@@ -266,7 +288,9 @@ def main():
             fail("%s: namespace %r is not rendered alongside" % (path, meta.get("namespace")))
     kinds = sorted(o.get("kind") for o in objs)
     want = sorted(["Namespace", "ServiceAccount", "CSIDriver", "DaemonSet"] +
-                  (["PodMonitor"] if opts.podmonitor else []))
+                  (["PodMonitor"] if opts.podmonitor else []) +
+                  (["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "StorageClass"]
+                   if opts.provisioning else []))
     if kinds != want:
         fail("rendered kinds %s, expected %s" % (kinds, want))
     for ds in (o for o in objs if o.get("kind") == "DaemonSet"):

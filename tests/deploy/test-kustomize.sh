@@ -48,6 +48,7 @@ render microk8s overlays/microk8s --kubelet-dir /var/snap/microk8s/common/var/li
 render k0s overlays/k0s --kubelet-dir /var/lib/k0s/kubelet
 render rolling overlays/rolling-update --strategy RollingUpdate
 render podmonitor overlays/podmonitor --podmonitor
+render provisioning overlays/provisioning --provisioning
 
 # mutate NAME EXPECTED PYTHON: the base rendering changed by PYTHON (on `ds`, the DaemonSet,
 # `c` its container, `pod` its pod spec) must be refused with EXPECTED in the reason.
