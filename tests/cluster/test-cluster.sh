@@ -17,6 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 image_tar=$t_repo/${BUILD:-build}/volagent-image.tar
 t_need "no agent image ($image_tar; make image)" test -f "$image_tar"
 t_need "containerd is not installed (scripts/install-deps test)" command -v containerd
+PATH=$PATH:/usr/local/go/bin
 t_need "go is not installed (the cluster is built from the Go module proxy)" command -v go
 t_need "busybox-static is not installed" test -x /bin/busybox
 
