@@ -1,12 +1,12 @@
 # tests/cluster/lib.sh - what scripts/cluster-up, scripts/cluster-down and the cluster tests
 # share: where a cluster lives, how to reach it, how to enter its namespaces.
 #
-# A test cluster is one directory (CLUSTER_DIR) and one process that holds a mount namespace
-# and a network namespace of its own (its PID in $CLUSTER_DIR/holder.pid).  Every daemon of
-# the cluster (etcd, the API server, controller manager, scheduler, containerd, kubelet) and
-# every container runs inside those two namespaces: the node's address, the pod bridge, the
-# iptables rules, /run and the pods' mounts exist only there, so stopping every process in the
-# network namespace takes all of them away with it.  Sourced, not run.
+# A test cluster is one directory (CLUSTER_DIR) and one process that holds a PID, a mount and a
+# network namespace of its own (PID 1 there; its host PID in $CLUSTER_DIR/holder.pid).  Every
+# daemon of the cluster (etcd, the API server, controller manager, scheduler, containerd,
+# kubelet) and every container runs inside those namespaces: the node's address, the pod
+# bridge, the iptables rules, /run, /proc and the pods' mounts exist only there, and ending the
+# holder ends every process of the cluster.  Sourced, not run.
 
 CLUSTER_DIR=${CLUSTER_DIR:-/var/lib/volagent-cluster}
 # The node's own address (an interface (a bridge with no port) inside the cluster's network namespace), the pods'
@@ -31,11 +31,11 @@ cluster_holder() {
 	echo "$pid"
 }
 
-# Runs a command inside the cluster's mount and network namespaces.
+# Runs a command inside the cluster's PID, mount and network namespaces.
 cluster_exec() {
 	local h
 	h=$(cluster_holder) || cluster_die "no cluster running in $CLUSTER_DIR (scripts/cluster-up)"
-	nsenter -t "$h" -m -n -- "$@"
+	nsenter -t "$h" -p -m -n -- "$@"
 }
 
 # The pinned kubectl against the cluster, as its administrator.
@@ -69,15 +69,22 @@ cluster_wait() {
 	done
 }
 
-# Starts a daemon inside the cluster's namespaces: its PID in DIR/NAME.pid, its command line in
-# DIR/NAME.cmd (for cluster_restart), its output in DIR/logs/NAME.log (appended).
+# Starts a daemon inside the cluster's namespaces: its host PID in DIR/NAME.pid, its command
+# line in DIR/NAME.cmd (for cluster_restart), its output in DIR/logs/NAME.log (appended).
+# nsenter forks to enter the PID namespace: the daemon is its child.
 cluster_start() {
-	local name=$1 h
+	local name=$1 h ns_pid
 	shift
 	h=$(cluster_holder) || cluster_die "no cluster namespace holder in $CLUSTER_DIR"
 	printf '%s\0' "$@" >"$CLUSTER_DIR/$name.cmd"
-	nsenter -t "$h" -m -n -- "$@" </dev/null >>"$CLUSTER_DIR/logs/$name.log" 2>&1 &
-	echo $! >"$CLUSTER_DIR/$name.pid"
+	nsenter -t "$h" -p -m -n -- "$@" </dev/null >>"$CLUSTER_DIR/logs/$name.log" 2>&1 &
+	ns_pid=$!
+	daemon_started() {
+		local c
+		c=$(cat "/proc/$ns_pid/task/$ns_pid/children" 2>/dev/null) && [ -n "$c" ] &&
+			echo "${c%% *}" >"$CLUSTER_DIR/$name.pid"
+	}
+	cluster_wait 10 "$name to start" daemon_started
 }
 
 # Kills a daemon of the cluster (SIGKILL: as a crash would) and starts it again with the same

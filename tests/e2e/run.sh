@@ -71,6 +71,7 @@ for def in "$here"/driver-*.yaml; do
 	# left out by hand; every other skip is the suite's, from the definition's capabilities.
 	cluster_exec "$bin/e2e.test" -kubeconfig "$CLUSTER_DIR/pki/admin.kubeconfig" \
 		-provider skeleton -repo-root "$here" -storage.testdriver "$def" \
+		-kubelet-root-dir "$CLUSTER_DIR/kubelet" \
 		-ginkgo.focus "$focus" -ginkgo.skip '\[Disruptive\]' \
 		-ginkgo.junit-report "$report_dir/$name.xml" -ginkgo.timeout 2h \
 		-ginkgo.no-color -ginkgo.v=false -report-dir "$report_dir/$name" \

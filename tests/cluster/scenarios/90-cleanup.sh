@@ -9,7 +9,7 @@ no_pod_dirs() { [ -z "$(find "$CLUSTER_DIR/kubelet/pods" -mindepth 3 -path '*kub
 t_check "no CSI volume dir is left under kubelet's pods dir" cluster_wait 60 "kubelet's cleanup" no_pod_dirs
 no_staging() { [ -z "$(find "$CLUSTER_DIR/kubelet/plugins/kubernetes.io/csi" -name globalmount 2>/dev/null)" ]; }
 t_check "no staging dir is left" cluster_wait 60 "the staging dirs to go" no_staging
-status_empty() { kc -n volagent exec "$agent_pod" -- volagent status --json | python3 -c '
+status_empty() { kc -n volagent exec "$agent_pod" -c volagent -- volagent status --json | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 vols = s.get("volumes", [])
