@@ -31,7 +31,7 @@ t_check "kubectl drain evicts the node's pods" \
 no_csi_mounts() { [ -z "$(csi_mounts)" ]; }
 t_check "after the drain no CSI mount is left on the node" cluster_wait 60 "the CSI mounts to go" no_csi_mounts
 csi_mounts | head -5
-t_check "volagent drain-check exits 0" kc -n volagent exec "$agent_pod" -- volagent drain-check
+t_check "volagent drain-check exits 0" kc -n volagent exec "$agent_pod" -c volagent -- volagent drain-check
 kc uncordon "$CLUSTER_NODE_NAME" >/dev/null
 t_check "after uncordon the Deployment's pod comes back Ready" cluster_wait 120 "drain-app" app_ready
 app_pod=$(kc get pods -l app=drain-app -o 'jsonpath={.items[0].metadata.name}')
