@@ -11,8 +11,13 @@
 #   pod_event_has NAME TEXT [SECS] waits for an event of the pod whose message has TEXT
 #   pod_exec NAME CMD...           runs a command in the pod's container
 #   pod_uid NAME                   the pod's UID
-#   writer_pod NAME VOLUME-YAML [MOUNT-YAML]  a busybox pod that appends a line to
-#                                  /data/log every 0.2 s and exits (restarting) on a failed write
+#   test_pod NAME COMMAND VOLUMES [MOUNTS]   a busybox pod
+#   writer_pod NAME VOLUMES [MOUNTS]  a busybox pod that appends a line to /data/log every
+#                                  0.2 s and exits (restarting) on a failed write
+#   sleeper_pod NAME VOLUMES [MOUNTS] a busybox pod that sleeps
+#   pv_pvc NAME MODE SIZE VOLUMEMODE CSI   a PV of the driver on this node and its PVC
+#   pv_pvc_gone NAME [POD]         deletes the pod, the PVC and the PV
+#   new_loop NAME SIZE             a loop device over a file of the cluster dir
 #   node_mounts PATTERN            "ID TARGET" of the node's mounts whose target matches
 
 kc() {
@@ -56,12 +61,12 @@ pod_uid() {
 	kc get pod "$1" -o 'jsonpath={.metadata.uid}'
 }
 
-# A pod that writes all along: a line appended every 0.2 s; a failed write ends the container
-# (so its restart count shows it).  $2: the pod's volumes (YAML list items, indented 2), $3:
-# the container's volumeMounts or volumeDevices (default: the volume "data" at /data).
-writer_pod() {
-	local name=$1 volumes=$2
-	local mounts=${3:-"      volumeMounts: [{name: data, mountPath: /data}]"}
+# A busybox pod.  $2: its command (a YAML flow list), $3: the pod's volumes (YAML list items,
+# indented 2), $4: the container's volumeMounts or volumeDevices line (default: the volume
+# "data" at /data).
+test_pod() {
+	local name=$1 command=$2 volumes=$3
+	local mounts=${4:-"      volumeMounts: [{name: data, mountPath: /data}]"}
 	kc_apply <<EOF
 apiVersion: v1
 kind: Pod
@@ -72,11 +77,70 @@ spec:
     - name: main
       image: localhost/busybox:1.37
       imagePullPolicy: Never
-      command: [sh, -c, 'while echo "\$(date +%s.%N) $name" >>/data/log; do sleep 0.2; done; echo write failed; exit 1']
+      command: $command
 $mounts
   volumes:
 $volumes
 EOF
+}
+
+# A pod that writes all along: a line appended every 0.2 s; a failed write ends the container
+# (so its restart count shows it).  Arguments as test_pod's, less the command.
+writer_pod() {
+	test_pod "$1" "[sh, -c, 'while echo \"\$(date +%s) $1\" >>/data/log; do sleep 0.2; done; echo write failed; exit 1']" \
+		"$2" "${3:-}"
+}
+
+# A pod that only sleeps, its volumes mounted.  Arguments as writer_pod's.
+sleeper_pod() {
+	test_pod "$1" '[sleep, "100000"]' "$2" "${3:-}"
+}
+
+# A PersistentVolume of the driver and a PVC bound to it by name, both named $1.  $2: access
+# mode, $3: size, $4: volumeMode, $5: the PV's csi fields (a YAML flow mapping's inside).
+# Node affinity to this node, as every volume of a node-local driver has.
+pv_pvc() {
+	kc_apply <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: $1}
+spec:
+  capacity: {storage: $3}
+  accessModes: [$2]
+  volumeMode: $4
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  csi: {driver: csi.volagent.io, $5}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - {key: topology.csi.volagent.io/node, operator: In, values: [$CLUSTER_NODE_NAME]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: $1}
+spec:
+  accessModes: [$2]
+  volumeMode: $4
+  storageClassName: ""
+  volumeName: $1
+  resources: {requests: {storage: $3}}
+EOF
+}
+
+# Deletes a pod, then its PVC and PV (all named $1 but the pod: $2, default $1).
+pv_pvc_gone() {
+	pod_gone "${2:-$1}"
+	kc delete pvc "$1" --wait=true >/dev/null
+	kc delete pv "$1" --wait=true >/dev/null
+}
+
+# A loop device over a new sparse file of the cluster dir: $1 name, $2 size.  cluster-down
+# detaches it (its backing file lies under the cluster dir).
+new_loop() {
+	truncate -s "$2" "$CLUSTER_DIR/disks/$1.img" &&
+		losetup -f --show "$CLUSTER_DIR/disks/$1.img"
 }
 
 # "ID TARGET" of the node's mounts (in the cluster's mount namespace) whose target has $1.

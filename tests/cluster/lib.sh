@@ -15,8 +15,9 @@ CLUSTER_NODE_IP=10.250.0.1
 CLUSTER_POD_CIDR=10.251.0.0/24
 CLUSTER_SERVICE_CIDR=10.252.0.0/24
 CLUSTER_NODE_NAME=volagent-node
-# The cgroup (under every v1 controller and the v2 tree) that holds the node's pods.
-CLUSTER_CGROUP=volagent-test-cluster
+# The cgroup (under every v1 controller and the v2 tree) that holds the node's pods: one per
+# cluster dir, so two clusters on one machine never touch each other's pods.
+CLUSTER_CGROUP=volagent-test-$(echo "$CLUSTER_DIR" | sha256sum | cut -c1-8)
 
 cluster_die() {
 	echo "cluster: $*" >&2

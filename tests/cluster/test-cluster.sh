@@ -7,7 +7,8 @@
 # each scenario and what it proves.
 #
 # One cluster for the whole file (about a minute to start); every pod, volume, loop device and
-# process is removed at the end, also when a check fails.  Needs root, the image from
+# process is removed at the end, also when a check fails (scripts/cluster-down detaches the
+# loop devices over the cluster dir's files).  Needs root, the image from
 # `make image` ($BUILD/volagent-image.tar) and the packages of scripts/deps/cluster-test.txt;
 # skips (77) without them unless CI=true.
 set -uo pipefail
@@ -25,16 +26,13 @@ export CLUSTER_DIR
 CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cluster.XXXXXX")
 . "$here/lib.sh"
 . "$here/kube.sh"
-loops=()
 cleanup() {
-	local l
 	if cluster_holder >/dev/null; then
 		kc delete pods,deployments --all --wait=true --timeout=120s >/dev/null 2>&1
 		kc delete pvc,pv --all --wait=true --timeout=60s >/dev/null 2>&1
 	fi
 	[ -n "${KEEP_CLUSTER:-}" ] && { echo "cluster kept in $CLUSTER_DIR"; return; }
 	"$t_repo/scripts/cluster-down" --dir "$CLUSTER_DIR" || echo "cluster-down failed" >&2
-	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT

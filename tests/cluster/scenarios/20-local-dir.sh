@@ -3,75 +3,15 @@
 # through a read-only PVC: kubelet stages once, publishes three times, and a write through the
 # read-only one fails with EROFS.
 mkdir -p "$CLUSTER_DIR/disks/shared"
-kc_apply <<EOF2
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: shared-dir}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteMany]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  csi:
-    driver: csi.volagent.io
-    volumeHandle: shared-dir
-    volumeAttributes: {type: local, path: /mnt/disks/shared}
-  nodeAffinity:
-    required:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: topology.csi.volagent.io/node, operator: In, values: [$CLUSTER_NODE_NAME]}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: shared-dir}
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: ""
-  volumeName: shared-dir
-  resources: {requests: {storage: 1Gi}}
----
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: shared-dir-ro}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadOnlyMany]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  csi:
-    driver: csi.volagent.io
-    volumeHandle: shared-dir-ro
-    readOnly: true
-    volumeAttributes: {type: local, path: /mnt/disks/shared}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: shared-dir-ro}
-spec:
-  accessModes: [ReadOnlyMany]
-  storageClassName: ""
-  volumeName: shared-dir-ro
-  resources: {requests: {storage: 1Gi}}
-EOF2
+pv_pvc shared-dir ReadWriteMany 1Gi Filesystem \
+	"volumeHandle: shared-dir, volumeAttributes: {type: local, path: /mnt/disks/shared}"
+pv_pvc shared-dir-ro ReadOnlyMany 1Gi Filesystem \
+	"volumeHandle: shared-dir-ro, readOnly: true, volumeAttributes: {type: local, path: /mnt/disks/shared}"
 for p in rwx-a rwx-b; do
 	writer_pod "$p" "    - {name: data, persistentVolumeClaim: {claimName: shared-dir}}"
 done
-kc_apply <<EOF2
-apiVersion: v1
-kind: Pod
-metadata: {name: reader, labels: {app: volagent-test}}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: localhost/busybox:1.37
-      imagePullPolicy: Never
-      command: [sleep, "100000"]
-      volumeMounts: [{name: data, mountPath: /data, readOnly: true}]
-  volumes:
-    - {name: data, persistentVolumeClaim: {claimName: shared-dir-ro, readOnly: true}}
-EOF2
+sleeper_pod reader "    - {name: data, persistentVolumeClaim: {claimName: shared-dir-ro, readOnly: true}}" \
+	"      volumeMounts: [{name: data, mountPath: /data, readOnly: true}]"
 rwx_ready() { pod_ready rwx-a && pod_ready rwx-b; }
 t_check "two pods share a ReadWriteMany local directory PV" rwx_ready
 both_write() { pod_exec rwx-a grep -q rwx-b /data/log && pod_exec rwx-b grep -q rwx-a /data/log; }

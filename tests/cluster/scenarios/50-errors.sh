@@ -5,21 +5,8 @@
 # device-mapper, the agent's error says so; where it has one, the pod runs.  NFS where this
 # kernel has no NFS client: the agent's error likewise.
 mkdir -p "$CLUSTER_DIR/disks/exists"
-kc_apply <<EOF2
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: missing-dir}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  storageClassName: ""
-  csi: {driver: csi.volagent.io, volumeHandle: missing-dir, volumeAttributes: {type: local, path: /mnt/disks/no-such-dir}}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: missing-dir}
-spec: {accessModes: [ReadWriteOnce], storageClassName: "", volumeName: missing-dir, resources: {requests: {storage: 1Gi}}}
-EOF2
+pv_pvc missing-dir ReadWriteOnce 1Gi Filesystem \
+	"volumeHandle: missing-dir, volumeAttributes: {type: local, path: /mnt/disks/no-such-dir}"
 writer_pod missing-dir "    - {name: data, persistentVolumeClaim: {claimName: missing-dir}}"
 t_check "a missing local path: the pod's events carry the agent's message naming the path" \
 	pod_event_has missing-dir "/mnt/disks/no-such-dir"
@@ -30,26 +17,9 @@ crypt_dev=$(new_loop crypt-disk 64M)
 kc create secret generic crypt-key --from-literal=encryptionPassphrase=volagent-test-pass >/dev/null
 kc create secret generic crypt-wrong --from-literal=encryptionPassphrase=not-the-pass >/dev/null
 crypt_pv() { # $1 name, $2 secret
-	kc_apply <<EOF2
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: $1}
-spec:
-  capacity: {storage: 64Mi}
-  accessModes: [ReadWriteOnce]
-  storageClassName: ""
-  csi:
-    driver: csi.volagent.io
-    volumeHandle: $1
-    fsType: ext4
-    volumeAttributes: {type: local, path: $crypt_dev, encrypted: "true"}
-    nodeStageSecretRef: {name: $2, namespace: default}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: $1}
-spec: {accessModes: [ReadWriteOnce], storageClassName: "", volumeName: $1, resources: {requests: {storage: 64Mi}}}
-EOF2
+	pv_pvc "$1" ReadWriteOnce 64Mi Filesystem "volumeHandle: $1, fsType: ext4, \
+volumeAttributes: {type: local, path: $crypt_dev, encrypted: \"true\"}, \
+nodeStageSecretRef: {name: $2, namespace: default}"
 	writer_pod "$1" "    - {name: data, persistentVolumeClaim: {claimName: $1}}"
 }
 crypt_pv crypt-ok crypt-key
@@ -61,9 +31,7 @@ else
 	t_check "an encrypted volume on a kernel without device-mapper: the pod's events carry the agent's error" \
 		pod_event_has crypt-ok "no device-mapper"
 fi
-pod_gone crypt-ok
-kc delete pvc crypt-ok --wait=true >/dev/null
-kc delete pv crypt-ok --wait=true >/dev/null
+pv_pvc_gone crypt-ok
 crypt_pv crypt-wrong crypt-wrong
 t_check "a wrong passphrase: the pod's events say so, naming the device" \
 	pod_event_has crypt-wrong "wrong passphrase for the LUKS device $crypt_dev"
@@ -74,22 +42,9 @@ pod_gone crypt-wrong
 nfs_env=$(cluster_exec "$t_repo/scripts/nfs-server" start "$CLUSTER_DIR/nfs" /export) ||
 	t_fail "the NFS server starts in the cluster's namespace"
 eval "$nfs_env"
-kc_apply <<EOF2
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: nfs}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteMany]
-  storageClassName: ""
-  mountOptions: [vers=4.1, "port=$NFS_PORT"]
-  csi: {driver: csi.volagent.io, volumeHandle: nfs-export, volumeAttributes: {type: nfs, server: 127.0.0.1, share: /export}}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: nfs}
-spec: {accessModes: [ReadWriteMany], storageClassName: "", volumeName: nfs, resources: {requests: {storage: 1Gi}}}
-EOF2
+pv_pvc nfs ReadWriteMany 1Gi Filesystem "volumeHandle: nfs-export, \
+volumeAttributes: {type: nfs, server: 127.0.0.1, share: /export}"
+kc patch pv nfs --type merge -p "{\"spec\": {\"mountOptions\": [\"vers=4.1\", \"port=$NFS_PORT\"]}}" >/dev/null
 writer_pod nfs "    - {name: data, persistentVolumeClaim: {claimName: nfs}}"
 if grep -qw nfs4 /proc/filesystems; then
 	t_check "a pod on an NFS PV is Ready" pod_ready nfs
@@ -99,7 +54,5 @@ else
 	t_check "NFS on a kernel without an NFS client: the pod's events carry the agent's error" \
 		pod_event_has nfs "this kernel has no NFS client"
 fi
-pod_gone nfs
-kc delete pvc nfs --wait=true >/dev/null
-kc delete pv nfs --wait=true >/dev/null
+pv_pvc_gone nfs
 cluster_exec "$t_repo/scripts/nfs-server" stop "$CLUSTER_DIR/nfs"

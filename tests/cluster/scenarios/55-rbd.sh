@@ -15,36 +15,16 @@ else
 	mon=$(echo "$CEPH_MON_HOST" | sed -n 's/.*v1:\([0-9.]*:[0-9]*\).*/\1/p')
 	kc create secret generic ceph-admin --from-literal=userID=admin \
 		--from-literal=userKey="$CEPH_ADMIN_KEY" >/dev/null
-	kc_apply <<EOF2
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: rbd-vol}
-spec:
-  capacity: {storage: 128Mi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  csi:
-    driver: csi.volagent.io
-    volumeHandle: rbd-cluster-vol
-    fsType: ext4
-    nodeStageSecretRef: {name: ceph-admin, namespace: default}
-    volumeAttributes: {type: rbd, monitors: "$mon", pool: $CEPH_POOL, image: cluster-vol}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: rbd-vol}
-spec: {accessModes: [ReadWriteOnce], storageClassName: "", volumeName: rbd-vol, resources: {requests: {storage: 128Mi}}}
-EOF2
+	pv_pvc rbd-vol ReadWriteOnce 128Mi Filesystem "volumeHandle: rbd-cluster-vol, fsType: ext4, \
+nodeStageSecretRef: {name: ceph-admin, namespace: default}, \
+volumeAttributes: {type: rbd, monitors: \"$mon\", pool: $CEPH_POOL, image: cluster-vol}"
 	writer_pod rbd-writer "    - {name: data, persistentVolumeClaim: {claimName: rbd-vol}}"
 	t_check "a pod on an rbd PV (key from a Secret) is Ready" pod_ready rbd-writer 180
 	rbd_written() { pod_exec rbd-writer grep -q rbd-writer /data/log; }
 	t_check "the pod writes to the rbd image's filesystem" cluster_wait 30 "the rbd writes" rbd_written
 	t_check "the image has a watcher (the agent's client) while the pod runs" \
 		sh -c '[ -n "$1" ]' sh "$(rbd_ status "$CEPH_POOL/cluster-vol" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("watchers") or "")')"
-	t_check "the rbd pod is deleted" pod_gone rbd-writer
-	kc delete pvc rbd-vol --wait=true >/dev/null
-	kc delete pv rbd-vol --wait=true >/dev/null
+	t_check "the rbd pod, its PVC and PV are deleted" pv_pvc_gone rbd-vol rbd-writer
 	no_watchers() { [ "$(rbd_ status "$CEPH_POOL/cluster-vol" --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("watchers") or []))')" = 0 ]; }
 	t_check "after the pod, the image has no watcher (unstaged and detached)" cluster_wait 60 "the rbd client to go" no_watchers
 	cluster_exec "$t_repo/scripts/ceph-cluster" down "$ceph_dir" >/dev/null 2>&1
