@@ -31,20 +31,6 @@ static int setup(void **state)
 	return 0;
 }
 
-/* Fills the filesystem of path's dir with the file path until ENOSPC. */
-static void fill(const char *path)
-{
-	static const char block[4096];
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ssize_t n;
-
-	assert_true(fd >= 0);
-	while ((n = write(fd, block, sizeof(block))) > 0)
-		;
-	assert_true(n < 0 && errno == ENOSPC);
-	close(fd);
-}
-
 static json_t *journal_of(json_t *status)
 {
 	return json_object_get(status, "journal");
@@ -69,9 +55,8 @@ static void assert_metric(struct csi_env *e, const char *text)
 
 	snprintf(sock, sizeof(sock), "%s/metrics.sock", e->f->state);
 	snprintf(out, sizeof(out), "%s/metrics.txt", e->f->dir);
-	assert_int_equal(test_run((const char *const[]){ "curl", "-sf", "--unix-socket", sock,
-							 "-o", out, "http://agent/metrics",
-							 NULL }),
+	assert_int_equal(test_run((const char *const[]){ "curl", "-sf", "--unix-socket", sock, "-o",
+							 out, "http://agent/metrics", NULL }),
 			 0);
 	body = test_read_file(out);
 	assert_non_null(body);
@@ -94,7 +79,7 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 	csi_env_start(e);
 	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 10000));
 	snprintf(filler, sizeof(filler), "%s/filler", e->f->state);
-	fill(filler);
+	assert_int_equal(test_fill_fs(filler), 0);
 
 	/* A publish changes the CSI entries: their save fails.  (Whether the publish itself
 	 * must fail is issue 45 item 2; this case checks the saving.) */
