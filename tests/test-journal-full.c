@@ -1,7 +1,8 @@
 /* test-journal-full.c - a state dir whose filesystem fills up (issue 45 item 3, issue 43's full
  * state disk): a real `volagent run --csi` with its state dir on a small tmpfs, filled by a
  * file of the test's own until ENOSPC, then given room again.  A failing journal save is retried
- * with backoff (not once a millisecond), logged once per change of state, shown in `status`;
+ * with backoff (not once a millisecond), logged once per change of state, shown in `status`
+ * and refuses new publishes (ABORTED naming the state dir, issue 45 item 2),;
  * in the metrics (volagent_journal_writable, volagent_journal_save_failures_total); once there
  * is room the next try saves without a restart.  No injection: ENOSPC is the
  * kernel's.  Root, private mount namespace; the fixture stops the agent and removes its mounts
@@ -68,7 +69,8 @@ static void assert_metric(struct csi_env *e, const char *text)
 static void test_full_state_dir_backs_off_and_recovers(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], filler[700], target[700], stg[700], ctx[200], calls[4096] = "", *out;
+	char src[600], filler[700], target[700], target2[700], stg[700], ctx[200];
+	char calls[4096] = "", calls2[4096], *out;
 	long long three = 3;
 	json_t *st;
 
@@ -104,12 +106,30 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 	assert_metric(e, "volagent_journal_writable 0");
 	assert_metric(e, "volagent_journal_save_failures_total ");
 
+	/* While saves fail, a publish whose record would be lost is not started: ABORTED
+	 * (kubelet calls again), naming the state dir and the reason; nothing mounted. */
+	csi_env_target(e, "pod-k", "pv-k", target2);
+	calls2[0] = '\0';
+	csi_calls_publish(calls2, sizeof(calls2), "k", stg, target2, CSI_CAP_MOUNT, ctx, NULL);
+	out = csi_env_call(e, calls2);
+	assert_line(out, 0, "ERR ABORTED");
+	assert_line(out, 0, e->f->state);
+	assert_line(out, 0, "No space left on device");
+	free(out);
+	assert_false(test_is_mountpoint(target2));
+
 	/* Room again: the next try saves, without a restart. */
 	assert_int_equal(unlink(filler), 0);
 	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 40000));
 	assert_int_equal(fixture_log_count(e->f, "journal saved again"), 1);
 	assert_int_equal(fixture_log_count(e->f, "cannot save the journal"), 1);
 	assert_metric(e, "volagent_journal_writable 1");
+	/* The same call now succeeds, without a restart. */
+	csi_env_call_ok(e, calls2, 1);
+	assert_true(test_is_mountpoint(target2));
+	calls2[0] = '\0';
+	csi_calls_unpublish(calls2, sizeof(calls2), "k", target2);
+	csi_env_call_ok(e, calls2, 1);
 
 	calls[0] = '\0';
 	csi_calls_unpublish(calls, sizeof(calls), "j", target);

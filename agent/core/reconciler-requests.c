@@ -251,6 +251,20 @@ static void target_owner(const char *target, char *uid, char *name, size_t size)
 	}
 }
 
+/* Whether p, which would add a CSI entry, is refused because the journal cannot be written
+ * (its saves fail): work whose record would be lost is not started; the caller gets a
+ * retryable error (EAGAIN: ABORTED, which kubelet calls again) naming the state dir.  Once a
+ * save works again, the call is taken. */
+static bool journal_refused(struct reconciler *r, struct pending_request *p)
+{
+	if (!r->journal_health.error[0])
+		return false;
+	complete(r, p, -EAGAIN,
+		 "not started: the journal in state dir %s cannot be written (%s); call again",
+		 r->state_dir, r->journal_health.error);
+	return true;
+}
+
 static void apply_stage(struct reconciler *r, struct pending_request *p)
 {
 	struct volume_request *req = p->req;
@@ -268,6 +282,8 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 		return complete(r, p, -EEXIST,
 				"volume %s is already published without a stage; unpublish it first",
 				req->volume_id);
+	} else if (journal_refused(r, p)) {
+		return;
 	} else {
 		_cleanup_free_ char *key = rec_key_for("dev", p->name);
 		v = dsw_csi_stage(r->dsw, p->name, req->volume_id, req->spec, req->plugin,
@@ -396,6 +412,8 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 					req->path);
 		return wait_for(r, p); /* a repeat: answered with the first */
 	}
+	if (journal_refused(r, p))
+		return;
 	if (v && v->spec->block != req->spec->block)
 		return complete(r, p, -EOPNOTSUPP,
 				"volume %s is %s as a %s volume; it cannot be published as a %s "
