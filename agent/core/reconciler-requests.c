@@ -495,6 +495,22 @@ static void adopt_unknown_mount(struct reconciler *r, const char *path)
 	asw_set_pod_mount(r->asw, path, uid, name, "csi", NULL, false, id, 0);
 }
 
+/* What plugins keep for an unpublished target that is not mounted (an ephemeral volume's
+ * directory) goes with the unpublish, also when the agent lost its record of the publish in a
+ * crash: not only at the next start's orphan sweep. */
+static void release_target(struct reconciler *r, const char *target)
+{
+	const struct volume_plugin *pl;
+
+	for (size_t i = 0; (pl = plugin_registry_get(i)); i++) {
+		struct error_info err = { 0 };
+
+		if (plugin_release_target(pl, target, &err) < 0)
+			log_warning("could not remove what an unpublished target left, ignoring",
+				    "plugin", pl->name, "target", target, "error", err_msg(&err));
+	}
+}
+
 static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 {
 	const char *target = p->req->path;
@@ -519,8 +535,10 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 		/* Not mounted: remove the target if it is an empty dir we may have made (only
 		 * where kubelet puts CSI targets: an empty dir of another volume stays). */
 		char record[4096];
-		if (kubelet_csi_record_path(r->csi.kubelet_root, target, record, sizeof(record)))
+		if (kubelet_csi_record_path(r->csi.kubelet_root, target, record, sizeof(record))) {
+			release_target(r, target);
 			(void)rmdir(target);
+		}
 		return complete(r, p, 0, NULL);
 	}
 	wait_for(r, p);
