@@ -70,7 +70,8 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 {
 	struct csi_env *e = *state;
 	char src[600], filler[700], target[700], target2[700], stg[700], ctx[200];
-	char calls[4096] = "", calls2[4096], *out;
+	char calls[4096] = "", calls2[4096], journal[700], *out;
+	json_t *saved;
 	long long three = 3;
 	json_t *st;
 
@@ -105,6 +106,13 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 	json_decref(st);
 	assert_metric(e, "volagent_journal_writable 0");
 	assert_metric(e, "volagent_journal_save_failures_total ");
+	/* What was recorded stays whole (the failed saves never replaced it), and the mount
+	 * made stays. */
+	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
+	saved = json_load_file(journal, 0, NULL);
+	assert_non_null(saved);
+	json_decref(saved);
+	assert_true(test_is_mountpoint(target));
 
 	/* While saves fail, a publish whose record would be lost is not started: ABORTED
 	 * (kubelet calls again), naming the state dir and the reason; nothing mounted. */
