@@ -184,6 +184,10 @@ static void print_human(json_t *root)
 	       json_is_true(json_object_get(journal, "healthy")) ? "healthy" : "NOT healthy",
 	       json_is_string(json_object_get(journal, "error")) ? ": " : "",
 	       json_is_string(json_object_get(journal, "error")) ? str(journal, "error") : "");
+	if (json_integer_value(json_object_get(journal, "failed_saves")) > 0)
+		printf("journal: %lld saves failed in a row, next try in %lld ms\n",
+		       (long long)json_integer_value(json_object_get(journal, "failed_saves")),
+		       (long long)json_integer_value(json_object_get(journal, "retry_in_ms")));
 	if (json_is_string(json_object_get(journal, "startup")))
 		printf("journal at startup: %s\n", str(journal, "startup"));
 	printf("\n%-32s %-6s %-24s %-28s %s\n", "VOLUME", "PLUGIN", "POD", "STATE", "TARGET");

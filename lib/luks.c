@@ -37,6 +37,8 @@ DLOPEN_NOTE(luks_dlopen_note,
 	X(crypt_init)                      \
 	X(crypt_init_by_name)              \
 	X(crypt_keyslot_add_by_volume_key) \
+	X(crypt_keyslot_max)               \
+	X(crypt_keyslot_status)            \
 	X(crypt_load)                      \
 	X(crypt_resize)                    \
 	X(crypt_set_log_callback)          \
@@ -91,6 +93,8 @@ static int luks_dlopen(struct error_info *err)
 #define crypt_init (*sym_crypt_init)
 #define crypt_init_by_name (*sym_crypt_init_by_name)
 #define crypt_keyslot_add_by_volume_key (*sym_crypt_keyslot_add_by_volume_key)
+#define crypt_keyslot_max (*sym_crypt_keyslot_max)
+#define crypt_keyslot_status (*sym_crypt_keyslot_status)
 #define crypt_load (*sym_crypt_load)
 #define crypt_resize (*sym_crypt_resize)
 #define crypt_set_log_callback (*sym_crypt_set_log_callback)
@@ -159,6 +163,25 @@ static int load_device(const char *dev, struct crypt_device **ret, struct error_
 	return 0;
 }
 
+/* -ENOKEY naming dev when its header has no keyslot in use: what a format stopped between
+ * writing the header and adding the keyslot leaves (a crash, a kill), which no passphrase
+ * opens; said as such rather than as a wrong passphrase or a kernel without dm_crypt. */
+static int require_keyslot(struct crypt_device *cd, const char *dev, struct error_info *err)
+{
+	int max = crypt_keyslot_max(CRYPT_LUKS2);
+
+	for (int i = 0; i < max; i++) {
+		crypt_keyslot_info st = crypt_keyslot_status(cd, i);
+
+		if (st == CRYPT_SLOT_ACTIVE || st == CRYPT_SLOT_ACTIVE_LAST)
+			return 0;
+	}
+	return err_set(err, -ENOKEY,
+		       "the LUKS header on %s has no keyslot: its format stopped before the "
+		       "passphrase was added (a crash or a kill), and no passphrase opens it",
+		       dev);
+}
+
 /* Unlocks a keyslot with pass without any device-mapper call (libcryptsetup's activation
  * without a name still asks device-mapper, which makes /dev/mapper/control on a kernel that
  * has none): the volume key comes out into a buffer wiped at once. */
@@ -208,6 +231,9 @@ int luks_open(const char *dev, const char *name, const char *pass, size_t pass_l
 	int r;
 
 	r = load_device(dev, &cd, err);
+	if (r < 0)
+		return r;
+	r = require_keyslot(cd, dev, err);
 	if (r < 0)
 		return r;
 	if (!luks_dm_available()) {
@@ -318,6 +344,9 @@ int luks_verify(const char *dev, const char *pass, size_t pass_len, struct error
 	int r;
 
 	r = load_device(dev, &cd, err);
+	if (r < 0)
+		return r;
+	r = require_keyslot(cd, dev, err);
 	if (r < 0)
 		return r;
 	return check_passphrase(cd, dev, pass, pass_len, err);

@@ -44,7 +44,8 @@ int luks_format(const char *dev, const char *pass, size_t pass_len, struct error
  * /dev/mapper/<name> into ret_path (>= LUKS_PATH_MAX bytes).  A wrong passphrase is -EPERM with
  * nothing opened; a kernel without device-mapper is -EOPNOTSUPP naming it (the passphrase is
  * checked first, so that a wrong one still says so); dev without a LUKS header is
- * -EMEDIUMTYPE.  Returns 0 or -errno with err filled. */
+ * -EMEDIUMTYPE; a header without a keyslot (a format that stopped before adding it) is
+ * -ENOKEY saying so.  Returns 0 or -errno with err filled. */
 int luks_open(const char *dev, const char *name, const char *pass, size_t pass_len, bool read_only,
 	      char *ret_path, struct error_info *err);
 
@@ -62,5 +63,6 @@ int luks_resize(const char *name, struct error_info *err);
 int luks_close(const char *name, struct error_info *err);
 
 /* Checks pass against the LUKS device dev's keyslots without opening anything (one key
- * derivation: what an open costs before the kernel's part).  -EPERM when it is wrong. */
+ * derivation: what an open costs before the kernel's part).  -EPERM when it is wrong; -ENOKEY
+ * when the header has no keyslot (see luks_open). */
 int luks_verify(const char *dev, const char *pass, size_t pass_len, struct error_info *err);

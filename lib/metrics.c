@@ -40,7 +40,8 @@ static struct op_series ops[MAX_OP_SERIES];
 static size_t n_ops;
 static struct csi_series csi[MAX_CSI_SERIES];
 static size_t n_csi;
-static unsigned long long inventory_changes, renames, passes;
+static unsigned long long inventory_changes, renames, passes, journal_failures;
+static size_t g_journal_writable = 1; /* until a save fails */
 static struct histogram pass_duration;
 static size_t g_desired, g_mounted, g_devices, g_on_node, g_stale;
 static unsigned g_backoff;
@@ -133,6 +134,15 @@ void metrics_reconcile_pass(double seconds)
 	pthread_mutex_lock(&lock);
 	passes++;
 	observe(&pass_duration, seconds);
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_journal_save(bool ok)
+{
+	pthread_mutex_lock(&lock);
+	g_journal_writable = ok;
+	if (!ok)
+		journal_failures++;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -267,6 +277,10 @@ char *metrics_render(void)
 	sample(f, "volagent_device_renames_total", "counter",
 	       "Devices whose stable id reappeared under another kernel name.", renames);
 	sample(f, "volagent_reconcile_passes_total", "counter", "Reconcile passes run.", passes);
+	sample(f, "volagent_journal_save_failures_total", "counter",
+	       "Journal saves that failed (each retried with backoff).", journal_failures);
+	sample(f, "volagent_journal_writable", "gauge",
+	       "1 when the last journal save worked, 0 while saves fail.", g_journal_writable);
 	header(f, "volagent_reconcile_pass_duration_seconds", "histogram",
 	       "How long a reconcile pass took (deciding, not the operations).");
 	render_histogram(f, "volagent_reconcile_pass_duration_seconds", "", &pass_duration);
@@ -299,7 +313,8 @@ void metrics_reset(void)
 	n_ops = n_csi = 0;
 	memset(ops, 0, sizeof(ops));
 	memset(csi, 0, sizeof(csi));
-	inventory_changes = renames = passes = 0;
+	inventory_changes = renames = passes = journal_failures = 0;
+	g_journal_writable = 1;
 	memset(&pass_duration, 0, sizeof(pass_duration));
 	g_desired = g_mounted = g_devices = g_on_node = g_stale = 0;
 	g_backoff = 0;

@@ -9,6 +9,8 @@
  *   volagent_device_inventory_changes_total                  counter
  *   volagent_device_renames_total                            counter
  *   volagent_reconcile_passes_total                          counter
+ *   volagent_journal_save_failures_total                     counter
+ *   volagent_journal_writable (1: the last save worked)      gauge
  *   volagent_reconcile_pass_duration_seconds                 histogram
  *   volagent_volumes_desired, volagent_volumes_mounted,
  *   volagent_volumes_in_backoff, volagent_devices_attached,
@@ -29,6 +31,8 @@ void metrics_csi_call(const char *method, const char *code);
 void metrics_device_inventory_changed(void);
 void metrics_device_renamed(void);
 void metrics_reconcile_pass(double seconds);
+/* A journal save's outcome: sets the writable gauge, counts failures. */
+void metrics_journal_save(bool ok);
 /* Volumes still on the node (published, staged or attached: what `volagent drain-check`
  * waits for), and of those the lost stages (staged or attached with no pod for longer than
  * --stale-stage-after). */

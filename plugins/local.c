@@ -522,6 +522,7 @@ static const struct volume_ops local_ops = {
 	.set_up_at = local_set_up_at,
 	.tear_down_at = local_tear_down_at,
 	.remove_orphans = local_ephemeral_remove_orphans,
+	.release_target = local_ephemeral_remove,
 	.check_set_up = local_check_set_up,
 	.construct_spec = local_construct_spec,
 };

@@ -83,6 +83,13 @@ int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, 
 			 : mnt_util_umount(target, 0, err));
 }
 
+int plugin_release_target(const struct volume_plugin *p, const char *target, struct error_info *err)
+{
+	if (!p || !p->ops->release_target)
+		return 0;
+	return OP_CALL(p, "release_target", target, err, p->ops->release_target(target, err));
+}
+
 int plugin_remove_orphans(const struct volume_plugin *p, const char *const *targets, size_t n,
 			  unsigned *ret_removed, struct error_info *err)
 {

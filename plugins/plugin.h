@@ -143,6 +143,12 @@ struct volume_ops {
 	int (*remove_orphans)(const char *const *targets, size_t n, unsigned *ret_removed,
 			      struct error_info *err);
 
+	/* Optional.  Removes what the plugin keeps on the node for target (an ephemeral
+	 * volume's directory) once it is unpublished there and not mounted: an unpublish the
+	 * agent has no record of (its record lost in a crash) still releases it.  0 when there
+	 * is nothing.  May block (it removes data); -errno with err set. */
+	int (*release_target)(const char *target, struct error_info *err);
+
 	/* Whether target holds exactly this volume as m describes it (same source object, same
 	 * read-only state, no other mount stacked under it): 1 yes, 0 no (something else is
 	 * mounted there), -errno when it cannot be told.  Used to adopt mounts after a restart
@@ -306,6 +312,9 @@ int plugin_set_up_at(const struct volume_mounter *m, const struct mount_target *
 /* volume_ops.remove_orphans; 0 (none removed) for a plugin without it. */
 int plugin_remove_orphans(const struct volume_plugin *p, const char *const *targets, size_t n,
 			  unsigned *ret_removed, struct error_info *err);
+/* volume_ops.release_target; 0 for a plugin without it. */
+int plugin_release_target(const struct volume_plugin *p, const char *target,
+			  struct error_info *err);
 int plugin_tear_down_at(const struct volume_plugin *p, const char *volume_name, const char *pod_uid,
 			const char *target, struct error_info *err);
 int plugin_check_set_up(const struct volume_mounter *m, const char *target, struct mount_seen *seen,

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -233,6 +234,33 @@ static void test_refusals(void **state)
 	assert_string_equal(type, "ext4");
 	probe(luks, type, uuid2);
 	assert_string_equal(uuid, uuid2);
+}
+
+/* A LUKS header without a keyslot, the state a format leaves when it stops between writing the
+ * header and adding the keyslot (issue 45 item 7).  Made here by `cryptsetup luksErase` of a
+ * formatted device (it removes every keyslot and keeps the header: the same bytes on disk as
+ * the interrupted format; killing a format at that instant cannot be timed).  The open and the
+ * check of a passphrase say what it is, not "wrong passphrase" or "is dm_crypt loaded?". */
+static void test_header_without_keyslot(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 32 << 20);
+	struct error_info err = { 0 };
+	char path[LUKS_PATH_MAX];
+
+	assert_non_null(dev);
+	assert_int_equal(luks_format(dev, "other", 5, &err), 0);
+	assert_int_equal(luks_verify(dev, "other", 5, &err), 0);
+	assert_int_equal(test_run((const char *const[]){ "cryptsetup", "luksErase", "-q", dev,
+							 NULL }),
+			 0);
+	assert_int_equal(luks_verify(dev, "other", 5, &err), -ENOKEY);
+	assert_non_null(strstr(err_msg(&err), "has no keyslot"));
+	assert_non_null(strstr(err_msg(&err), dev));
+	err_clear(&err);
+	assert_int_equal(luks_open(dev, "va-nokey", "other", 5, false, path, &err), -ENOKEY);
+	assert_non_null(strstr(err_msg(&err), "has no keyslot"));
+	assert_null(strstr(err_msg(&err), "dm_crypt"));
 }
 
 /* Without device-mapper (this host): a blank device is formatted once, the open fails with
@@ -642,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_passphrase_file_rules),
 		cmocka_unit_test(test_check_attachment),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_header_without_keyslot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_device_mapper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup,
 						csi_env_teardown),

@@ -67,20 +67,6 @@ static void calls_leave_alone(struct csi_env *e, const char *calls, const char *
 	assert_untouched(dir, id);
 }
 
-/* kubelet's vol_data.json in dir, naming driver and handle. */
-static void write_record(const char *dir, const char *driver, const char *handle)
-{
-	char file[800], text[600];
-
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", dir, NULL }), 0);
-	snprintf(file, sizeof(file), "%s/vol_data.json", dir);
-	snprintf(text, sizeof(text),
-		 "{\"driverName\": \"%s\", \"volumeHandle\": \"%s\", \"specVolumeID\": \"pv\", "
-		 "\"nodeName\": \"node\", \"volumeLifecycleMode\": \"Persistent\"}\n",
-		 driver, handle);
-	assert_int_equal(test_write_file(file, text), 0);
-}
-
 /* Unpublish of an unknown volume at a pod's secret tmpfs, and at another driver's CSI
  * target whose record names that driver: OK, both stay mounted with their files. */
 static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
@@ -96,7 +82,7 @@ static void test_unpublish_unknown_leaves_foreign_mounts(void **state)
 	id_other = foreign_tmpfs(other);
 	snprintf(parent, sizeof(parent), "%s/pods/uid-2/volumes/kubernetes.io~csi/pv-other",
 		 e->kubelet);
-	write_record(parent, OTHER_DRIVER, "vol-other");
+	csi_write_kubelet_record(parent, OTHER_DRIVER, "vol-other");
 	csi_env_start(e);
 
 	csi_calls_unpublish(calls, sizeof(calls), "ghost", secret);
@@ -121,7 +107,7 @@ static void test_unstage_unknown_leaves_other_driver(void **state)
 		 e->kubelet);
 	snprintf(stg, sizeof(stg), "%s/globalmount", dir);
 	id = foreign_tmpfs(stg);
-	write_record(dir, OTHER_DRIVER, "vol-x");
+	csi_write_kubelet_record(dir, OTHER_DRIVER, "vol-x");
 	csi_env_start(e);
 
 	csi_calls_unstage(calls, sizeof(calls), "ghost", stg);
@@ -144,10 +130,10 @@ static void test_lost_journal_own_mounts_released(void **state)
 	csi_env_staging(e, "own", stg);
 	snprintf(parent, sizeof(parent), "%s/pods/pod-a/volumes/kubernetes.io~csi/pv-own",
 		 e->kubelet);
-	write_record(parent, "csi.volagent.io", "own");
+	csi_write_kubelet_record(parent, "csi.volagent.io", "own");
 	snprintf(parent, sizeof(parent), "%s/plugins/kubernetes.io/csi/csi.volagent.io/own",
 		 e->kubelet);
-	write_record(parent, "csi.volagent.io", "own");
+	csi_write_kubelet_record(parent, "csi.volagent.io", "own");
 	csi_env_start(e);
 	csi_calls_stage_local(calls, sizeof(calls), "own", stg, CSI_CAP_EXT4, dev);
 	csi_calls_publish_local(calls, sizeof(calls), "own", stg, t1, CSI_CAP_EXT4, dev);

@@ -338,6 +338,86 @@ static void test_orphan_removed_at_restart(void **state)
 	assert_int_equal(ephemeral_dirs(e), 0);
 }
 
+/* A publish at t (into buf, >= 700) answered OK whose journal record was never saved (the
+ * state dir's filesystem full, so every save fails; a SIGKILL in the 200 ms before the save
+ * leaves the same), with "unsaved" written in it; then what a reboot leaves (the agent killed,
+ * its bind gone, room on the state dir again) and the agent started again and ready.  kubelet
+ * still records the target (vol_data.json). */
+static void unsaved_publish_then_reboot(struct csi_env *e, char *t)
+{
+	struct agent_fixture *f = e->f;
+	char parent[700], filler[700];
+	char *out;
+
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", f->state, NULL }), 0);
+	assert_int_equal(mount("tmpfs", f->state, "tmpfs", 0, "size=1m"), 0);
+	csi_env_start(e);
+	snprintf(filler, sizeof(filler), "%s/filler", f->state);
+	assert_int_equal(test_fill_fs(filler), 0);
+	csi_env_target(e, "pod-r", "eph-r", t);
+	snprintf(parent, sizeof(parent), "%.*s", (int)(strrchr(t, '/') - t), t);
+	csi_write_kubelet_record(parent, "csi.volagent.io", "csi-rec");
+	out = publish(e, "csi-rec", t);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_true(fixture_wait_log(f, "cannot save the journal", 10000));
+
+	fixture_stop(f, SIGKILL);
+	assert_int_equal(unlink(filler), 0);
+	write_in(t, "data", "unsaved");
+	assert_int_equal(umount2(t, MNT_DETACH), 0);
+	csi_env_start(e);
+	/* The status answer comes from the reconciler thread after the pass that made the
+	 * agent ready, and so after its orphan sweep. */
+	assert_true(fixture_wait_ready(f, NULL, 10000));
+}
+
+/* The agent lost its record of a publish (unsaved_publish_then_reboot): kubelet's record keeps
+ * the directory and its data from the orphan sweep; kubelet's next publish finds the data, its
+ * unpublish removes the directory. */
+static void test_unrecorded_publish_kept_by_kubelet_record(void **state)
+{
+	struct csi_env *e = *state;
+	struct agent_fixture *f = e->f;
+	char t[700];
+	char *out;
+
+	unsaved_publish_then_reboot(e, t);
+	assert_int_equal(ephemeral_dirs(e), 1);
+	assert_int_equal(fixture_log_count(f, "removed an ephemeral volume's directory"), 0);
+
+	out = publish(e, "csi-rec", t);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_true(file_is(t, "data", "unsaved"));
+	out = unpublish(e, "csi-rec", t);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_int_equal(ephemeral_dirs(e), 0);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	assert_int_equal(umount2(f->state, 0), 0);
+}
+
+/* The agent lost its record of a publish (unsaved_publish_then_reboot) and the pod went while
+ * it was down: kubelet's unpublish that follows removes the directory and its data at once,
+ * not only at the agent's next start (issue 43). */
+static void test_unpublish_after_lost_record_removes_dir(void **state)
+{
+	struct csi_env *e = *state;
+	struct agent_fixture *f = e->f;
+	char t[700];
+	char *out;
+
+	unsaved_publish_then_reboot(e, t);
+	assert_int_equal(ephemeral_dirs(e), 1);
+	out = unpublish(e, "csi-rec", t);
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_int_equal(ephemeral_dirs(e), 0);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	assert_int_equal(umount2(f->state, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +426,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_planted_link_and_mount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pod_spec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_removed_at_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unrecorded_publish_kept_by_kubelet_record,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpublish_after_lost_record_removes_dir, setup,
+						teardown),
 	};
 
 	if (!csi_env_have_client()) {

@@ -1,5 +1,8 @@
 /* kubelet-record.c - a CSI path's owner by kubelet's vol_data.json.  See kubelet-record.h. */
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,12 +77,34 @@ bool kubelet_csi_record_path(const char *kubelet_root, const char *path, char *r
 	return w > 0 && (size_t)w < size;
 }
 
+/* kubelet's record at path (a plain file of at most RECORD_MAX bytes: a link or anything
+ * large is not its record), parsed; NULL when there is none. */
+static json_t *record_load(const char *record)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	fd = open(record, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > RECORD_MAX)
+		return NULL;
+	return json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* Whether kubelet's record at path names driver. */
+static bool record_names_driver(const char *record, const char *driver)
+{
+	json_t *o = record_load(record);
+	const char *d = json_string_value(json_object_get(o, "driverName"));
+	bool ok = d && streq(d, driver);
+
+	json_decref(o);
+	return ok;
+}
+
 bool kubelet_record_owns(const char *kubelet_root, const char *path, const char *driver,
 			 const char *volume_id)
 {
 	char record[4096];
-	_cleanup_close_ int fd = -1;
-	struct stat st;
 	json_t *o;
 	const char *d, *h;
 	bool owns;
@@ -87,11 +112,7 @@ bool kubelet_record_owns(const char *kubelet_root, const char *path, const char 
 	if (!kubelet_root || !driver || !volume_id ||
 	    !kubelet_csi_record_path(kubelet_root, path, record, sizeof(record)))
 		return false;
-	/* kubelet writes it as a plain file; a link or anything large is not its record */
-	fd = open(record, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > RECORD_MAX)
-		return false;
-	o = json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL);
+	o = record_load(record);
 	if (!o)
 		return false;
 	d = json_string_value(json_object_get(o, "driverName"));
@@ -99,4 +120,53 @@ bool kubelet_record_owns(const char *kubelet_root, const char *path, const char 
 	owns = d && h && streq(d, driver) && streq(h, volume_id);
 	json_decref(o);
 	return owns;
+}
+
+/* Calls fn for each <dir>/<pv>/mount whose <dir>/<pv>/vol_data.json names driver. */
+static int walk_pv_dirs(const char *dir, const char *driver,
+			int (*fn)(const char *target, void *userdata), void *userdata)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int r = 0;
+
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	while (r >= 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/%s/vol_data.json", dir, de->d_name) >=
+			    (int)sizeof(path) ||
+		    !record_names_driver(path, driver))
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s/mount", dir, de->d_name) <
+		    (int)sizeof(path))
+			r = fn(path, userdata);
+	}
+	closedir(d);
+	return r;
+}
+
+int kubelet_recorded_targets(const char *kubelet_root, const char *driver,
+			     int (*fn)(const char *target, void *userdata), void *userdata)
+{
+	char pods[PATH_MAX], dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (snprintf(pods, sizeof(pods), "%s/pods", kubelet_root) >= (int)sizeof(pods))
+		return -ENAMETOOLONG;
+	d = opendir(pods);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while (r >= 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.' ||
+		    snprintf(dir, sizeof(dir), "%s/%s/volumes/kubernetes.io~csi", pods,
+			     de->d_name) >= (int)sizeof(dir))
+			continue;
+		r = walk_pv_dirs(dir, driver, fn, userdata);
+	}
+	closedir(d);
+	return r;
 }

@@ -26,3 +26,11 @@ bool kubelet_csi_record_path(const char *kubelet_root, const char *path, char *r
 /* Whether kubelet's vol_data.json for path names driver and volume_id. */
 bool kubelet_record_owns(const char *kubelet_root, const char *path, const char *driver,
 			 const char *volume_id);
+
+/* Calls fn(target) for each CSI publish target pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount
+ * below kubelet_root whose vol_data.json names driver: what kubelet still records as published
+ * (it removes the record after a successful unpublish), whether the agent has a record or
+ * not.  Stops at the first negative return of fn.
+ * Returns: 0 on success (no pods dir: nothing), negative errno on failure. */
+int kubelet_recorded_targets(const char *kubelet_root, const char *driver,
+			     int (*fn)(const char *target, void *userdata), void *userdata);

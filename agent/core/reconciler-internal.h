@@ -145,6 +145,11 @@ struct rec_status {
 struct rec_journal_health {
 	char error[256]; /* the last save problem, "" when healthy */
 	char note[512];	 /* what startup found wrong with it, or "" */
+	/* Saves failing in a row, the delay before the next try (doubling, capped) and when it
+	 * falls due (0: no save failing). */
+	unsigned long failures;
+	uint64_t retry_delay_ms;
+	uint64_t retry_ms;
 };
 
 struct reconciler {

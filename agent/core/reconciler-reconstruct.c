@@ -252,9 +252,32 @@ void rec_remove_stale_pod_dirs(struct reconciler *r)
 	closedir(pods);
 }
 
-/* Appends the keys of h (strings; after the first \x1f where key_sep) to *list. */
-static bool add_keys(const char ***list, size_t *n, size_t *size, const struct hashmap *h,
-		     bool key_sep)
+/* The targets listed for the orphan sweep: borrowed keys, and the ones it made itself. */
+struct target_list {
+	const char **targets;
+	size_t n, size;
+	char **owned;
+	size_t n_owned;
+};
+
+static bool target_list_grow(struct target_list *l)
+{
+	size_t want;
+	const char **t;
+
+	if (l->n < l->size)
+		return true;
+	want = l->size ? l->size * 2 : 64;
+	t = reallocarray(l->targets, want, sizeof(*t));
+	if (!t)
+		return false;
+	l->targets = t;
+	l->size = want;
+	return true;
+}
+
+/* Appends the keys of h (strings; after the first \x1f where key_sep). */
+static bool add_keys(struct target_list *l, const struct hashmap *h, bool key_sep)
 {
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	const char *key;
@@ -262,50 +285,81 @@ static bool add_keys(const char ***list, size_t *n, size_t *size, const struct h
 	while (h && hashmap_iterate(h, &it, NULL, &key)) {
 		const char *sep = key_sep ? strchr(key, '\x1f') : NULL;
 
-		if (*n == *size) {
-			size_t want = *size ? *size * 2 : 64;
-			const char **l = reallocarray(*list, want, sizeof(**list));
-
-			if (!l)
-				return false;
-			*list = l;
-			*size = want;
-		}
-		(*list)[(*n)++] = sep ? sep + 1 : key;
+		if (!target_list_grow(l))
+			return false;
+		l->targets[l->n++] = sep ? sep + 1 : key;
 	}
 	return true;
 }
 
+/* kubelet_recorded_targets' callback: appends a copy of target. */
+static int add_recorded(const char *target, void *userdata)
+{
+	struct target_list *l = userdata;
+	char **o, *copy;
+
+	o = reallocarray(l->owned, l->n_owned + 1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	l->owned = o;
+	copy = strdup(target);
+	if (!copy || !target_list_grow(l)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	l->owned[l->n_owned++] = copy;
+	l->targets[l->n++] = copy;
+	return 0;
+}
+
+static void target_list_clear(struct target_list *l)
+{
+	for (size_t i = 0; i < l->n_owned; i++)
+		free(l->owned[i]);
+	free(l->owned);
+	free(l->targets);
+}
+
 /* Every target the agent knows: desired (spec files, CSI), mounted (the state, the table),
- * worked on, or recorded by an earlier boot's journal and waiting for kubelet.  A plugin's
- * orphan is what belongs to none of them: the agent was down, or died in a tear-down, when
- * its target went.  Without memory for the list, nothing is removed. */
+ * worked on, or recorded by an earlier boot's journal and waiting for kubelet; and every CSI
+ * target kubelet's own record (vol_data.json) still names this driver for, so that a publish
+ * answered OK whose journal record was lost (a crash before the save, a full state disk)
+ * keeps its data until kubelet publishes it again or unpublishes it.  A plugin's orphan is
+ * what belongs to none of them: the agent was down, or died in a tear-down, when its target
+ * went.  Without memory for the list, or when kubelet's records cannot be read, nothing is
+ * removed. */
 void rec_remove_orphans(struct reconciler *r)
 {
-	const char **targets = NULL;
-	size_t n = 0, size = 0;
+	struct target_list l = { 0 };
 	const struct volume_plugin *p;
+	int k = 0;
 
-	if (!add_keys(&targets, &n, &size, dsw_pod_volumes(r->dsw), false) ||
-	    !add_keys(&targets, &n, &size, asw_pod_mounts(r->asw), false) ||
-	    !add_keys(&targets, &n, &size, mount_table_entries(r->table), false) ||
-	    !add_keys(&targets, &n, &size, r->ops.inflight_pod, false) ||
-	    !add_keys(&targets, &n, &size, r->csi.recorded, true)) {
-		free(targets);
-		return;
+	if (!add_keys(&l, dsw_pod_volumes(r->dsw), false) ||
+	    !add_keys(&l, asw_pod_mounts(r->asw), false) ||
+	    !add_keys(&l, mount_table_entries(r->table), false) ||
+	    !add_keys(&l, r->ops.inflight_pod, false) || !add_keys(&l, r->csi.recorded, true))
+		goto out;
+	if (r->csi.kubelet_root && r->csi.driver_name)
+		k = kubelet_recorded_targets(r->csi.kubelet_root, r->csi.driver_name, add_recorded,
+					     &l);
+	if (k < 0) {
+		log_warning("cannot read kubelet's volume records, removing no orphan", "dir",
+			    r->csi.kubelet_root, "error", strerror(-k));
+		goto out;
 	}
 	for (size_t i = 0; (p = plugin_registry_get(i)); i++) {
 		struct error_info err = { 0 };
 		unsigned removed = 0;
 
-		if (plugin_remove_orphans(p, targets, n, &removed, &err) < 0)
+		if (plugin_remove_orphans(p, l.targets, l.n, &removed, &err) < 0)
 			log_warning("could not remove what a gone target left", "plugin", p->name,
 				    "error", err_msg(&err));
 		if (removed)
 			log_info("removed what gone targets left", "plugin", p->name, "count",
 				 LOG_INT(removed));
 	}
-	free(targets);
+out:
+	target_list_clear(&l);
 }
 
 /* Microseconds since *t, and *t moved to now: the phases of a restart, timed at debug level. */

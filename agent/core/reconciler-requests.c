@@ -251,6 +251,20 @@ static void target_owner(const char *target, char *uid, char *name, size_t size)
 	}
 }
 
+/* Whether p, which would add a CSI entry, is refused because the journal cannot be written
+ * (its saves fail): work whose record would be lost is not started; the caller gets a
+ * retryable error (EAGAIN: ABORTED, which kubelet calls again) naming the state dir.  Once a
+ * save works again, the call is taken. */
+static bool journal_refused(struct reconciler *r, struct pending_request *p)
+{
+	if (!r->journal_health.error[0])
+		return false;
+	complete(r, p, -EAGAIN,
+		 "not started: the journal in state dir %s cannot be written (%s); call again",
+		 r->state_dir, r->journal_health.error);
+	return true;
+}
+
 static void apply_stage(struct reconciler *r, struct pending_request *p)
 {
 	struct volume_request *req = p->req;
@@ -268,6 +282,8 @@ static void apply_stage(struct reconciler *r, struct pending_request *p)
 		return complete(r, p, -EEXIST,
 				"volume %s is already published without a stage; unpublish it first",
 				req->volume_id);
+	} else if (journal_refused(r, p)) {
+		return;
 	} else {
 		_cleanup_free_ char *key = rec_key_for("dev", p->name);
 		v = dsw_csi_stage(r->dsw, p->name, req->volume_id, req->spec, req->plugin,
@@ -396,6 +412,8 @@ static void apply_publish(struct reconciler *r, struct pending_request *p)
 					req->path);
 		return wait_for(r, p); /* a repeat: answered with the first */
 	}
+	if (journal_refused(r, p))
+		return;
 	if (v && v->spec->block != req->spec->block)
 		return complete(r, p, -EOPNOTSUPP,
 				"volume %s is %s as a %s volume; it cannot be published as a %s "
@@ -477,6 +495,22 @@ static void adopt_unknown_mount(struct reconciler *r, const char *path)
 	asw_set_pod_mount(r->asw, path, uid, name, "csi", NULL, false, id, 0);
 }
 
+/* What plugins keep for an unpublished target that is not mounted (an ephemeral volume's
+ * directory) goes with the unpublish, also when the agent lost its record of the publish in a
+ * crash: not only at the next start's orphan sweep. */
+static void release_target(struct reconciler *r, const char *target)
+{
+	const struct volume_plugin *pl;
+
+	for (size_t i = 0; (pl = plugin_registry_get(i)); i++) {
+		struct error_info err = { 0 };
+
+		if (plugin_release_target(pl, target, &err) < 0)
+			log_warning("could not remove what an unpublished target left, ignoring",
+				    "plugin", pl->name, "target", target, "error", err_msg(&err));
+	}
+}
+
 static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 {
 	const char *target = p->req->path;
@@ -501,8 +535,10 @@ static void apply_unpublish(struct reconciler *r, struct pending_request *p)
 		/* Not mounted: remove the target if it is an empty dir we may have made (only
 		 * where kubelet puts CSI targets: an empty dir of another volume stays). */
 		char record[4096];
-		if (kubelet_csi_record_path(r->csi.kubelet_root, target, record, sizeof(record)))
+		if (kubelet_csi_record_path(r->csi.kubelet_root, target, record, sizeof(record))) {
+			release_target(r, target);
 			(void)rmdir(target);
+		}
 		return complete(r, p, 0, NULL);
 	}
 	wait_for(r, p);

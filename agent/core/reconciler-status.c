@@ -272,6 +272,13 @@ char *reconciler_status_json(struct reconciler *r)
 	json_object_set_new(journal, "error",
 			    r->journal_health.error[0] ? json_string(r->journal_health.error)
 						       : json_null());
+	json_object_set_new(journal, "failed_saves",
+			    json_integer((json_int_t)r->journal_health.failures));
+	json_object_set_new(journal, "retry_in_ms",
+			    json_integer(
+				    r->journal_health.retry_ms > now_ms()
+					    ? (json_int_t)(r->journal_health.retry_ms - now_ms())
+					    : 0));
 	json_object_set_new(journal, "startup",
 			    r->journal_health.note[0] ? json_string(r->journal_health.note)
 						      : json_null());

@@ -22,6 +22,7 @@
 #include "executor.h"
 #include "journal.h"
 #include "log.h"
+#include "metrics.h"
 #include "macro.h"
 #include "mount-table.h"
 #include "path-util.h"
@@ -36,27 +37,76 @@ void rec_csi_journal_changed(struct reconciler *r)
 		r->csi.save_due_ms = now_ms() + CSI_JOURNAL_DELAY_MS;
 }
 
+/* A failed save is tried again after JOURNAL_RETRY_MIN_MS, doubling up to JOURNAL_RETRY_MAX_MS:
+ * a full or failing state disk costs a rewrite now and then, not one per loop turn. */
+#define JOURNAL_RETRY_MIN_MS 250
+#define JOURNAL_RETRY_MAX_MS 30000
+
+static void journal_save_failed(struct reconciler *r, const struct error_info *err, uint64_t now)
+{
+	struct rec_journal_health *h = &r->journal_health;
+	char msg[sizeof(h->error)];
+
+	snprintf(msg, sizeof(msg), "save failed: %s", err_msg(err));
+	/* One line per change of state: the first failure, or a changed reason. */
+	if (strcmp(msg, h->error) != 0)
+		log_error("cannot save the journal, retrying with backoff", "path",
+			  journal_path(r->journal), "error", err_msg(err));
+	snprintf(h->error, sizeof(h->error), "%s", msg);
+	h->failures++;
+	h->retry_delay_ms = h->retry_delay_ms ? h->retry_delay_ms * 2 : JOURNAL_RETRY_MIN_MS;
+	if (h->retry_delay_ms > JOURNAL_RETRY_MAX_MS)
+		h->retry_delay_ms = JOURNAL_RETRY_MAX_MS;
+	h->retry_ms = now + h->retry_delay_ms;
+	metrics_journal_save(false);
+}
+
+static void journal_save_succeeded(struct reconciler *r)
+{
+	struct rec_journal_health *h = &r->journal_health;
+
+	if (h->error[0])
+		log_info("journal saved again", "path", journal_path(r->journal), "failed_saves",
+			 LOG_INT(h->failures));
+	h->error[0] = '\0';
+	h->failures = 0;
+	h->retry_delay_ms = 0;
+	h->retry_ms = 0;
+	r->csi.save_due_ms = 0;
+	metrics_journal_save(true);
+}
+
+/* When the loop's next save is due, or UINT64_MAX: the CSI entries' batching delay, or a
+ * waiting save's retry after a failure, whichever is later. */
+static uint64_t journal_save_deadline(const struct reconciler *r)
+{
+	uint64_t due = r->csi.save_due_ms, retry = r->journal_health.retry_ms;
+
+	if (!due && (!retry || !journal_is_dirty(r->journal)))
+		return UINT64_MAX;
+	return due > retry ? due : retry;
+}
+
 /* Saves the journal if a device record changed, or CSI entries changed and their save is due
- * (or force).  One save carries everything. */
+ * (or force).  One save carries everything.  After a failure the next try waits for its
+ * backoff, unless forced (at shutdown). */
 void rec_save_journal(struct reconciler *r, bool force)
 {
 	struct error_info err = { 0 };
-	bool csi_due = r->csi.save_due_ms && (force || now_ms() >= r->csi.save_due_ms);
+	uint64_t now = now_ms();
+	bool csi_due = r->csi.save_due_ms && (force || now >= r->csi.save_due_ms);
 	json_t *csi;
 
 	if (!journal_is_dirty(r->journal) && !csi_due)
 		return;
+	if (!force && r->journal_health.retry_ms && now < r->journal_health.retry_ms)
+		return;
 	journal_mark_dirty(r->journal);
 	csi = rec_requests_export_csi(r);
-	if (journal_flush(r->journal, r->asw, csi, &err) < 0) {
-		log_error("cannot save the journal, continuing", "path", journal_path(r->journal),
-			  "error", err_msg(&err));
-		snprintf(r->journal_health.error, sizeof(r->journal_health.error),
-			 "save failed: %s", err_msg(&err));
-	} else {
-		r->journal_health.error[0] = '\0';
-		r->csi.save_due_ms = 0;
-	}
+	if (journal_flush(r->journal, r->asw, csi, &err) < 0)
+		journal_save_failed(r, &err, now);
+	else
+		journal_save_succeeded(r);
 	json_decref(csi);
 }
 
@@ -291,8 +341,8 @@ static void arm_timer(struct reconciler *r)
 		next = b;
 	if (r->cfg.health_interval_ms && r->loop.last_health_ms + r->cfg.health_interval_ms < next)
 		next = r->loop.last_health_ms + r->cfg.health_interval_ms;
-	if (r->csi.save_due_ms && r->csi.save_due_ms < next)
-		next = r->csi.save_due_ms;
+	if (journal_save_deadline(r) < next)
+		next = journal_save_deadline(r);
 	if (r->loop.table_dirty) {
 		uint64_t t = r->loop.last_refresh_ms + refresh_interval_ms(r);
 		if (t < next)

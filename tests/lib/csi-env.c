@@ -132,6 +132,19 @@ const char *csi_env_target(struct csi_env *e, const char *uid, const char *pv, c
 	return buf;
 }
 
+void csi_write_kubelet_record(const char *dir, const char *driver, const char *handle)
+{
+	char file[800], text[600];
+
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", dir, NULL }), 0);
+	snprintf(file, sizeof(file), "%s/vol_data.json", dir);
+	snprintf(text, sizeof(text),
+		 "{\"driverName\": \"%s\", \"volumeHandle\": \"%s\", \"specVolumeID\": \"pv\", "
+		 "\"nodeName\": \"node\", \"volumeLifecycleMode\": \"Persistent\"}\n",
+		 driver, handle);
+	assert_int_equal(test_write_file(file, text), 0);
+}
+
 const char *csi_env_staging(struct csi_env *e, const char *vol, char *buf)
 {
 	snprintf(buf, 700, "%s/plugins/kubernetes.io/csi/csi.volagent.io/%s/globalmount",

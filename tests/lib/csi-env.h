@@ -53,6 +53,9 @@ void csi_env_stop_clean(struct csi_env *e);
 /* Kubelet's publish target for pod uid and pv into buf (>= 700), its parent made as kubelet
  * does. */
 const char *csi_env_target(struct csi_env *e, const char *uid, const char *pv, char *buf);
+/* kubelet's vol_data.json in dir (made), naming driver and handle, as kubelet writes it before
+ * it calls NodeStageVolume or NodePublishVolume. */
+void csi_write_kubelet_record(const char *dir, const char *driver, const char *handle);
 /* Kubelet's staging path of volume vol into buf (>= 700), made as kubelet does. */
 const char *csi_env_staging(struct csi_env *e, const char *vol, char *buf);
 

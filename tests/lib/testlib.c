@@ -371,6 +371,21 @@ void test_blkid_value(const char *dev, const char *name, char *ret, size_t size)
 	blkid_free_probe(pr);
 }
 
+int test_fill_fs(const char *path)
+{
+	static const char block[4096];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), e;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	while ((n = write(fd, block, sizeof(block))) > 0)
+		;
+	e = n < 0 ? errno : EIO;
+	close(fd);
+	return e == ENOSPC ? 0 : -e;
+}
+
 int test_write_file(const char *path, const char *content)
 {
 	FILE *f = fopen(path, "we");

@@ -65,6 +65,9 @@ int test_mkfs(const char *fstype, const char *dev);
 void test_blkid_value(const char *dev, const char *name, char *ret, size_t size);
 
 int test_write_file(const char *path, const char *content);
+/* Writes the file path until its filesystem is full (ENOSPC), for a test of a full disk.
+ * Returns: 0 when the filesystem is full, negative errno on another failure. */
+int test_fill_fs(const char *path);
 char *test_read_file(const char *path);
 /* Compares actual with the golden file expected_path, printing both to stderr when they
  * differ or the file is missing; with $VOLAGENT_UPDATE_GOLDEN set, writes actual to it instead.
