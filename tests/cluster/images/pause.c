@@ -31,7 +31,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (getpid() != 1)
-		fprintf(stderr, "pause: warning: not PID 1, children of the pod are not reaped here\n");
+		fprintf(stderr,
+			"pause: warning: not PID 1, children of the pod are not reaped here\n");
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigaction(SIGINT, &sa, NULL);
