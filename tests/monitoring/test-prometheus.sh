@@ -3,7 +3,8 @@
 # agent's /metrics with deploy/monitoring/volagent.rules.yml loaded (each `for:` cut to 5s so
 # the test takes seconds): a local volume whose directory is missing makes
 # VolagentVolumesNotSetUp pending then firing in Prometheus's /api/v1/alerts, and creating the
-# directory resolves it.  Also: every volagent_* name in the rules is one the agent exposes.
+# directory resolves it.  Also check-promql.py: every metric and label name in the rules and
+# the Grafana dashboard is one the agent's scrape shows (a renamed metric must fail it).
 # Both servers are stopped by PID on any exit.  Root (the agent mounts, in its own mount
 # namespace).  Skips (77) without prometheus, root or the built agent, unless CI=true.
 # Closing line: "N passed, N failed".
@@ -25,6 +26,7 @@ cleanup() {
 trap cleanup EXIT
 
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+not() { ! "$@"; }
 # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds or the scaled deadline passes.
 wait_for() {
 	local end=$(($(date +%s) + $1 * scale))
@@ -70,15 +72,15 @@ prom_pid=$!
 
 scrape() { curl -sf -o "$T/metrics.txt" "http://127.0.0.1:$agent_port/metrics"; }
 t_check "the agent serves /metrics" wait_for 30 scrape
-missing=$(/usr/bin/python3 - "$top/deploy/monitoring/volagent.rules.yml" "$T/metrics.txt" <<'PY'
-import re, sys, yaml
-names = set(re.findall(r"^# TYPE (\S+)", open(sys.argv[2]).read(), re.M))
-rules = yaml.safe_load(open(sys.argv[1]))
-used = {n for g in rules["groups"] for r in g["rules"] for n in re.findall(r"volagent_\w+", r["expr"])}
-print(" ".join(sorted(used - names)))
-PY
-)
-t_check "every volagent_* name in the rules is exposed by the agent${missing:+ (missing: $missing)}" test -z "$missing"
+mon=$top/deploy/monitoring
+check=$top/tests/monitoring/check-promql.py
+t_check "every metric and label in the rules and the dashboard is the agent's" \
+	"$check" names "$mon/volagent.rules.yml" "$mon/grafana-dashboard.json" "$T/metrics.txt"
+# ... and the check fails on a renamed metric and on a label the metric does not have.
+sed 's/volagent_volumes_mounted/volagent_volumes_mounted_total/' "$mon/grafana-dashboard.json" >"$T/renamed.json"
+sed 's/by (plugin, operation)/by (driver, operation)/' "$mon/grafana-dashboard.json" >"$T/relabeled.json"
+t_check "a renamed metric is refused" not "$check" names "$mon/volagent.rules.yml" "$T/renamed.json" "$T/metrics.txt"
+t_check "an unknown label is refused" not "$check" names "$mon/volagent.rules.yml" "$T/relabeled.json" "$T/metrics.txt"
 
 # alert_state NAME STATE: the alert NAME is in STATE ("none": absent) in /api/v1/alerts.
 alert_state() {

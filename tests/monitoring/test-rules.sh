@@ -1,7 +1,8 @@
 #!/bin/bash
 # test-rules.sh - the alert rules of deploy/monitoring: `promtool check rules`, the unit cases
 # of rules-test.yml (`promtool test rules`: each alert firing and not firing), the
-# PrometheusRule's spec equal to the plain rules file, and that the cases can fail (rules
+# PrometheusRule's spec equal to the plain rules file, the Grafana dashboard's PromQL parsed by
+# promtool (as recording rules), and that the cases can fail (rules
 # without their `for:` must fail them).  Seconds.  Skips (77) without promtool (Debian's
 # prometheus) or python3-yaml, unless CI=true.  Closing line: "N passed, N failed".
 set -u
@@ -24,6 +25,12 @@ if (cd "$top/tests/monitoring" && promtool test rules rules-test.yml); then
 else
 	bad "promtool test rules"
 fi
+# The dashboard's expressions (and the rules') as recording rules, for promtool's parser.
+"$top/tests/monitoring/check-promql.py" rules-file "$mon/volagent.rules.yml" "$mon/grafana-dashboard.json" >"$T/promql.yml"
+if promtool check rules "$T/promql.yml"; then ok "dashboard PromQL parses"; else bad "dashboard PromQL"; fi
+sed 's/sum by (method, code)/sum by (method, code/' "$mon/grafana-dashboard.json" >"$T/broken.json"
+"$top/tests/monitoring/check-promql.py" rules-file "$mon/volagent.rules.yml" "$T/broken.json" >"$T/broken.yml"
+if promtool check rules "$T/broken.yml" >/dev/null 2>&1; then bad "a broken dashboard expression passes"; else ok "a broken dashboard expression is refused"; fi
 if "$mon/gen-prometheusrule.py" - | cmp -s - "$mon/prometheusrule.yaml"; then
 	ok "prometheusrule.yaml is generated from volagent.rules.yml"
 else
