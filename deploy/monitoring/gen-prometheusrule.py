@@ -1,0 +1,25 @@
+#!/usr/bin/python3
+# gen-prometheusrule.py - writes prometheusrule.yaml, the Prometheus Operator's PrometheusRule
+# whose spec is volagent.rules.yml (the source) unchanged.  Run after editing the rules;
+# tests/monitoring/test-rules.sh fails when the two differ.
+import os
+import sys
+
+import yaml
+
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "volagent.rules.yml")) as f:
+    spec = yaml.safe_load(f)
+rule = {
+    "apiVersion": "monitoring.coreos.com/v1",
+    "kind": "PrometheusRule",
+    "metadata": {
+        "name": "volagent",
+        "namespace": "volagent",
+        "labels": {"app.kubernetes.io/name": "volagent", "app.kubernetes.io/part-of": "volagent"},
+    },
+    "spec": spec,
+}
+out = sys.stdout if sys.argv[1:] == ["-"] else open(os.path.join(here, "prometheusrule.yaml"), "w")
+out.write("# Generated from volagent.rules.yml by gen-prometheusrule.py: do not edit.\n")
+yaml.safe_dump(rule, out, sort_keys=False, width=1000)

@@ -1,0 +1,102 @@
+#!/bin/bash
+# test-prometheus.sh - a real Prometheus (Debian's prometheus) on 127.0.0.1 scrapes a real
+# agent's /metrics with deploy/monitoring/volagent.rules.yml loaded (each `for:` cut to 5s so
+# the test takes seconds): a local volume whose directory is missing makes
+# VolagentVolumesNotSetUp pending then firing in Prometheus's /api/v1/alerts, and creating the
+# directory resolves it.  Also check-promql.py: every metric and label name in the rules and
+# the Grafana dashboard is one the agent's scrape shows (a renamed metric must fail it).
+# Both servers are stopped by PID on any exit.  Root (the agent mounts, in its own mount
+# namespace).  Skips (77) without prometheus, root or the built agent, unless CI=true.
+# Closing line: "N passed, N failed".
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/vm/testlib.sh"
+t_agent_bin
+command -v prometheus >/dev/null || t_skip "test-prometheus: prometheus not installed"
+[ "$(id -u)" = 0 ] || t_skip "test-prometheus: needs root (the agent mounts)"
+scale=${TEST_TIME_SCALE:-1}
+
+T=$(mktemp -d /tmp/vprom.XXXXXX)
+agent_pid= prom_pid=
+cleanup() {
+	[ -z "$prom_pid" ] || { kill "$prom_pid" 2>/dev/null; wait "$prom_pid" 2>/dev/null; }
+	[ -z "$agent_pid" ] || { kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null; }
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+not() { ! "$@"; }
+# wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds or the scaled deadline passes.
+wait_for() {
+	local end=$(($(date +%s) + $1 * scale))
+	shift
+	until "$@"; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.5
+	done
+}
+
+agent_port=$(free_port)
+prom_port=$(free_port)
+mkdir -p "$T/pods" "$T/root" "$T/state" "$T/secret" "$T/prom"
+cat >"$T/pods/web-0.json" <<JSON
+{ "pod": { "uid": "0c1d7a52", "name": "web-0", "namespace": "default" },
+  "volumes": [ { "name": "data", "local": { "path": "$T/data" } } ] }
+JSON
+unshare -m --propagation private "$agent" run --root-dir "$T/root" --state-dir "$T/state" \
+	--secret-dir "$T/secret" --pods-dir "$T/pods" --insecure-pods-dir --device-inventory=false \
+	--backoff-max 1s --metrics-address "127.0.0.1:$agent_port" >"$T/agent.log" 2>&1 &
+agent_pid=$!
+
+# The shipped rules with every `for:` at 5s.
+/usr/bin/python3 - "$top/deploy/monitoring/volagent.rules.yml" "$T/rules.yml" <<'PY'
+import sys, yaml
+rules = yaml.safe_load(open(sys.argv[1]))
+for g in rules["groups"]:
+    for r in g["rules"]:
+        if "for" in r:
+            r["for"] = "5s"
+yaml.safe_dump(rules, open(sys.argv[2], "w"))
+PY
+cat >"$T/prometheus.yml" <<YML
+global: { scrape_interval: 1s, evaluation_interval: 1s }
+rule_files: [ "$T/rules.yml" ]
+scrape_configs:
+  - job_name: volagent
+    static_configs: [ { targets: [ "127.0.0.1:$agent_port" ] } ]
+YML
+prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prom" \
+	--web.listen-address="127.0.0.1:$prom_port" >"$T/prom.log" 2>&1 &
+prom_pid=$!
+
+scrape() { curl -sf -o "$T/metrics.txt" "http://127.0.0.1:$agent_port/metrics"; }
+t_check "the agent serves /metrics" wait_for 30 scrape
+mon=$top/deploy/monitoring
+check=$top/tests/monitoring/check-promql.py
+t_check "every metric and label in the rules and the dashboard is the agent's" \
+	"$check" names "$mon/volagent.rules.yml" "$mon/grafana-dashboard.json" "$T/metrics.txt"
+# ... and the check fails on a renamed metric and on a label the metric does not have.
+sed 's/volagent_volumes_mounted/volagent_volumes_mounted_total/' "$mon/grafana-dashboard.json" >"$T/renamed.json"
+sed 's/by (plugin, operation)/by (driver, operation)/' "$mon/grafana-dashboard.json" >"$T/relabeled.json"
+t_check "a renamed metric is refused" not "$check" names "$mon/volagent.rules.yml" "$T/renamed.json" "$T/metrics.txt"
+t_check "an unknown label is refused" not "$check" names "$mon/volagent.rules.yml" "$T/relabeled.json" "$T/metrics.txt"
+
+# alert_state NAME STATE: the alert NAME is in STATE ("none": absent) in /api/v1/alerts.
+alert_state() {
+	local s
+	s=$(curl -sf "http://127.0.0.1:$prom_port/api/v1/alerts" |
+		jq -r --arg n "$1" '[.data.alerts[] | select(.labels.alertname == $n) | .state] | first // "none"') || return 1
+	[ "$s" = "$2" ]
+}
+t_check "VolagentVolumesNotSetUp pending" wait_for 60 alert_state VolagentVolumesNotSetUp pending
+t_check "VolagentVolumesNotSetUp firing" wait_for 60 alert_state VolagentVolumesNotSetUp firing
+mkdir "$T/data"
+t_check "VolagentVolumesNotSetUp resolved once the directory exists" \
+	wait_for 60 alert_state VolagentVolumesNotSetUp none
+t_check "the rules are loaded and healthy" wait_for 10 sh -c \
+	"curl -sf http://127.0.0.1:$prom_port/api/v1/rules | jq -e '[.data.groups[].rules[].health] | length == 7 and all(. == \"ok\")' >/dev/null"
+if [ "$t_failed" != 0 ]; then
+	tail -20 "$T/agent.log" "$T/prom.log"
+fi
+t_done
