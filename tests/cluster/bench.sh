@@ -66,11 +66,11 @@ EOF
 
 empty=$(batch emptydir "emptyDir: {}")
 csi=$(batch volagent "csi: {driver: csi.volagent.io, volumeAttributes: {type: local}}")
-metrics=$(kc get --raw "/api/v1/nodes/$CLUSTER_NODE_NAME/proxy/metrics")
-echo "$metrics" | python3 - "$empty" "$csi" "$n" <<'EOF'
+kc get --raw "/api/v1/nodes/$CLUSTER_NODE_NAME/proxy/metrics" >"$CLUSTER_DIR/kubelet-metrics"
+python3 - "$empty" "$csi" "$n" "$CLUSTER_DIR/kubelet-metrics" <<'EOF'
 import re, sys
 empty, csi, n = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()], sys.argv[3]
-text = sys.stdin.read()
+text = open(sys.argv[4]).read()
 
 def quantile(metric, match, q=0.5):
     """q-quantile of a Prometheus histogram, interpolated within its bucket (as
