@@ -16,9 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 image_tar=${1:-$top/build/volagent-image.tar}
 n=${2:-50}
-export CLUSTER_DIR
-CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/bench-cluster.XXXXXX")
 . "$here/lib.sh"
+cluster_new_dir bench
 . "$here/kube.sh"
 trap '"$top/scripts/cluster-down" --dir "$CLUSTER_DIR"' EXIT
 "$top/scripts/cluster-up" --dir "$CLUSTER_DIR" >/dev/null || exit 1

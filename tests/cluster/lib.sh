@@ -8,16 +8,33 @@
 # bridge, the iptables rules, /run, /proc and the pods' mounts exist only there, and ending the
 # holder ends every process of the cluster.  Sourced, not run.
 
-CLUSTER_DIR=${CLUSTER_DIR:-/var/lib/volagent-cluster}
 # The node's own address (an interface (a bridge with no port) inside the cluster's network namespace), the pods'
 # bridge and the Service range: all private to that namespace, never routed anywhere.
 CLUSTER_NODE_IP=10.250.0.1
 CLUSTER_POD_CIDR=10.251.0.0/24
 CLUSTER_SERVICE_CIDR=10.252.0.0/24
 CLUSTER_NODE_NAME=volagent-node
-# The cgroup (under every v1 controller and the v2 tree) that holds the node's pods: one per
-# cluster dir, so two clusters on one machine never touch each other's pods.
-CLUSTER_CGROUP=volagent-test-$(echo "$CLUSTER_DIR" | sha256sum | cut -c1-8)
+
+# The longest unix socket path under a cluster dir is the agent's registration socket,
+# DIR/kubelet/plugins_registry/csi.volagent.io-reg.sock: 50 bytes after DIR, and sun_path
+# holds 107 (the agent refuses to start with a longer one, and says so).
+CLUSTER_DIR_MAX=57
+
+# Sets CLUSTER_DIR, and CLUSTER_CGROUP: the cgroup (under every v1 controller and the v2
+# tree) that holds the node's pods, one per cluster dir, so two clusters on one machine never
+# touch each other's pods.
+cluster_use_dir() {
+	export CLUSTER_DIR=$1
+	CLUSTER_CGROUP=volagent-test-$(echo "$CLUSTER_DIR" | sha256sum | cut -c1-8)
+}
+
+# A new cluster dir for a test (cluster_use_dir): under $TMPDIR when that leaves room for the
+# sockets, else under /tmp.  $1: a short name.
+cluster_new_dir() {
+	local base=${TMPDIR:-/tmp}
+	[ $((${#base} + ${#1} + 8)) -le $CLUSTER_DIR_MAX ] || base=/tmp
+	cluster_use_dir "$(mktemp -d "$base/$1.XXXXXX")"
+}
 
 cluster_die() {
 	echo "cluster: $*" >&2
@@ -98,3 +115,5 @@ cluster_restart() {
 	mapfile -d '' cmd <"$CLUSTER_DIR/$name.cmd"
 	cluster_start "$name" "${cmd[@]}"
 }
+
+cluster_use_dir "${CLUSTER_DIR:-/var/lib/volagent-cluster}"

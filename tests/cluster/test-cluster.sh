@@ -22,9 +22,8 @@ PATH=$PATH:/usr/local/go/bin
 t_need "go is not installed (the cluster is built from the Go module proxy)" command -v go
 t_need "busybox-static is not installed" test -x /bin/busybox
 
-export CLUSTER_DIR
-CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cluster.XXXXXX")
 . "$here/lib.sh"
+cluster_new_dir cluster
 . "$here/kube.sh"
 cleanup() {
 	if cluster_holder >/dev/null; then

@@ -10,8 +10,8 @@
 # capability a definition does not claim are skipped by the suite itself.  With --selection
 # (what `make check` runs): one or a few tests of each area named in SELECTION below.
 # Prints "e2e <definition>: N passed, N failed, N skipped (T s)" per definition and ends with
-# "N passed, N failed, N skipped".  The JUnit reports stay in $E2E_REPORT_DIR (default: a
-# temporary dir, printed).
+# "N passed, N failed, N skipped".  The JUnit reports and logs stay in $E2E_REPORT_DIR if set
+# (else they go with the cluster's dir).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -43,15 +43,12 @@ SELECTION=(
 	'topology should provision a volume and schedule a pod with AllowedTopologies'
 )
 
-export CLUSTER_DIR
-CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/e2e-cluster.XXXXXX")
-report_dir=${E2E_REPORT_DIR:-$CLUSTER_DIR/reports}
 . "$top/tests/cluster/lib.sh"
+cluster_new_dir e2e
+report_dir=${E2E_REPORT_DIR:-$CLUSTER_DIR/reports}
 cleanup() {
 	[ -n "${KEEP_CLUSTER:-}" ] && { echo "cluster kept in $CLUSTER_DIR"; return; }
-	"$top/scripts/cluster-down" --dir "$CLUSTER_DIR" --keep >/dev/null ||
-		echo "e2e: cluster-down failed" >&2
-	[ -n "${E2E_REPORT_DIR:-}" ] || rm -rf "$CLUSTER_DIR"
+	"$top/scripts/cluster-down" --dir "$CLUSTER_DIR" >/dev/null || echo "e2e: cluster-down failed" >&2
 }
 trap cleanup EXIT
 "$top/scripts/cluster-up" --dir "$CLUSTER_DIR" >/dev/null || { t_fail "cluster-up"; t_done; }
