@@ -372,6 +372,18 @@ static void unsaved_publish_then_reboot(struct csi_env *e, char *t)
 	assert_true(fixture_wait_ready(f, NULL, 10000));
 }
 
+/* Kubelet's unpublish of t removes the ephemeral directory; then the agent stops cleanly. */
+static void unpublish_removes_dir_then_stop(struct csi_env *e, const char *t)
+{
+	char *out = unpublish(e, "csi-rec", t);
+
+	assert_line(out, 0, "OK {}");
+	free(out);
+	assert_int_equal(ephemeral_dirs(e), 0);
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	assert_int_equal(umount2(e->f->state, 0), 0);
+}
+
 /* The agent lost its record of a publish (unsaved_publish_then_reboot): kubelet's record keeps
  * the directory and its data from the orphan sweep; kubelet's next publish finds the data, its
  * unpublish removes the directory. */
@@ -390,12 +402,7 @@ static void test_unrecorded_publish_kept_by_kubelet_record(void **state)
 	assert_line(out, 0, "OK {}");
 	free(out);
 	assert_true(file_is(t, "data", "unsaved"));
-	out = unpublish(e, "csi-rec", t);
-	assert_line(out, 0, "OK {}");
-	free(out);
-	assert_int_equal(ephemeral_dirs(e), 0);
-	assert_int_equal(fixture_stop(f, SIGTERM), 0);
-	assert_int_equal(umount2(f->state, 0), 0);
+	unpublish_removes_dir_then_stop(e, t);
 }
 
 /* The agent lost its record of a publish (unsaved_publish_then_reboot) and the pod went while
@@ -404,18 +411,11 @@ static void test_unrecorded_publish_kept_by_kubelet_record(void **state)
 static void test_unpublish_after_lost_record_removes_dir(void **state)
 {
 	struct csi_env *e = *state;
-	struct agent_fixture *f = e->f;
 	char t[700];
-	char *out;
 
 	unsaved_publish_then_reboot(e, t);
 	assert_int_equal(ephemeral_dirs(e), 1);
-	out = unpublish(e, "csi-rec", t);
-	assert_line(out, 0, "OK {}");
-	free(out);
-	assert_int_equal(ephemeral_dirs(e), 0);
-	assert_int_equal(fixture_stop(f, SIGTERM), 0);
-	assert_int_equal(umount2(f->state, 0), 0);
+	unpublish_removes_dir_then_stop(e, t);
 }
 
 int main(void)
