@@ -26,7 +26,8 @@ cleanup() {
 trap cleanup EXIT
 
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-not() { ! "$@"; }
+# not CMD...: CMD fails (its own report, which lists what it refused, is not shown).
+not() { ! "$@" >/dev/null; }
 # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds or the scaled deadline passes.
 wait_for() {
 	local end=$(($(date +%s) + $1 * scale))
@@ -71,7 +72,11 @@ prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prom" \
 prom_pid=$!
 
 scrape() { curl -sf -o "$T/metrics.txt" "http://127.0.0.1:$agent_port/metrics"; }
+# The label checks below need series to check against: wait for the scrape that shows the
+# first (failed: the directory is missing) mount, not just the first scrape that answers.
+scrape_after_mount() { scrape && grep -q '^volagent_operations_failed_total{' "$T/metrics.txt"; }
 t_check "the agent serves /metrics" wait_for 30 scrape
+t_check "the agent's failed mount is in /metrics" wait_for 30 scrape_after_mount
 mon=$top/deploy/monitoring
 check=$top/tests/monitoring/check-promql.py
 t_check "every metric and label in the rules and the dashboard is the agent's" \
