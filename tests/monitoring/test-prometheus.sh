@@ -25,22 +25,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$top/tests/monitoring/prom-lib.sh"
 # not CMD...: CMD fails (its own report, which lists what it refused, is not shown).
 not() { ! "$@" >/dev/null; }
-# wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds or the scaled deadline passes.
-wait_for() {
-	local end=$(($(date +%s) + $1 * scale))
-	shift
-	until "$@"; do
-		[ "$(date +%s)" -lt "$end" ] || return 1
-		sleep 0.5
-	done
-}
 
 agent_port=$(free_port)
-prom_port=$(free_port)
-mkdir -p "$T/pods" "$T/root" "$T/state" "$T/secret" "$T/prom"
+mkdir -p "$T/pods" "$T/root" "$T/state" "$T/secret"
 cat >"$T/pods/web-0.json" <<JSON
 { "pod": { "uid": "0c1d7a52", "name": "web-0", "namespace": "default" },
   "volumes": [ { "name": "data", "local": { "path": "$T/data" } } ] }
@@ -50,26 +40,7 @@ unshare -m --propagation private "$agent" run --root-dir "$T/root" --state-dir "
 	--backoff-max 1s --metrics-address "127.0.0.1:$agent_port" >"$T/agent.log" 2>&1 &
 agent_pid=$!
 
-# The shipped rules with every `for:` at 5s.
-/usr/bin/python3 - "$top/deploy/monitoring/volagent.rules.yml" "$T/rules.yml" <<'PY'
-import sys, yaml
-rules = yaml.safe_load(open(sys.argv[1]))
-for g in rules["groups"]:
-    for r in g["rules"]:
-        if "for" in r:
-            r["for"] = "5s"
-yaml.safe_dump(rules, open(sys.argv[2], "w"))
-PY
-cat >"$T/prometheus.yml" <<YML
-global: { scrape_interval: 1s, evaluation_interval: 1s }
-rule_files: [ "$T/rules.yml" ]
-scrape_configs:
-  - job_name: volagent
-    static_configs: [ { targets: [ "127.0.0.1:$agent_port" ] } ]
-YML
-prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prom" \
-	--web.listen-address="127.0.0.1:$prom_port" >"$T/prom.log" 2>&1 &
-prom_pid=$!
+prom_start "127.0.0.1:$agent_port"
 
 scrape() { curl -sf -o "$T/metrics.txt" "http://127.0.0.1:$agent_port/metrics"; }
 # The label checks below need series to check against: wait for the scrape that shows the
@@ -87,13 +58,6 @@ sed 's/by (plugin, operation)/by (driver, operation)/' "$mon/grafana-dashboard.j
 t_check "a renamed metric is refused" not "$check" names "$mon/volagent.rules.yml" "$T/renamed.json" "$T/metrics.txt"
 t_check "an unknown label is refused" not "$check" names "$mon/volagent.rules.yml" "$T/relabeled.json" "$T/metrics.txt"
 
-# alert_state NAME STATE: the alert NAME is in STATE ("none": absent) in /api/v1/alerts.
-alert_state() {
-	local s
-	s=$(curl -sf "http://127.0.0.1:$prom_port/api/v1/alerts" |
-		jq -r --arg n "$1" '[.data.alerts[] | select(.labels.alertname == $n) | .state] | first // "none"') || return 1
-	[ "$s" = "$2" ]
-}
 t_check "VolagentVolumesNotSetUp pending" wait_for 60 alert_state VolagentVolumesNotSetUp pending
 t_check "VolagentVolumesNotSetUp firing" wait_for 60 alert_state VolagentVolumesNotSetUp firing
 mkdir "$T/data"
