@@ -36,6 +36,11 @@ if "$mon/gen-prometheusrule.py" - | cmp -s - "$mon/prometheusrule.yaml"; then
 else
 	bad "prometheusrule.yaml differs from gen-prometheusrule.py's output: run it"
 fi
+if cmp -s "$mon/volagent.rules.yml" "$top/deploy/helm/volagent/files/volagent.rules.yml"; then
+	ok "the Helm chart's copy of the rules is volagent.rules.yml"
+else
+	bad "deploy/helm/volagent/files/volagent.rules.yml differs from volagent.rules.yml: run gen-prometheusrule.py"
+fi
 if /usr/bin/python3 - "$mon/volagent.rules.yml" "$mon/prometheusrule.yaml" <<'PY'; then
 import sys, yaml
 rules = yaml.safe_load(open(sys.argv[1]))
