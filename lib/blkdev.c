@@ -5,9 +5,13 @@
 #include <fcntl.h>
 #include <libmount.h>
 #include <limits.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -168,6 +172,140 @@ bool blkdev_can_format(const char *fstype)
 	       streq(fstype, "ext2") || streq(fstype, "btrfs");
 }
 
+/* How much of each end of a device must read back before it is formatted. */
+#define CHECK_READ_BYTES (1024 * 1024)
+#define EXT_SUPER_MAGIC 0xEF53
+
+/* pread of exactly len bytes at off; -EIO for a short read inside the device. */
+static int read_exactly(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Whether an ext2/3/4 superblock copy of block group 1, for a filesystem of block size bs,
+ * lies in the device of size size: the copy is at the first block of the group (blocks per
+ * group = 8 * bs; with 1 KiB blocks the groups start at block 1), and names its own block
+ * size and group number. */
+static int ext_backup_at(int fd, unsigned long long size, unsigned bs, bool *found)
+{
+	unsigned char sb[1024];
+	unsigned long long off = ((unsigned long long)8 * bs + (bs == 1024 ? 1 : 0)) * bs;
+	uint16_t magic, group;
+	uint32_t log_bs;
+	int r;
+
+	*found = false;
+	if (off + sizeof(sb) > size)
+		return 0;
+	r = read_exactly(fd, sb, sizeof(sb), (off_t)off);
+	if (r < 0)
+		return r;
+	magic = (uint16_t)(sb[56] | sb[57] << 8);
+	log_bs = (uint32_t)sb[24] | (uint32_t)sb[25] << 8 | (uint32_t)sb[26] << 16 |
+		 (uint32_t)sb[27] << 24;
+	group = (uint16_t)(sb[90] | sb[91] << 8);
+	*found = magic == EXT_SUPER_MAGIC && log_bs <= 6 && (1024u << log_bs) == bs && group == 1;
+	return 0;
+}
+
+int blkdev_check_blank(const char *dev, struct error_info *err)
+{
+	_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	_cleanup_free_ char *buf = NULL;
+	unsigned long long size = 0;
+	static const unsigned sizes[] = { 1024, 2048, 4096 };
+	size_t len;
+	int r;
+
+	if (fd < 0)
+		return err_set(err, -errno, "device %s: %s", dev, strerror(errno));
+	if (ioctl(fd, BLKGETSIZE64, &size) < 0)
+		return err_set(err, -errno, "device %s: its size: %s", dev, strerror(errno));
+	len = size < CHECK_READ_BYTES ? (size_t)size : CHECK_READ_BYTES;
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	r = read_exactly(fd, buf, len, 0);
+	if (r == 0)
+		r = read_exactly(fd, buf, len, (off_t)(size - len));
+	if (r < 0)
+		return err_set(err, -EIO,
+			       "%s probes blank but does not read back (%s); refusing to format "
+			       "a device that may hold data libblkid could not read",
+			       dev, strerror(-r));
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+		bool found;
+		r = ext_backup_at(fd, size, sizes[i], &found);
+		if (r < 0)
+			return err_set(err, -EIO, "%s: reading its block group 1: %s", dev,
+				       strerror(-r));
+		if (found)
+			return err_set(err, -EUCLEAN,
+				       "%s probes blank, but a backup superblock of an ext2/3/4 "
+				       "filesystem (%u-byte blocks) is in its block group 1: its "
+				       "primary superblock was lost or zeroed; refusing to format "
+				       "over it (recover it with e2fsck -b %u -B %u, or wipe the "
+				       "device to reuse it)",
+				       dev, sizes[i], 8 * sizes[i] + (sizes[i] == 1024 ? 1 : 0),
+				       sizes[i]);
+	}
+	return 0;
+}
+
+/* The devices between a claim and the end of their format (blkdev_lock_format). */
+static pthread_mutex_t format_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t format_done = PTHREAD_COND_INITIALIZER;
+#define FORMAT_SLOTS 64
+static dev_t formatting[FORMAT_SLOTS];
+static size_t n_formatting;
+
+static bool formatting_has(dev_t rdev)
+{
+	for (size_t i = 0; i < n_formatting; i++)
+		if (formatting[i] == rdev)
+			return true;
+	return false;
+}
+
+int blkdev_lock_format(const char *dev, dev_t *ret_rdev, struct error_info *err)
+{
+	struct stat st;
+
+	if (stat(dev, &st) < 0)
+		return err_set(err, -errno, "device %s: %s", dev, strerror(errno));
+	pthread_mutex_lock(&format_lock);
+	while (formatting_has(st.st_rdev) || n_formatting == FORMAT_SLOTS)
+		pthread_cond_wait(&format_done, &format_lock);
+	formatting[n_formatting++] = st.st_rdev;
+	pthread_mutex_unlock(&format_lock);
+	*ret_rdev = st.st_rdev;
+	return 0;
+}
+
+void blkdev_unlock_format(dev_t rdev)
+{
+	pthread_mutex_lock(&format_lock);
+	for (size_t i = 0; i < n_formatting; i++)
+		if (formatting[i] == rdev) {
+			formatting[i] = formatting[--n_formatting];
+			break;
+		}
+	pthread_cond_broadcast(&format_done);
+	pthread_mutex_unlock(&format_lock);
+}
+
 static int run_mkfs(const char *dev, const char *fstype, struct error_info *err)
 {
 	char prog[32], out[1024];
@@ -223,6 +361,9 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 		if (!blkdev_can_format(t))
 			return err_set(err, -EINVAL,
 				       "fsType %s: cannot create it (ext4, xfs, btrfs)", t);
+		rc = blkdev_check_blank(dev, err);
+		if (rc < 0)
+			return rc;
 		/* mkfs claims the device itself (O_EXCL): ours is handed on to it. */
 		if (*claim_fd >= 0)
 			close(*claim_fd);

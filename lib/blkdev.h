@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -33,14 +34,32 @@ int blkdev_claim(const char *dev, struct error_info *err);
  * signatures) is -EUCLEAN with a message, never "blank". */
 int blkdev_probe(const char *dev, struct blkdev_probe *ret, struct error_info *err);
 
+/* The last look at a device libblkid found blank, before anything formats it: the device must
+ * read back (its first and last MiB: a read error must not pass for "nothing found"), and
+ * carry no backup superblock of an ext2/3/4 filesystem whose primary superblock is gone
+ * (block group 1's copy, for 1, 2 and 4 KiB blocks: a zeroed start of a disk that still holds
+ * a filesystem).  0 when it may be formatted; -EIO or -EUCLEAN with a message naming the
+ * device and what was found. */
+int blkdev_check_blank(const char *dev, struct error_info *err);
+
+/* Serializes, within the agent, the steps from the claim of a device to the end of its
+ * format, per device (by device number, so two paths of one device are one): two volumes
+ * naming the same device cannot both find it blank and both format it.  The second waits
+ * for the first's mkfs (or luksFormat), then probes and finds the filesystem.  Take it before
+ * blkdev_claim(): a claim held while waiting would make the first's mkfs fail to open the
+ * device.  Sets *ret_rdev for the unlock; -errno (stat) with err set. */
+int blkdev_lock_format(const char *dev, dev_t *ret_rdev, struct error_info *err);
+void blkdev_unlock_format(dev_t rdev);
+
 /* Whether fstype is one the agent will create with mkfs. */
 bool blkdev_can_format(const char *fstype);
 
-/* Decides how to mount dev: formats it when blank (and !read_only), then stores the
- * filesystem type to mount with in ret_type (>= 32 bytes).  Refuses devices holding a
- * partition table or a non-filesystem signature, and a filesystem other than fstype when
- * fstype is given, and without fstype a filesystem the agent cannot create (only the types it
- * formats are mounted: not a squashfs or vfat found on a device).  *claim_fd (blkdev_claim,
- * or -1) is closed just before mkfs runs, and set to -1 then. */
+/* Decides how to mount dev: formats it when blank (and !read_only, and blkdev_check_blank
+ * agrees), then stores the filesystem type to mount with in ret_type (>= 32 bytes).  Refuses
+ * devices holding a partition table or a non-filesystem signature, and a filesystem other
+ * than fstype when fstype is given, and without fstype a filesystem the agent cannot create
+ * (only the types it formats are mounted: not a squashfs or vfat found on a device).  *claim_fd (blkdev_claim,
+ * or -1) is closed just before mkfs runs, and set to -1 then.  The caller holds
+ * blkdev_lock_format() across its claim and this call. */
 int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
 			     int *claim_fd, struct error_info *err);

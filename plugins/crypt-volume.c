@@ -199,13 +199,57 @@ static int refuse_ciphertext(const char *volume_name, const char *dev, struct er
 		       volume_name, dev);
 }
 
+/* dev holds a LUKS header, or is blank and gets one (one probe-to-format at a time per
+ * device: blkdev_lock_format); anything else is refused.  The passphrase is read into pass
+ * once the device is known to be LUKS or blank. */
+static int probe_and_format(const struct volume_spec *spec, const char *volume_name,
+			    const char *dev, bool read_only, struct passphrase *pass,
+			    struct error_info *err)
+{
+	struct blkdev_probe pr;
+	dev_t rdev;
+	int r;
+
+	r = blkdev_lock_format(dev, &rdev, err);
+	if (r < 0)
+		return err_prefix(err, "volume %s", volume_name);
+	r = blkdev_probe(dev, &pr, err);
+	if (r < 0)
+		goto out_prefix;
+	if (!pr.blank && !streq(pr.type, "crypto_LUKS")) {
+		r = err_set(err, -EMEDIUMTYPE,
+			    "volume %s asks for encryption but %s carries %s, not LUKS; "
+			    "refusing to format over data",
+			    volume_name, dev, pr.type[0] ? pr.type : pr.pttype);
+		goto out;
+	}
+	r = get_passphrase(spec, pass, err);
+	if (r < 0 || !pr.blank)
+		goto out_prefix;
+	if (read_only) {
+		r = err_set(err, -EROFS,
+			    "volume %s: %s is blank and the volume is read-only; an encrypted "
+			    "volume is formatted only when writable",
+			    volume_name, dev);
+		goto out;
+	}
+	r = blkdev_check_blank(dev, err);
+	if (r == 0)
+		r = luks_format(dev, pass->buf, pass->len, err);
+out_prefix:
+	if (r < 0)
+		err_prefix(err, "volume %s", volume_name);
+out:
+	blkdev_unlock_format(rdev);
+	return r;
+}
+
 int crypt_volume_attach(const struct volume_spec *spec, const char *volume_name, bool read_only,
 			struct device_attachment *att, struct error_info *err)
 {
 	_cleanup_passphrase_ struct passphrase pass = { 0 };
 	char name[CRYPT_VOLUME_NAME_MAX], open_dev[LUKS_PATH_MAX], mapping[LUKS_PATH_MAX];
 	const char *dev = att->device_path;
-	struct blkdev_probe pr;
 	struct stat st;
 	dev_t backing;
 	int r;
@@ -229,27 +273,9 @@ int crypt_volume_attach(const struct volume_spec *spec, const char *volume_name,
 		snprintf(mapping, sizeof(mapping), LUKS_MAPPER_DIR "/%s", name);
 		return record(att, name, mapping);
 	}
-	r = blkdev_probe(dev, &pr, err);
+	r = probe_and_format(spec, volume_name, dev, read_only, &pass, err);
 	if (r < 0)
-		return err_prefix(err, "volume %s", volume_name);
-	if (!pr.blank && !streq(pr.type, "crypto_LUKS"))
-		return err_set(err, -EMEDIUMTYPE,
-			       "volume %s asks for encryption but %s carries %s, not LUKS; "
-			       "refusing to format over data",
-			       volume_name, dev, pr.type[0] ? pr.type : pr.pttype);
-	r = get_passphrase(spec, &pass, err);
-	if (r < 0)
-		return err_prefix(err, "volume %s", volume_name);
-	if (pr.blank) {
-		if (read_only)
-			return err_set(err, -EROFS,
-				       "volume %s: %s is blank and the volume is read-only; an "
-				       "encrypted volume is formatted only when writable",
-				       volume_name, dev);
-		r = luks_format(dev, pass.buf, pass.len, err);
-		if (r < 0)
-			return err_prefix(err, "volume %s", volume_name);
-	}
+		return r;
 	r = luks_open(dev, name, pass.buf, pass.len, read_only, mapping, err);
 	if (r < 0)
 		return err_prefix(err, "volume %s", volume_name);

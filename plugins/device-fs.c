@@ -49,6 +49,7 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	_cleanup_close_ int claim = -1;
 	struct stat st_dev, st_target;
 	char type[32];
+	dev_t rdev;
 	int r;
 
 	if (stat(dev, &st_dev) < 0)
@@ -66,18 +67,23 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	r = device_fs_join_options(mount_options, read_only, &options, err);
 	if (r < 0)
 		return r;
-	/* Held from before the probe until mkfs or the mount claims the device itself. */
-	claim = blkdev_claim(dev, err);
-	if (claim < 0)
-		return claim;
-	r = blkdev_prepare_for_mount(dev, fstype ? fstype : default_fstype, read_only, type, &claim,
-				     err);
+	/* One claim-probe-format-mount at a time per device (two names of one device: the
+	 * second finds it mounted and is refused), and the claim held from before the probe
+	 * until mkfs or the mount claims the device itself. */
+	r = blkdev_lock_format(dev, &rdev, err);
 	if (r < 0)
 		return r;
+	claim = blkdev_claim(dev, err);
+	r = claim < 0 ? claim
+		      : blkdev_prepare_for_mount(dev, fstype ? fstype : default_fstype, read_only,
+						 type, &claim, err);
 	if (claim >= 0)
 		close(TAKE_FD(claim));
-	return mnt_util_mount_at(dev, target->parent_fd, target->name, type,
-				 options[0] ? options : NULL, err);
+	if (r == 0)
+		r = mnt_util_mount_at(dev, target->parent_fd, target->name, type,
+				      options[0] ? options : NULL, err);
+	blkdev_unlock_format(rdev);
+	return r;
 }
 
 #define EXT4_SUPER_MAGIC 0xEF53
