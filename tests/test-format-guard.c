@@ -122,8 +122,8 @@ static void ext4_with_zeroed_start(struct env *e, const char *bs)
 {
 	char file[600];
 
-	assert_int_equal(test_run((const char *const[]){ "mkfs.ext4", "-q", "-F", "-b", bs,
-							 e->dev, NULL }),
+	assert_int_equal(test_run((const char *const[]){ "mkfs.ext4", "-q", "-F", "-b", bs, e->dev,
+							 NULL }),
 			 0);
 	assert_int_equal(mount(e->dev, e->target[0], "ext4", 0, NULL), 0);
 	snprintf(file, sizeof(file), "%s/data", e->target[0]);
@@ -149,8 +149,8 @@ static void refused_then_recovered(struct env *e, const char *bs, const char *ba
 	/* Nothing was written: e2fsck finds the filesystem through that backup, with the file. */
 	assert_int_equal(blkdev_probe(e->dev, &probe, NULL), 0);
 	assert_true(probe.blank);
-	(void)test_run((const char *const[]){ "e2fsck", "-fy", "-b", backup_block, "-B", bs,
-					      e->dev, NULL });
+	(void)test_run((const char *const[]){ "e2fsck", "-fy", "-b", backup_block, "-B", bs, e->dev,
+					      NULL });
 	assert_int_equal(blkdev_probe(e->dev, &probe, NULL), 0);
 	assert_string_equal(probe.type, "ext4");
 	memset(&err, 0, sizeof(err));
@@ -252,15 +252,17 @@ static void test_two_paths_one_format(void **state)
 		assert_true(uuid[0] != '\0');
 		/* Once more by the loser's name, while mounted: refused, the filesystem kept. */
 		assert_int_equal(mnt_util_umount(e->target[won], 0, NULL), 0);
-		race_mount(&(struct racer){ .e = e, .path = r[1 - won].path, .index = 1 - won,
-					    .go = &go });
+		race_mount(&(struct racer){
+			.e = e, .path = r[1 - won].path, .index = 1 - won, .go = &go });
 		test_blkid_value(e->dev, "UUID", uuid_after, sizeof(uuid_after));
 		assert_string_equal(uuid, uuid_after);
 		assert_true(test_is_mountpoint(e->target[1 - won]));
 		assert_int_equal(mnt_util_umount(e->target[1 - won], 0, NULL), 0);
 		/* Blank again for the next round: all of it, backups included (zeroing the start
 		 * alone leaves the backup superblocks, which the guard rightly refuses). */
-		assert_int_equal(test_run((const char *const[]){ "blkdiscard", "-f", e->dev, NULL }), 0);
+		assert_int_equal(test_run(
+					 (const char *const[]){ "blkdiscard", "-f", e->dev, NULL }),
+				 0);
 	}
 }
 
