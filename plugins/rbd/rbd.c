@@ -426,7 +426,14 @@ static int attach_image(const struct volume_spec *spec, bool read_only,
 				goto out;
 			}
 		}
-		(void)rbd_record_write(p.record_path, &att);
+		r = rbd_record_write(p.record_path, &att);
+		if (r < 0) {
+			r = err_set(err, r,
+				    "not attached: the record %s cannot be written (%s), and an "
+				    "attach no record names could not be released after a crash",
+				    p.record_path, strerror(-r));
+			goto out;
+		}
 		device_attachment_clear(&att);
 		r = attach_method_gated(&p, method, &att, &merr);
 		if (r == 0)
@@ -451,6 +458,14 @@ static int attach_image(const struct volume_spec *spec, bool read_only,
 	if (add_identity_meta(&p, &att) < 0 ||
 	    (failures[0] && device_attachment_set_meta(&att, "skipped", failures) < 0)) {
 		r = -ENOMEM;
+		goto out_release;
+	}
+	/* The device as soon as it exists: killed while our client is looked for below (up
+	 * to 2 s), the next start finds a record it can adopt or release by its device, not
+	 * one without it (its mapping leaked, its client then taken for another node's). */
+	r = rbd_record_write(p.record_path, &att);
+	if (r < 0) {
+		err_set(err, r, "cannot write %s: %s", p.record_path, strerror(-r));
 		goto out_release;
 	}
 	record_client(c, &p, before, n_before, &att);
