@@ -9,6 +9,7 @@
 # ones (they restart kubelet or the node: the cluster tests do that themselves); tests whose
 # capability a definition does not claim are skipped by the suite itself.  With --selection
 # (what `make check` runs): one or a few tests of each area named in SELECTION below.
+# E2E_FOCUS=REGEX (by hand) narrows either to the tests whose names match REGEX.
 # Prints "e2e <definition>: N passed, N failed, N skipped (T s)" per definition and ends with
 # "N passed, N failed, N skipped".  The JUnit reports and logs stay in $E2E_REPORT_DIR if set
 # (else they go with the cluster's dir).
@@ -60,6 +61,8 @@ focus='External.Storage'
 if [ $selection = 1 ]; then
 	focus="External.Storage.*($(IFS='|'; echo "${SELECTION[*]}"))"
 fi
+# By hand: E2E_FOCUS=REGEX runs only the External.Storage tests whose names match it.
+[ -z "${E2E_FOCUS:-}" ] || focus="External.Storage.*($E2E_FOCUS)"
 total_p=0 total_f=0 total_s=0
 for def in "$here"/driver-*.yaml; do
 	name=$(basename "$def" .yaml)
