@@ -66,21 +66,23 @@ EOF
 empty=$(batch emptydir "emptyDir: {}")
 csi=$(batch volagent "csi: {driver: csi.volagent.io, volumeAttributes: {type: local}}")
 kc get --raw "/api/v1/nodes/$CLUSTER_NODE_NAME/proxy/metrics" >"$CLUSTER_DIR/kubelet-metrics"
-python3 - "$empty" "$csi" "$n" "$CLUSTER_DIR/kubelet-metrics" <<'EOF'
-import re, sys
+/usr/bin/python3 - "$empty" "$csi" "$n" "$CLUSTER_DIR/kubelet-metrics" <<'EOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
 empty, csi, n = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()], sys.argv[3]
-text = open(sys.argv[4]).read()
-
+families = {f.name: f for f in text_string_to_metric_families(open(sys.argv[4]).read())}
 def quantile(metric, match, q=0.5):
     """q-quantile of a Prometheus histogram, interpolated within its bucket (as
-    histogram_quantile does), over the series whose labels contain every pair of match."""
+    histogram_quantile does), over the series whose labels hold every pair of match (a
+    value starting with ~: contained in the label)."""
     buckets = {}
-    for m in re.finditer(r'^%s_bucket\{([^}]*)\} (\S+)$' % metric, text, re.M):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        if all(labels.get(k, "") == v or (v.startswith("~") and v[1:] in labels.get(k, ""))
+    for s in (families[metric].samples if metric in families else []):
+        if not s.name.endswith("_bucket"):
+            continue
+        if all(s.labels.get(k, "") == v or (v.startswith("~") and v[1:] in s.labels.get(k, ""))
                for k, v in match.items()):
-            le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
-            buckets[le] = buckets.get(le, 0) + float(m.group(2))
+            le = float(s.labels["le"])  # "+Inf" parses as inf
+            buckets[le] = buckets.get(le, 0) + s.value
     if not buckets or max(buckets.values()) == 0:
         return None
     total, prev_le, prev_c = max(buckets.values()), 0.0, 0.0
@@ -91,7 +93,6 @@ def quantile(metric, match, q=0.5):
                 return prev_le
             return prev_le + (le - prev_le) * (q * total - prev_c) / max(c - prev_c, 1e-9)
         prev_le, prev_c = le, c
-
 pub = quantile("csi_operations_seconds", {"driver_name": "csi.volagent.io", "method_name": "~NodePublishVolume"})
 mount = quantile("storage_operation_duration_seconds",
                  {"operation_name": "volume_mount", "volume_plugin": "~csi.volagent.io"})
