@@ -194,14 +194,20 @@ static int read_exactly(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Whether an ext2/3/4 superblock copy of block group 1, for a filesystem of block size bs,
- * lies in the device of size size: the copy is at the first block of the group (blocks per
- * group = 8 * bs; with 1 KiB blocks the groups start at block 1), and names its own block
- * size and group number. */
+/* The block holding block group 1's superblock copy of an ext2/3/4 filesystem with block size
+ * bs: the group's first block (blocks per group = 8 * bs; with 1 KiB blocks the groups start
+ * at block 1).  What `e2fsck -b` takes. */
+static unsigned ext_backup_block(unsigned bs)
+{
+	return 8 * bs + (bs == 1024 ? 1 : 0);
+}
+
+/* Whether that superblock copy, for block size bs, lies in the device of size size and names
+ * its own block size and group number. */
 static int ext_backup_at(int fd, unsigned long long size, unsigned bs, bool *found)
 {
 	unsigned char sb[1024];
-	unsigned long long off = ((unsigned long long)8 * bs + (bs == 1024 ? 1 : 0)) * bs;
+	unsigned long long off = (unsigned long long)ext_backup_block(bs) * bs;
 	uint16_t magic, group;
 	uint32_t log_bs;
 	int r;
@@ -258,8 +264,7 @@ int blkdev_check_blank(const char *dev, struct error_info *err)
 				       "primary superblock was lost or zeroed; refusing to format "
 				       "over it (recover it with e2fsck -b %u -B %u, or wipe the "
 				       "device to reuse it)",
-				       dev, sizes[i], 8 * sizes[i] + (sizes[i] == 1024 ? 1 : 0),
-				       sizes[i]);
+				       dev, sizes[i], ext_backup_block(sizes[i]), sizes[i]);
 	}
 	return 0;
 }
@@ -279,19 +284,13 @@ static bool formatting_has(dev_t rdev)
 	return false;
 }
 
-int blkdev_lock_format(const char *dev, dev_t *ret_rdev, struct error_info *err)
+void blkdev_lock_format(dev_t rdev)
 {
-	struct stat st;
-
-	if (stat(dev, &st) < 0)
-		return err_set(err, -errno, "device %s: %s", dev, strerror(errno));
 	pthread_mutex_lock(&format_lock);
-	while (formatting_has(st.st_rdev) || n_formatting == FORMAT_SLOTS)
+	while (formatting_has(rdev) || n_formatting == FORMAT_SLOTS)
 		pthread_cond_wait(&format_done, &format_lock);
-	formatting[n_formatting++] = st.st_rdev;
+	formatting[n_formatting++] = rdev;
 	pthread_mutex_unlock(&format_lock);
-	*ret_rdev = st.st_rdev;
-	return 0;
 }
 
 void blkdev_unlock_format(dev_t rdev)

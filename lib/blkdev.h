@@ -43,12 +43,12 @@ int blkdev_probe(const char *dev, struct blkdev_probe *ret, struct error_info *e
 int blkdev_check_blank(const char *dev, struct error_info *err);
 
 /* Serializes, within the agent, the steps from the claim of a device to the end of its
- * format, per device (by device number, so two paths of one device are one): two volumes
+ * format, per device number rdev (st_rdev: two paths of one device are one): two volumes
  * naming the same device cannot both find it blank and both format it.  The second waits
  * for the first's mkfs (or luksFormat), then probes and finds the filesystem.  Take it before
  * blkdev_claim(): a claim held while waiting would make the first's mkfs fail to open the
- * device.  Sets *ret_rdev for the unlock; -errno (stat) with err set. */
-int blkdev_lock_format(const char *dev, dev_t *ret_rdev, struct error_info *err);
+ * device. */
+void blkdev_lock_format(dev_t rdev);
 void blkdev_unlock_format(dev_t rdev);
 
 /* Whether fstype is one the agent will create with mkfs. */
@@ -58,8 +58,8 @@ bool blkdev_can_format(const char *fstype);
  * agrees), then stores the filesystem type to mount with in ret_type (>= 32 bytes).  Refuses
  * devices holding a partition table or a non-filesystem signature, and a filesystem other
  * than fstype when fstype is given, and without fstype a filesystem the agent cannot create
- * (only the types it formats are mounted: not a squashfs or vfat found on a device).  *claim_fd (blkdev_claim,
- * or -1) is closed just before mkfs runs, and set to -1 then.  The caller holds
- * blkdev_lock_format() across its claim and this call. */
+ * (only the types it formats are mounted: not a squashfs or vfat found on a device).
+ * *claim_fd (blkdev_claim, or -1) is closed just before mkfs runs, and set to -1 then.  The
+ * caller holds blkdev_lock_format() across its claim and this call. */
 int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
 			     int *claim_fd, struct error_info *err);

@@ -199,20 +199,17 @@ static int refuse_ciphertext(const char *volume_name, const char *dev, struct er
 		       volume_name, dev);
 }
 
-/* dev holds a LUKS header, or is blank and gets one (one probe-to-format at a time per
- * device: blkdev_lock_format); anything else is refused.  The passphrase is read into pass
- * once the device is known to be LUKS or blank. */
+/* dev (device number rdev) holds a LUKS header, or is blank and gets one (one
+ * probe-to-format at a time per device: blkdev_lock_format); anything else is refused.  The
+ * passphrase is read into pass once the device is known to be LUKS or blank. */
 static int probe_and_format(const struct volume_spec *spec, const char *volume_name,
-			    const char *dev, bool read_only, struct passphrase *pass,
+			    const char *dev, dev_t rdev, bool read_only, struct passphrase *pass,
 			    struct error_info *err)
 {
 	struct blkdev_probe pr;
-	dev_t rdev;
 	int r;
 
-	r = blkdev_lock_format(dev, &rdev, err);
-	if (r < 0)
-		return err_prefix(err, "volume %s", volume_name);
+	blkdev_lock_format(rdev);
 	r = blkdev_probe(dev, &pr, err);
 	if (r < 0)
 		goto out_prefix;
@@ -273,7 +270,7 @@ int crypt_volume_attach(const struct volume_spec *spec, const char *volume_name,
 		snprintf(mapping, sizeof(mapping), LUKS_MAPPER_DIR "/%s", name);
 		return record(att, name, mapping);
 	}
-	r = probe_and_format(spec, volume_name, dev, read_only, &pass, err);
+	r = probe_and_format(spec, volume_name, dev, st.st_rdev, read_only, &pass, err);
 	if (r < 0)
 		return r;
 	r = luks_open(dev, name, pass.buf, pass.len, read_only, mapping, err);

@@ -49,7 +49,6 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	_cleanup_close_ int claim = -1;
 	struct stat st_dev, st_target;
 	char type[32];
-	dev_t rdev;
 	int r;
 
 	if (stat(dev, &st_dev) < 0)
@@ -70,9 +69,7 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	/* One claim-probe-format-mount at a time per device (two names of one device: the
 	 * second finds it mounted and is refused), and the claim held from before the probe
 	 * until mkfs or the mount claims the device itself. */
-	r = blkdev_lock_format(dev, &rdev, err);
-	if (r < 0)
-		return r;
+	blkdev_lock_format(st_dev.st_rdev);
 	claim = blkdev_claim(dev, err);
 	r = claim < 0 ? claim
 		      : blkdev_prepare_for_mount(dev, fstype ? fstype : default_fstype, read_only,
@@ -82,7 +79,7 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	if (r == 0)
 		r = mnt_util_mount_at(dev, target->parent_fd, target->name, type,
 				      options[0] ? options : NULL, err);
-	blkdev_unlock_format(rdev);
+	blkdev_unlock_format(st_dev.st_rdev);
 	return r;
 }
 

@@ -67,6 +67,8 @@ static int setup(void **state)
 	return setup_size(state, 256LL << 20);
 }
 
+/* Also when a test failed half-way: every loop device it attached (the second one of
+ * test_lock_is_per_device too) is detached. */
 static int teardown(void **state)
 {
 	struct env *e = *state;
@@ -76,9 +78,7 @@ static int teardown(void **state)
 			if (mnt_util_umount(e->target[i], 0, NULL) < 0)
 				break;
 	close(e->parent_fd);
-	test_loop_detach(e->dev);
-	test_rm_rf(e->dir);
-	free(e->dir);
+	test_cleanup_loops_and_dir(e->dir);
 	free(e);
 	return 0;
 }
@@ -275,8 +275,11 @@ struct locker {
 static void *lock_thread(void *arg)
 {
 	struct locker *l = arg;
+	struct stat st;
 
-	assert_int_equal(blkdev_lock_format(l->path, &l->rdev, NULL), 0);
+	assert_int_equal(stat(l->path, &st), 0);
+	l->rdev = st.st_rdev;
+	blkdev_lock_format(l->rdev);
 	atomic_store(&l->locked, 1);
 	blkdev_unlock_format(l->rdev);
 	return NULL;
@@ -295,12 +298,15 @@ static void test_lock_is_per_device(void **state)
 	char img2[600], dev2[32];
 	struct locker same = { .path = e->link }, other = { .path = dev2 };
 	pthread_t t1, t2;
+	struct stat st;
 	dev_t rdev;
 
 	snprintf(img2, sizeof(img2), "%s/other.img", e->dir);
 	assert_int_equal(test_make_sparse(img2, 16 << 20), 0);
 	assert_int_equal(test_loop_attach(img2, dev2), 0);
-	assert_int_equal(blkdev_lock_format(e->dev, &rdev, NULL), 0);
+	assert_int_equal(stat(e->dev, &st), 0);
+	rdev = st.st_rdev;
+	blkdev_lock_format(rdev);
 	assert_int_equal(pthread_create(&t1, NULL, lock_thread, &same), 0);
 	assert_int_equal(pthread_create(&t2, NULL, lock_thread, &other), 0);
 	assert_true(test_wait_until(is_locked, &other, 10000));
@@ -310,7 +316,6 @@ static void test_lock_is_per_device(void **state)
 	assert_true(test_wait_until(is_locked, &same, 10000));
 	assert_int_equal(pthread_join(t1, NULL), 0);
 	assert_int_equal(pthread_join(t2, NULL), 0);
-	test_loop_detach(dev2);
 }
 
 int main(void)

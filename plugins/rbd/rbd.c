@@ -328,6 +328,15 @@ release:
 	return 0;
 }
 
+/* Writes the record of att, or sets err naming it. */
+static int write_record(const struct rbd_params *p, const struct device_attachment *att,
+			struct error_info *err)
+{
+	int r = rbd_record_write(p->record_path, att);
+
+	return r < 0 ? err_set(err, r, "cannot write %s: %s", p->record_path, strerror(-r)) : 0;
+}
+
 /* A map (krbd, rbd-nbd, rbd-fuse) through the cluster's gate (rbd-health.h): refused at once
  * while the cluster is down; one that hangs or times out makes it down. */
 static int attach_method_gated(const struct rbd_params *p, enum rbd_method m,
@@ -462,18 +471,15 @@ static int attach_image(const struct volume_spec *spec, bool read_only,
 	}
 	/* The device as soon as it exists: killed while our client is looked for below (up
 	 * to 2 s), the next start finds a record it can adopt or release by its device, not
-	 * one without it (its mapping leaked, its client then taken for another node's). */
-	r = rbd_record_write(p.record_path, &att);
-	if (r < 0) {
-		err_set(err, r, "cannot write %s: %s", p.record_path, strerror(-r));
-		goto out_release;
+	 * one without it (its mapping leaked, its client then taken for another node's).  Then
+	 * again with the client. */
+	r = write_record(&p, &att, err);
+	if (r == 0) {
+		record_client(c, &p, before, n_before, &att);
+		r = write_record(&p, &att, err);
 	}
-	record_client(c, &p, before, n_before, &att);
-	r = rbd_record_write(p.record_path, &att);
-	if (r < 0) {
-		err_set(err, r, "cannot write %s: %s", p.record_path, strerror(-r));
+	if (r < 0)
 		goto out_release;
-	}
 	*ret = att;
 	memset(&att, 0, sizeof(att));
 	goto out;

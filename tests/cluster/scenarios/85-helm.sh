@@ -49,17 +49,13 @@ if [ -n "$helm" ]; then
 	agent0=$(kc -n volagent get pods -l app.kubernetes.io/name=volagent -o 'jsonpath={.items[0].metadata.uid}')
 
 	# Taking over: Helm adopts objects that carry its release annotations and managed-by label.
+	# (-n volagent is ignored for the cluster-scoped ones.)
 	for obj in daemonset/volagent serviceaccount/volagent role/volagent-provisioner \
-		rolebinding/volagent-provisioner; do
+		rolebinding/volagent-provisioner csidriver/csi.volagent.io clusterrole/volagent-provisioner \
+		clusterrolebinding/volagent-provisioner storageclass/volagent-local; do
 		kc -n volagent annotate --overwrite "$obj" meta.helm.sh/release-name=volagent \
 			meta.helm.sh/release-namespace=volagent >/dev/null
 		kc -n volagent label --overwrite "$obj" app.kubernetes.io/managed-by=Helm >/dev/null
-	done
-	for obj in csidriver/csi.volagent.io clusterrole/volagent-provisioner \
-		clusterrolebinding/volagent-provisioner storageclass/volagent-local; do
-		kc annotate --overwrite "$obj" meta.helm.sh/release-name=volagent \
-			meta.helm.sh/release-namespace=volagent >/dev/null
-		kc label --overwrite "$obj" app.kubernetes.io/managed-by=Helm >/dev/null
 	done
 	t_check "helm install takes over the running install" \
 		hc_quiet install volagent "$chart" -f "$CLUSTER_DIR/helm-values.yaml" --wait --timeout "$(t_secs 180)s"
