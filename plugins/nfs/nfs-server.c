@@ -9,15 +9,16 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "time-util.h"
 #include "nfs-probe.h"
 #include "nfs-server.h"
 #include "nfs-settings.h"
 
-/* A TCP connect to the server's NFS port within --nfs-connect-timeout.  ret_fd (may be
- * NULL: closed) gets the connected socket. */
-int nfs_server_check_reachable(const struct nfs_volume *v, int *ret_fd, struct error_info *err)
+/* A TCP connect to the server's NFS port within timeout ms.  ret_fd (may be NULL: closed)
+ * gets the connected socket. */
+static int connect_within(const struct nfs_volume *v, uint64_t timeout, int *ret_fd,
+			  struct error_info *err)
 {
-	uint64_t timeout = nfs_settings.connect_timeout_ms;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
 	char port[8], hp[NFS_SERVER_MAX + 16];
@@ -90,13 +91,26 @@ ok:
 	return 0;
 }
 
-/* The probe of a server that is down: TCP connect, then the NFS NULL call (nfs-probe.h). */
+int nfs_server_check_reachable(const struct nfs_volume *v, int *ret_fd, struct error_info *err)
+{
+	return connect_within(v, nfs_settings.connect_timeout_ms, ret_fd, err);
+}
+
+/* The probe of a server that is down: TCP connect, then the NFS NULL call (nfs-probe.h),
+ * both within one deadline (NFS_SERVER_PROBE_MS, or the connect timeout if shorter). */
 static int probe_server(void *arg, struct error_info *err)
 {
 	const struct nfs_volume *v = arg;
-	int fd = -1, r = nfs_server_check_reachable(v, &fd, err);
+	uint64_t deadline = nfs_settings.connect_timeout_ms < NFS_SERVER_PROBE_MS
+				    ? nfs_settings.connect_timeout_ms
+				    : NFS_SERVER_PROBE_MS;
+	uint64_t t0 = now_ms(), spent;
+	int fd = -1, r = connect_within(v, deadline, &fd, err);
 
-	return r < 0 ? r : nfs_probe_null(fd, nfs_settings.connect_timeout_ms, err);
+	if (r < 0)
+		return r;
+	spent = now_ms() - t0;
+	return nfs_probe_null(fd, spent < deadline ? deadline - spent : 1, err);
 }
 
 /* The server's gate (server-health.h): begins op on v's server, running the probe when the

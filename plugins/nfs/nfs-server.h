@@ -12,6 +12,10 @@
 #include "nfs-spec.h"
 #include "server-health.h"
 
+/* The probe's deadline, connect and NULL call together: short, so that the mount or CSI call
+ * that runs it still answers within a second (a server that runs answers at once). */
+#define NFS_SERVER_PROBE_MS 500
+
 /* A TCP connect to v's server and port within the connect timeout.  ret_fd (may be NULL:
  * then closed) gets the connected socket.  Returns 0, or with err naming the server
  * -ETIMEDOUT, -ECONNREFUSED, -ENETUNREACH, or -EHOSTUNREACH (also for any other failure). */
