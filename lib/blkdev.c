@@ -341,14 +341,35 @@ static int run_mkfs(const char *dev, const char *fstype, struct error_info *err)
 	return 0;
 }
 
-int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
+/* The UUID of the filesystem mkfs just made on dev ("" if it cannot be read back). */
+static void uuid_after_mkfs(const char *dev, char *ret_uuid)
+{
+	struct blkdev_probe p;
+	struct error_info ignored = { 0 };
+
+	if (blkdev_probe(dev, &p, &ignored) == 0 && !p.blank)
+		snprintf(ret_uuid, BLKDEV_UUID_MAX, "%s", p.uuid);
+}
+
+int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only,
+			     const char *recorded_uuid, char *ret_type, char *ret_uuid,
 			     int *claim_fd, struct error_info *err)
 {
 	struct blkdev_probe p;
 	int rc = blkdev_probe(dev, &p, err);
 
+	if (ret_uuid)
+		ret_uuid[0] = '\0';
 	if (rc < 0)
 		return rc;
+	if (recorded_uuid && *recorded_uuid && p.blank)
+		return err_set(err, -EUCLEAN,
+			       "%s probes blank, but this volume's record says it carries a "
+			       "filesystem with UUID %s (made or mounted by this agent): refusing "
+			       "to format it again; its start may have been wiped or the name may "
+			       "now name another device (check with wipefs and the disk's "
+			       "by-id link, recover with fsck from a backup superblock)",
+			       dev, recorded_uuid);
 	if (p.blank) {
 		const char *t = fstype ? fstype : "ext4";
 		if (read_only)
@@ -371,6 +392,8 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 		if (rc < 0)
 			return rc;
 		snprintf(ret_type, 32, "%s", t);
+		if (ret_uuid)
+			uuid_after_mkfs(dev, ret_uuid);
 		return 0;
 	}
 	if (p.pttype[0])
@@ -394,6 +417,14 @@ int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only
 			       "%s holds a %s filesystem, not one the agent creates (ext4, xfs, "
 			       "btrfs); name it as fsType to mount it",
 			       dev, p.type);
+	if (recorded_uuid && *recorded_uuid && !streq(p.uuid, recorded_uuid))
+		return err_set(err, -ESTALE,
+			       "%s holds a %s filesystem with UUID %s, not the %s this volume's "
+			       "record names: the device name may now name another disk; refusing "
+			       "to mount it",
+			       dev, p.type, p.uuid[0] ? p.uuid : "(none)", recorded_uuid);
 	snprintf(ret_type, 32, "%s", p.type);
+	if (ret_uuid)
+		snprintf(ret_uuid, BLKDEV_UUID_MAX, "%s", p.uuid);
 	return 0;
 }

@@ -13,12 +13,14 @@
  * since mkfs.ext4 discards the whole device first and a large thin device can take minutes. */
 #define BLKDEV_MKFS_TIMEOUT_MS (10 * 60 * 1000)
 
+#define BLKDEV_UUID_MAX 64
+
 struct blkdev_probe {
 	bool blank;	 /* no signature at all */
 	char type[32];	 /* superblock TYPE: "ext4", "xfs", "ceph_bluestore", ... */
 	char usage[32];	 /* USAGE: "filesystem", "raid", "crypto", "other" */
 	char pttype[32]; /* partition table: "gpt", "dos" */
-	char uuid[64];
+	char uuid[BLKDEV_UUID_MAX];
 };
 
 /* Claims dev for the agent: opens it O_EXCL, which the kernel refuses (EBUSY) while the
@@ -60,6 +62,15 @@ bool blkdev_can_format(const char *fstype);
  * than fstype when fstype is given, and without fstype a filesystem the agent cannot create
  * (only the types it formats are mounted: not a squashfs or vfat found on a device).
  * *claim_fd (blkdev_claim, or -1) is closed just before mkfs runs, and set to -1 then.  The
- * caller holds blkdev_lock_format() across its claim and this call. */
-int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only, char *ret_type,
+ * caller holds blkdev_lock_format() across its claim and this call.
+ *
+ * recorded_uuid (may be NULL): the UUID of the filesystem the caller's own record says this
+ * volume carries (it formatted or mounted it before).  Then a device that probes blank is
+ * never formatted (-EUCLEAN: the record says it was; a wiped start, a read that returned
+ * zeros, or another device under the recorded name), and a filesystem with another UUID is
+ * not mounted (-ESTALE: the name now names something else).  ret_uuid (BLKDEV_UUID_MAX
+ * bytes, may be NULL) gets the UUID of the filesystem to mount: the one found, or the one
+ * mkfs just made ("" when the type has none). */
+int blkdev_prepare_for_mount(const char *dev, const char *fstype, bool read_only,
+			     const char *recorded_uuid, char *ret_type, char *ret_uuid,
 			     int *claim_fd, struct error_info *err);

@@ -48,7 +48,7 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	_cleanup_free_ char *options = NULL;
 	_cleanup_close_ int claim = -1;
 	struct stat st_dev, st_target;
-	char type[32];
+	char type[32], uuid[BLKDEV_UUID_MAX] = "";
 	int r;
 
 	if (stat(dev, &st_dev) < 0)
@@ -73,15 +73,19 @@ int device_fs_mount(const char *dev, const char *fstype, const char *default_fst
 	claim = blkdev_claim(dev, err);
 	r = claim < 0 ? claim
 		      : blkdev_prepare_for_mount(dev, fstype ? fstype : default_fstype, read_only,
-						 type, &claim, err);
+						 target->fs_uuid, type, uuid, &claim, err);
 	if (claim >= 0)
 		close(TAKE_FD(claim));
 	if (r == 0)
 		r = mnt_util_mount_at(dev, target->parent_fd, target->name, type,
 				      options[0] ? options : NULL, err);
 	blkdev_unlock_format(st_dev.st_rdev);
+	if (r == 0 && target->ret_fs_uuid)
+		snprintf(target->ret_fs_uuid, MOUNT_TARGET_UUID_MAX, "%s", uuid);
 	return r;
 }
+
+_Static_assert(MOUNT_TARGET_UUID_MAX >= BLKDEV_UUID_MAX, "a probed UUID fits the target's");
 
 #define EXT4_SUPER_MAGIC 0xEF53
 #define XFS_SUPER_MAGIC 0x58465342

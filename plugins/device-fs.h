@@ -16,6 +16,10 @@
  * or "dev": a list the kernel cannot take whole (longer than
  * a page) is refused with -E2BIG naming mountOptions, never shortened.  Idempotent: 0 when
  * target already is a mount of dev; -EBUSY when it is a mount of something else.
+ * target->fs_uuid, when set, is the filesystem the volume's record names: a device that
+ * probes blank is then refused with -EUCLEAN (never formatted), one holding another
+ * filesystem with -ESTALE (blkdev_prepare_for_mount); target->ret_fs_uuid gets the UUID of
+ * the filesystem mounted (left as it was when the target was mounted already).
  * Returns: 0 on success, negative errno with err filled on failure. */
 int device_fs_mount(const char *dev, const char *fstype, const char *default_fstype,
 		    char *const *mount_options, bool read_only, const struct mount_target *target,

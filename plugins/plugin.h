@@ -51,7 +51,16 @@ struct mount_target {
 	int parent_fd;
 	const char *name;
 	bool fresh; /* the target dir was made just now by this op: nothing is mounted on it */
+	/* mount_device of a filesystem on a block device (device-fs.h) only, both may be NULL.
+	 * fs_uuid: the UUID the volume's record names (the filesystem this agent made or
+	 * mounted on it before): a device that probes blank is then not formatted, and one
+	 * with another filesystem not mounted.  ret_fs_uuid (MOUNT_TARGET_UUID_MAX bytes): the
+	 * UUID of the filesystem mounted now, "" when not known. */
+	const char *fs_uuid;
+	char *ret_fs_uuid;
 };
+
+#define MOUNT_TARGET_UUID_MAX 64
 
 /* What attach made, kept in the journal so that detach, and a restarted agent, know it. */
 struct device_attachment {

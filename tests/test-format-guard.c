@@ -6,9 +6,11 @@
  * superblock; the agent refuses to format it, names the backup and how to recover it, and
  * e2fsck from that backup brings the data back, which the agent then mounts.  Two volumes
  * naming one blank device by two paths, set up at the same moment, get one filesystem (the
- * probe-to-mkfs step is serialized per device number).  A device that does not read back
- * cannot be produced on this kernel (no dm-error); blkdev_check_blank's read of both ends
- * is exercised on readable devices only. */
+ * probe-to-mkfs step is serialized per device number).  A volume's record of the filesystem it
+ * carries (its UUID, journaled with the device): a device that probes blank is never formatted
+ * again and one holding another filesystem is never mounted, by the agent itself across a
+ * "reboot" too.  A device that does not read back cannot be produced on this kernel (no
+ * dm-error); blkdev_check_blank's read of both ends is exercised on readable devices only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-fixture.h"
 #include "blkdev.h"
 #include "device-fs.h"
 #include "mount-util.h"
@@ -83,8 +87,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* The local plugin's mount of dev (by path) at target i of e. */
-static int mount_local(struct env *e, const char *path, int i, struct error_info *err)
+/* The local plugin's mount of dev (by path) at target i of e, with the filesystem UUID the
+ * volume's record names (NULL: none); the UUID mounted into ret_uuid (may be NULL). */
+static int mount_recorded(struct env *e, const char *path, int i, const char *uuid, char *ret_uuid,
+			  struct error_info *err)
 {
 	const struct volume_plugin *p = plugin_find_by_name("local");
 	struct volume_spec *s = volume_spec_new("local");
@@ -98,10 +104,17 @@ static int mount_local(struct env *e, const char *path, int i, struct error_info
 	r = plugin_mount_device(p, s, path, false,
 				&(struct mount_target){ .path = e->target[i],
 							.parent_fd = e->parent_fd,
-							.name = name },
+							.name = name,
+							.fs_uuid = uuid,
+							.ret_fs_uuid = ret_uuid },
 				err);
 	volume_spec_unref(s);
 	return r;
+}
+
+static int mount_local(struct env *e, const char *path, int i, struct error_info *err)
+{
+	return mount_recorded(e, path, i, NULL, NULL, err);
 }
 
 static void zero_start(const char *dev, size_t len)
@@ -183,6 +196,178 @@ static void test_blank_device_is_formatted(void **state)
 	assert_int_equal(mount_local(e, e->dev, 0, &err), 0);
 	assert_int_equal(blkdev_probe(e->dev, &probe, NULL), 0);
 	assert_string_equal(probe.type, "ext4");
+}
+
+static void discard_all(const char *dev)
+{
+	assert_int_equal(test_run((const char *const[]){ "blkdiscard", "-f", dev, NULL }), 0);
+}
+
+/* The record of the filesystem a volume carries: the UUID of the one formatted is handed
+ * back; the device then wiped whole (no backup superblock left for the last look to find)
+ * is refused with that record, and nothing is written to it, while without the record it is
+ * formatted again (what the record prevents); a device that holds another filesystem than
+ * the recorded one is not mounted; the recorded one is. */
+static void test_recorded_filesystem(void **state)
+{
+	struct env *e = *state;
+	struct error_info err = { 0 };
+	struct blkdev_probe probe;
+	char made[MOUNT_TARGET_UUID_MAX] = "", again[MOUNT_TARGET_UUID_MAX] = "";
+	char seen[64];
+
+	assert_int_equal(mount_recorded(e, e->dev, 0, NULL, made, &err), 0);
+	test_blkid_value(e->dev, "UUID", seen, sizeof(seen));
+	assert_true(made[0] != '\0');
+	assert_string_equal(made, seen);
+	assert_int_equal(mnt_util_umount(e->target[0], 0, NULL), 0);
+
+	discard_all(e->dev);
+	assert_int_equal(mount_recorded(e, e->dev, 0, made, again, &err), -EUCLEAN);
+	assert_non_null(strstr(err.msg, made));
+	assert_non_null(strstr(err.msg, "refusing to format it again"));
+	assert_string_equal(again, "");
+	assert_false(test_is_mountpoint(e->target[0]));
+	assert_int_equal(blkdev_probe(e->dev, &probe, NULL), 0);
+	assert_true(probe.blank);
+
+	/* Without the record the same blank device is formatted: a new filesystem. */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(mount_recorded(e, e->dev, 0, NULL, again, &err), 0);
+	assert_true(again[0] != '\0');
+	assert_string_not_equal(again, made);
+	assert_int_equal(mnt_util_umount(e->target[0], 0, NULL), 0);
+
+	/* Another filesystem than the recorded one: not mounted, both UUIDs named. */
+	assert_int_equal(mount_recorded(e, e->dev, 0, made, NULL, &err), -ESTALE);
+	assert_non_null(strstr(err.msg, made));
+	assert_non_null(strstr(err.msg, again));
+	assert_false(test_is_mountpoint(e->target[0]));
+
+	/* The recorded one is mounted, and handed back. */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(mount_recorded(e, e->dev, 0, again, made, &err), 0);
+	assert_string_equal(made, again);
+	assert_true(test_is_mountpoint(e->target[0]));
+}
+
+/* --- the agent: the record journaled, kept across a "reboot" and failed set-ups ----------- */
+
+#define WAIT_MS 20000 /* test_wait_until scales it by TEST_TIME_SCALE */
+
+static int agent_setup(void **state)
+{
+	*state = fixture_new("format-record");
+	return *state ? 0 : -1;
+}
+
+static int agent_teardown(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+/* The "fs_uuid" the journal holds for the device volume, into uuid ("" when none). */
+static void journal_fs_uuid(struct agent_fixture *f, char *uuid, size_t size)
+{
+	char path[600];
+	json_error_t jerr;
+	json_t *root, *dev;
+	size_t i;
+
+	uuid[0] = '\0';
+	snprintf(path, sizeof(path), "%s/journal.json", f->state);
+	root = json_load_file(path, 0, &jerr);
+	assert_non_null(root);
+	json_array_foreach(json_object_get(root, "devices"), i, dev)
+	{
+		const char *u = json_string_value(json_object_get(dev, "fs_uuid"));
+		if (u)
+			snprintf(uuid, size, "%s", u);
+	}
+	json_decref(root);
+}
+
+/* The mount_device has failed a second time in a row. */
+static bool second_failure(void *arg)
+{
+	return fixture_log_find(arg, "op=mount_device", "failures=2") >= 0;
+}
+
+static bool journal_has_no_record(void *arg)
+{
+	char uuid[MOUNT_TARGET_UUID_MAX];
+
+	journal_fs_uuid(arg, uuid, sizeof(uuid));
+	return uuid[0] == '\0';
+}
+
+/* The journal's boot id made another's: the next start takes it for an earlier boot. */
+static void journal_of_earlier_boot(struct agent_fixture *f)
+{
+	char path[600], *j, *b;
+
+	snprintf(path, sizeof(path), "%s/journal.json", f->state);
+	j = test_read_file(path);
+	assert_non_null(j);
+	b = strstr(j, "\"boot_id\":\"");
+	assert_non_null(b);
+	memset(b + strlen("\"boot_id\":\""), '0', 8);
+	assert_int_equal(test_write_file(path, j), 0);
+	free(j);
+}
+
+/* A local block volume formatted by the agent: the journal records its filesystem's UUID.
+ * Then a power cut as the format guard fears it: the agent killed, every mount gone, the
+ * journal of an earlier boot, and the device reading blank (wiped whole).  The restarted
+ * agent refuses to format it, again on its retry, naming the UUID, and keeps the record
+ * (before the record it formatted the device at once).  The pod removed, the record goes
+ * with the volume. */
+static void test_agent_keeps_record_across_reboot(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *dev = fixture_add_loop(f, 64 << 20);
+	char target[512], uuid[MOUNT_TARGET_UUID_MAX], seen[64], kept[MOUNT_TARGET_UUID_MAX];
+	struct blkdev_probe probe;
+	long off;
+
+	assert_non_null(dev);
+	assert_int_equal(fixture_write_local_pod(f, "p1", "disk", dev), 0);
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_mounted(fixture_pod_dir(f, "p1", "disk", target), WAIT_MS));
+	test_blkid_value(dev, "UUID", seen, sizeof(seen));
+	assert_true(seen[0] != '\0');
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	journal_fs_uuid(f, uuid, sizeof(uuid));
+	assert_string_equal(uuid, seen);
+
+	fixture_unmount_all(f);
+	journal_of_earlier_boot(f);
+	discard_all(dev);
+	off = fixture_log_size(f);
+	/* debug: a retry that fails the same way is logged there only. */
+	assert_int_equal(fixture_start(f, (const char *const[]){ "--log-level", "debug", NULL }),
+			 0);
+	assert_true(fixture_wait_log_after(f, off, "journal is from an earlier boot", WAIT_MS));
+	assert_true(fixture_wait_log_after(f, off, "refusing to format it again", WAIT_MS));
+	/* And its retries (backoff from 0.5 s): refused again, not formatted. */
+	assert_true(test_wait_until(second_failure, f, WAIT_MS));
+	assert_int_equal(blkdev_probe(dev, &probe, NULL), 0);
+	assert_true(probe.blank);
+	assert_false(test_is_mountpoint(target));
+	assert_true(fixture_log_find(f, "refusing to format it again", uuid) >= 0);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	journal_fs_uuid(f, kept, sizeof(kept));
+	assert_string_equal(kept, uuid);
+
+	/* The pod gone: the volume is released and its record with it. */
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_int_equal(fixture_remove_pod(f, "p1.json"), 0);
+	assert_true(fixture_wait_ready(f, NULL, WAIT_MS));
+	assert_true(test_wait_until(journal_has_no_record, f, WAIT_MS));
+	assert_int_equal(blkdev_probe(dev, &probe, NULL), 0);
+	assert_true(probe.blank);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
 struct racer {
@@ -326,6 +511,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_blank_device_is_formatted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_paths_one_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_is_per_device, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recorded_filesystem, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_keeps_record_across_reboot, agent_setup,
+						agent_teardown),
 	};
 
 	if (!test_have_root()) {

@@ -284,6 +284,7 @@ static void device_free(void *p)
 	free(d->volume_name);
 	free(d->plugin_name);
 	free(d->mount_path);
+	free(d->fs_uuid);
 	volume_spec_unref(d->spec);
 	device_attachment_clear(&d->att);
 	free(d);

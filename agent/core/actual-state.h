@@ -43,6 +43,11 @@ struct asw_device {
 	bool mounted;
 	bool read_only;
 	bool broken; /* its health check failed: released, then staged again */
+	/* The UUID of the filesystem this agent made or mounted on the device (journaled, kept
+	 * across a reboot and across failed set-ups until the volume is released): a device that
+	 * probes blank is never formatted again, one with another filesystem never mounted.
+	 * NULL when not known (a raw block volume, a journal of an older agent). */
+	char *fs_uuid;
 	int mount_id;
 	uint64_t learned_gen;
 };

@@ -133,6 +133,13 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 	d->read_only = json_is_true(json_object_get(e, "read_only"));
 	if (device && !(d->att.device_path = strdup(device)))
 		return -ENOMEM;
+	/* Optional (agents before it did not record it): the filesystem made or mounted. */
+	v = json_object_get(e, "fs_uuid");
+	if (v && (!json_is_string(v) || json_string_length(v) == 0 ||
+		  json_string_length(v) >= MOUNT_TARGET_UUID_MAX))
+		return err_set(err, -EBADMSG, "devices[%zu].fs_uuid: must be a UUID string", i);
+	if (v && !(d->fs_uuid = strdup(json_string_value(v))))
+		return -ENOMEM;
 	meta = json_object_get(e, "meta");
 	if (meta && !json_is_object(meta))
 		return err_set(err, -EBADMSG, "devices[%zu].meta: must be an object", i);
@@ -222,6 +229,8 @@ static json_t *device_to_json(const struct asw_device *d)
 		json_object_set_new(o, "device", json_string(d->att.device_path));
 	json_object_set_new(o, "attached", json_boolean(d->attached));
 	json_object_set_new(o, "read_only", json_boolean(d->read_only));
+	if (d->fs_uuid)
+		json_object_set_new(o, "fs_uuid", json_string(d->fs_uuid));
 	if (d->spec && d->spec->block)
 		json_object_set_new(o, "block", json_true());
 	for (size_t i = 0; i < d->att.n_meta; i++)

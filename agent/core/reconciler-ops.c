@@ -412,6 +412,10 @@ static void applied_mount_device(struct reconciler *r, struct volume_op *op, uin
 		memset(&op->att, 0, sizeof(op->att));
 	}
 	d->attached = d->att.device_path != NULL;
+	if (op->result == 0 && op->fs_uuid[0] && !streq_ptr(d->fs_uuid, op->fs_uuid)) {
+		free(d->fs_uuid);
+		d->fs_uuid = strdup(op->fs_uuid); /* NULL on no memory: not recorded, as before */
+	}
 	if (op->result == 0) {
 		d->mounted = true;
 		d->read_only = op->read_only;
@@ -423,7 +427,10 @@ static void applied_mount_device(struct reconciler *r, struct volume_op *op, uin
 		if (op->content[0])
 			log_info("raw block volume handed out with data on it", "volume",
 				 op->volume_name, "content", op->content);
-	} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached)) {
+	} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached) &&
+		   !d->fs_uuid) {
+		/* A device with a recorded filesystem keeps its entry, not mounted, until the
+		 * volume is released: the next attempt must not find it blank with no record. */
 		asw_remove_device(r->asw, op->volume_name);
 	}
 	journal_mark_dirty(r->journal);

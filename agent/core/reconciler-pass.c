@@ -298,6 +298,8 @@ static void queue_mount_device(struct reconciler *r, struct dsw_volume *v, struc
 		return;
 	op->read_only = v->n_read_write == 0 && !(v->csi && v->staged && !v->spec->read_only);
 	op->cleanup_stop = rec_cleanup_stop_for(r, op->target, true);
+	if (d->fs_uuid)
+		snprintf(op->recorded_fs_uuid, sizeof(op->recorded_fs_uuid), "%s", d->fs_uuid);
 	if (d->att.device_path)
 		op->att.device_path = strdup(d->att.device_path); /* attached before a restart */
 	for (size_t i = 0; i < d->att.n_meta; i++)

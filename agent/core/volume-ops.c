@@ -374,6 +374,9 @@ static int run_mount_device(struct volume_op *op)
 	if (r < 0)
 		goto out_detach;
 	mt = opened_target_mount(op, &t, created);
+	/* The filesystem this volume was recorded with: never formatted over, never another. */
+	mt.fs_uuid = op->recorded_fs_uuid[0] ? op->recorded_fs_uuid : NULL;
+	mt.ret_fs_uuid = op->fs_uuid;
 	if (op_is_block(op))
 		r = plugin_map_device(op->plugin, op->spec, op->att.device_path, op->read_only, &mt,
 				      &op->err);

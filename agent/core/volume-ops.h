@@ -59,6 +59,11 @@ struct volume_op {
 	uint32_t project_id;
 	bool verified;	  /* VERIFY: the target holds this volume */
 	bool broken;	  /* CHECK_HEALTH: the mount must be healed */
+	/* MOUNT_DEVICE of a filesystem: the UUID its device's record names (asw_device.fs_uuid;
+	 * "" for none), and the UUID of the filesystem mounted now (made or found), recorded
+	 * when it succeeds ("" when not known). */
+	char recorded_fs_uuid[MOUNT_TARGET_UUID_MAX];
+	char fs_uuid[MOUNT_TARGET_UUID_MAX];
 	char content[32]; /* MOUNT_DEVICE of a raw block volume: what the device carries (a
 			   * filesystem or partition table type), "" when blank; logged */
 	bool detached;	  /* MOUNT_DEVICE: an attachment from before a restart

@@ -256,6 +256,11 @@ const char *fixture_add_loop(struct agent_fixture *f, long long size)
 	return f->loops[f->n_loops++];
 }
 
+void fixture_unmount_all(struct agent_fixture *f)
+{
+	unmount_below(f->root);
+}
+
 static bool is_mounted(void *arg)
 {
 	return test_is_mountpoint(arg);

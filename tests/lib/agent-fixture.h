@@ -59,6 +59,9 @@ const char *fixture_pod_dir(const struct agent_fixture *f, const char *uid, cons
  * in f->loops[i] and returned. */
 const char *fixture_add_loop(struct agent_fixture *f, long long size);
 
+/* Lazily detaches every mount below the fixture's root: what a reboot leaves of them. */
+void fixture_unmount_all(struct agent_fixture *f);
+
 bool fixture_wait_mounted(const char *path, int timeout_ms);
 bool fixture_wait_unmounted(const char *path, int timeout_ms);
 /* Waits until exactly n mounts exist below <root>. */
