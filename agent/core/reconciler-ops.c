@@ -427,8 +427,7 @@ static void applied_mount_device(struct reconciler *r, struct volume_op *op, uin
 		if (op->content[0])
 			log_info("raw block volume handed out with data on it", "volume",
 				 op->volume_name, "content", op->content);
-	} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached) &&
-		   !d->fs_uuid) {
+	} else if (!d->mounted && (!plugin_has_detach(op->plugin) || !d->attached) && !d->fs_uuid) {
 		/* A device with a recorded filesystem keeps its entry, not mounted, until the
 		 * volume is released: the next attempt must not find it blank with no record. */
 		asw_remove_device(r->asw, op->volume_name);

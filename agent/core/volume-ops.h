@@ -57,8 +57,8 @@ struct volume_op {
 	/* SET_UP, VERIFY of a directory volume with a size: the project ID its directory
 	 * carries, read back through the target (lib/quota.h); 0 for any other. */
 	uint32_t project_id;
-	bool verified;	  /* VERIFY: the target holds this volume */
-	bool broken;	  /* CHECK_HEALTH: the mount must be healed */
+	bool verified; /* VERIFY: the target holds this volume */
+	bool broken;   /* CHECK_HEALTH: the mount must be healed */
 	/* MOUNT_DEVICE of a filesystem: the UUID its device's record names (asw_device.fs_uuid;
 	 * "" for none), and the UUID of the filesystem mounted now (made or found), recorded
 	 * when it succeeds ("" when not known). */
