@@ -2,7 +2,9 @@
  * state disk): a real `volagent run --csi` with its state dir on a small tmpfs, filled by a
  * file of the test's own until ENOSPC, then given room again.  A failing journal save is retried
  * with backoff (not once a millisecond), logged once per change of state, shown in `status`
- * and refuses new publishes (ABORTED naming the state dir, issue 45 item 2),;
+ * and refuses new publishes (ABORTED naming the state dir, issue 45 item 2); a device's attach
+ * and format are not started before the save that records them has worked (the first stage
+ * after the disk filled, while the journal still looked healthy);
  * in the metrics (volagent_journal_writable, volagent_journal_save_failures_total); once there
  * is room the next try saves without a restart.  No injection: ENOSPC is the
  * kernel's.  Root, private mount namespace; the fixture stops the agent and removes its mounts
@@ -148,10 +150,66 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 	assert_int_equal(umount2(e->f->state, 0), 0);
 }
 
+/* The state dir fills while the journal is still healthy (no save has failed yet), and a
+ * NodeStageVolume of a blank local block device comes: its device record cannot be saved, so
+ * the format and mount it records are not started.  Answered ABORTED naming the state dir,
+ * the device stays blank and unmounted (before, it was answered OK with the device formatted
+ * and mounted, and no record of it on disk).  With room again the same call formats and
+ * mounts it, and the journal records the device; the unstage releases it. */
+static void test_device_work_waits_for_its_record(void **state)
+{
+	struct csi_env *e = *state;
+	char filler[700], stg[700], calls[4096] = "", journal[700], *out, *text;
+	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	char type[64];
+
+	assert_non_null(dev);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", e->f->state, NULL }), 0);
+	assert_int_equal(mount("tmpfs", e->f->state, "tmpfs", 0, "size=256k"), 0);
+	csi_env_start(e);
+	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 10000));
+	snprintf(filler, sizeof(filler), "%s/filler", e->f->state);
+	assert_int_equal(test_fill_fs(filler), 0);
+
+	csi_env_staging(e, "blk", stg);
+	csi_calls_stage_local(calls, sizeof(calls), "blk", stg, CSI_CAP_MOUNT, dev);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "ERR ABORTED");
+	assert_line(out, 0, "not started: the journal in state dir");
+	assert_line(out, 0, e->f->state);
+	assert_line(out, 0, "No space left on device");
+	free(out);
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
+	assert_string_equal(type, "");
+	assert_false(test_is_mountpoint(stg));
+
+	assert_int_equal(unlink(filler), 0);
+	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 40000));
+	csi_env_call_ok(e, calls, 1);
+	assert_true(test_is_mountpoint(stg));
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
+	assert_string_equal(type, "ext4");
+	snprintf(journal, sizeof(journal), "%s/journal.json", e->f->state);
+	assert_true(test_wait_file_text(journal, "\"fs_uuid\"", true, 10000));
+	text = test_read_file(journal);
+	assert_non_null(text);
+	assert_non_null(strstr(text, dev));
+	free(text);
+
+	calls[0] = '\0';
+	csi_calls_unstage(calls, sizeof(calls), "blk", stg);
+	csi_env_call_ok(e, calls, 1);
+	assert_false(test_is_mountpoint(stg));
+	csi_env_stop_clean(e);
+	assert_int_equal(umount2(e->f->state, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_full_state_dir_backs_off_and_recovers, setup,
+						csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_device_work_waits_for_its_record, setup,
 						csi_env_teardown),
 	};
 

@@ -653,6 +653,26 @@ static void reserve_for_startup(struct reconciler *r)
 	malloc_reserve(n * STARTUP_BYTES_PER_POD_MOUNT);
 }
 
+/* The journal is still dirty after the pass's save: the save failed, or waits for its
+ * backoff, so the device records made by this pass are not on disk.  An attach or format
+ * they would record is not started (a crash would leave a device attached, or a mapping
+ * open, that no record names): each MOUNT_DEVICE fails at once with EAGAIN (CSI ABORTED,
+ * which kubelet calls again) naming the state dir, and is tried again at backoff.  Unmounts
+ * and releases go on: they only remove records. */
+static void hold_unrecorded_device_work(struct reconciler *r, struct volume_op *list)
+{
+	for (struct volume_op *op = list; op; op = volume_op_from_job(op->job.next)) {
+		if (op->kind != VOLUME_OP_MOUNT_DEVICE)
+			continue;
+		op->refused = err_set(&op->err, -EAGAIN,
+				      "not started: the journal in state dir %s cannot be written "
+				      "(%s); tried again once a save works",
+				      r->state_dir,
+				      r->journal_health.error[0] ? r->journal_health.error
+								 : "a save is pending");
+	}
+}
+
 void rec_pass(struct reconciler *r)
 {
 	struct volume_op *list = NULL;
@@ -681,6 +701,8 @@ void rec_pass(struct reconciler *r)
 
 	/* Device records first, then the work they describe: one fsync for the whole pass. */
 	rec_save_journal(r, false);
+	if (list && journal_is_dirty(r->journal))
+		hold_unrecorded_device_work(r, list);
 	if (list)
 		executor_submit_list(r->ex, &list->job);
 

@@ -471,7 +471,9 @@ static void volume_op_run(struct executor_job *job)
 	struct volume_op *op = volume_op_from_job(job);
 	uint64_t start = now_ms();
 
-	if ((size_t)op->kind < ARRAY_SIZE(run_kind))
+	if (op->refused)
+		op->result = op->refused;
+	else if ((size_t)op->kind < ARRAY_SIZE(run_kind))
 		op->result = run_kind[op->kind](op);
 	if (op->result < 0 && !op->err.code)
 		err_set(&op->err, op->result, "%s", strerror(-op->result));

@@ -68,6 +68,9 @@ struct volume_op {
 			   * filesystem or partition table type), "" when blank; logged */
 	bool detached;	  /* MOUNT_DEVICE: an attachment from before a restart
 					 * failed and was released; attach again next time */
+	/* Not to be run: fails at once with this -errno and op->err, set before it is
+	 * submitted (a MOUNT_DEVICE whose record did not reach the journal); 0 to run it. */
+	int refused;
 	uint64_t duration_ms;
 };
 
