@@ -32,6 +32,7 @@ DLOPEN_NOTE(luks_dlopen_note,
 	X(crypt_activate_by_passphrase)    \
 	X(crypt_deactivate)                \
 	X(crypt_format)                    \
+	X(crypt_get_label)                 \
 	X(crypt_free)                      \
 	X(crypt_get_device_name)           \
 	X(crypt_init)                      \
@@ -41,6 +42,7 @@ DLOPEN_NOTE(luks_dlopen_note,
 	X(crypt_keyslot_status)            \
 	X(crypt_load)                      \
 	X(crypt_resize)                    \
+	X(crypt_set_label)                 \
 	X(crypt_set_log_callback)          \
 	X(crypt_set_pbkdf_type)            \
 	X(crypt_status)                    \
@@ -90,6 +92,7 @@ static int luks_dlopen(struct error_info *err)
 #define crypt_format (*sym_crypt_format)
 #define crypt_free (*sym_crypt_free)
 #define crypt_get_device_name (*sym_crypt_get_device_name)
+#define crypt_get_label (*sym_crypt_get_label)
 #define crypt_init (*sym_crypt_init)
 #define crypt_init_by_name (*sym_crypt_init_by_name)
 #define crypt_keyslot_add_by_volume_key (*sym_crypt_keyslot_add_by_volume_key)
@@ -97,6 +100,7 @@ static int luks_dlopen(struct error_info *err)
 #define crypt_keyslot_status (*sym_crypt_keyslot_status)
 #define crypt_load (*sym_crypt_load)
 #define crypt_resize (*sym_crypt_resize)
+#define crypt_set_label (*sym_crypt_set_label)
 #define crypt_set_log_callback (*sym_crypt_set_log_callback)
 #define crypt_set_pbkdf_type (*sym_crypt_set_pbkdf_type)
 #define crypt_status (*sym_crypt_status)
@@ -200,13 +204,22 @@ static int check_passphrase(struct crypt_device *cd, const char *dev, const char
 	return 0;
 }
 
-int luks_format(const char *dev, const char *pass, size_t pass_len, struct error_info *err)
+int luks_format(const char *dev, const char *owner, const char *pass, size_t pass_len,
+		struct error_info *err)
 {
 	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	char label[sizeof(LUKS_LABEL_FORMATTING) + LUKS_OWNER_MAX];
 	struct crypt_params_luks2 params = { .sector_size = 512 };
 	struct crypt_pbkdf_type kdf = pbkdf;
 	int r;
 
+	if (owner && strlen(owner) > LUKS_OWNER_MAX)
+		return err_set(err, -ENAMETOOLONG, "LUKS format %s: owner %s is too long", dev,
+			       owner);
+	if (owner) {
+		snprintf(label, sizeof(label), LUKS_LABEL_FORMATTING "%s", owner);
+		params.label = label;
+	}
 	r = init_device(dev, &cd, err);
 	if (r < 0)
 		return r;
@@ -221,7 +234,31 @@ int luks_format(const char *dev, const char *pass, size_t pass_len, struct error
 	r = crypt_keyslot_add_by_volume_key(cd, CRYPT_ANY_SLOT, NULL, 0, pass, pass_len);
 	if (r < 0)
 		return err_set(err, r, "LUKS format %s: adding the keyslot: %s", dev, strerror(-r));
+	/* Finished: a stop before this point leaves the keyslot in, and a header with a
+	 * keyslot is never taken for an unfinished one whatever its label. */
+	r = owner ? crypt_set_label(cd, owner, NULL) : 0;
+	if (r < 0)
+		return err_set(err, r, "LUKS format %s: labelling the header: %s", dev,
+			       strerror(-r));
 	return 0;
+}
+
+int luks_unfinished_format(const char *dev, const char *owner, struct error_info *err)
+{
+	_cleanup_crypt_ struct crypt_device *cd = NULL;
+	struct error_info ignored = { 0 };
+	const char *label;
+	int r = init_device(dev, &cd, err);
+
+	if (r < 0)
+		return r;
+	if (crypt_load(cd, CRYPT_LUKS2, NULL) < 0)
+		return 0;
+	if (require_keyslot(cd, dev, &ignored) == 0)
+		return 0;
+	label = crypt_get_label(cd);
+	return label && startswith(label, LUKS_LABEL_FORMATTING) &&
+	       streq(label + strlen(LUKS_LABEL_FORMATTING), owner);
 }
 
 int luks_open(const char *dev, const char *name, const char *pass, size_t pass_len, bool read_only,

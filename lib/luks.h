@@ -36,9 +36,25 @@
 bool luks_dm_available(void);
 
 /* Formats dev as LUKS2 (the constants above, a random volume key) with one keyslot for the
- * passphrase.  The caller has checked dev carries nothing.  Returns 0 or -errno with err
- * naming dev. */
-int luks_format(const char *dev, const char *pass, size_t pass_len, struct error_info *err);
+ * passphrase.  The caller has checked dev carries nothing (or luks_unfinished_format said it
+ * holds its own unfinished format).  owner (at most LUKS_OWNER_MAX bytes, may be NULL) names
+ * who formats: the header is written with the label LUKS_LABEL_FORMATTING and owner, and
+ * labelled owner alone once the keyslot is in, so that a format stopped in between (the key
+ * derivation takes about a second) can be told apart afterwards.  Returns 0 or -errno with
+ * err naming dev. */
+int luks_format(const char *dev, const char *owner, const char *pass, size_t pass_len,
+		struct error_info *err);
+
+#define LUKS_LABEL_FORMATTING "formatting:"
+#define LUKS_OWNER_MAX 36 /* LUKS2 labels hold 47 bytes */
+
+/* Whether dev holds a LUKS2 header that luks_format(owner) began and did not finish: no
+ * keyslot in use and the label LUKS_LABEL_FORMATTING owner.  Nothing was ever written through
+ * such a header (no passphrase opens it), so formatting it again loses nothing.  Returns 1
+ * when it does; 0 when not (no LUKS2 header, a keyslot in use, any other label: a header made
+ * keyless on purpose keeps the label of its finished format); -errno with err when dev cannot
+ * be read. */
+int luks_unfinished_format(const char *dev, const char *owner, struct error_info *err);
 
 /* Opens the LUKS device dev as the mapping name (read-only when read_only), writing
  * /dev/mapper/<name> into ret_path (>= LUKS_PATH_MAX bytes).  A wrong passphrase is -EPERM with

@@ -201,12 +201,16 @@ static int refuse_ciphertext(const char *volume_name, const char *dev, struct er
 
 /* dev (device number rdev) holds a LUKS header, or is blank and gets one (one
  * probe-to-format at a time per device: blkdev_lock_format); anything else is refused.  The
- * passphrase is read into pass once the device is known to be LUKS or blank. */
+ * passphrase is read into pass once the device is known to be LUKS or blank.  A header that
+ * this agent's own format of this volume (its mapping name as the owner) left without a
+ * keyslot, stopped by a crash in the key derivation, is formatted again: nothing was ever
+ * written through it.  Any other keyless header stays as it is (luks_open says what it is). */
 static int probe_and_format(const struct volume_spec *spec, const char *volume_name,
-			    const char *dev, dev_t rdev, bool read_only, struct passphrase *pass,
-			    struct error_info *err)
+			    const char *name, const char *dev, dev_t rdev, bool read_only,
+			    struct passphrase *pass, struct error_info *err)
 {
 	struct blkdev_probe pr;
+	bool unfinished = false;
 	int r;
 
 	blkdev_lock_format(rdev);
@@ -220,8 +224,14 @@ static int probe_and_format(const struct volume_spec *spec, const char *volume_n
 			    volume_name, dev, pr.type[0] ? pr.type : pr.pttype);
 		goto out;
 	}
+	if (!pr.blank) {
+		r = luks_unfinished_format(dev, name, err);
+		if (r < 0)
+			goto out_prefix;
+		unfinished = r == 1;
+	}
 	r = get_passphrase(spec, pass, err);
-	if (r < 0 || !pr.blank)
+	if (r < 0 || (!pr.blank && !unfinished))
 		goto out_prefix;
 	if (read_only) {
 		r = err_set(err, -EROFS,
@@ -230,9 +240,9 @@ static int probe_and_format(const struct volume_spec *spec, const char *volume_n
 			    volume_name, dev);
 		goto out;
 	}
-	r = blkdev_check_blank(dev, err);
+	r = unfinished ? 0 : blkdev_check_blank(dev, err);
 	if (r == 0)
-		r = luks_format(dev, pass->buf, pass->len, err);
+		r = luks_format(dev, name, pass->buf, pass->len, err);
 out_prefix:
 	if (r < 0)
 		err_prefix(err, "volume %s", volume_name);
@@ -270,7 +280,7 @@ int crypt_volume_attach(const struct volume_spec *spec, const char *volume_name,
 		snprintf(mapping, sizeof(mapping), LUKS_MAPPER_DIR "/%s", name);
 		return record(att, name, mapping);
 	}
-	r = probe_and_format(spec, volume_name, dev, st.st_rdev, read_only, &pass, err);
+	r = probe_and_format(spec, volume_name, name, dev, st.st_rdev, read_only, &pass, err);
 	if (r < 0)
 		return r;
 	r = luks_open(dev, name, pass.buf, pass.len, read_only, mapping, err);

@@ -196,11 +196,11 @@ static void test_refusals(void **state)
 	assert_non_null(fs);
 	assert_non_null(luks);
 	assert_non_null(raw);
-	assert_int_equal(luks_format(raw, "other", 5, &err), 0);
+	assert_int_equal(luks_format(raw, NULL, "other", 5, &err), 0);
 	snprintf(key, sizeof(key), "%s/key", f->dir);
 	write_key(key, CANARY_FILE_PASS "\n", 0600);
 	assert_int_equal(test_mkfs("ext4", fs), 0);
-	assert_int_equal(luks_format(luks, "other", 5, &err), 0);
+	assert_int_equal(luks_format(luks, NULL, "other", 5, &err), 0);
 	probe(luks, type, uuid);
 	assert_int_equal(fixture_write_podf(f, "enc.json",
 					    "{\"pod\": {\"uid\": \"pod-enc\"}, \"volumes\": ["
@@ -249,7 +249,7 @@ static void test_header_without_keyslot(void **state)
 	char path[LUKS_PATH_MAX];
 
 	assert_non_null(dev);
-	assert_int_equal(luks_format(dev, "other", 5, &err), 0);
+	assert_int_equal(luks_format(dev, NULL, "other", 5, &err), 0);
 	assert_int_equal(luks_verify(dev, "other", 5, &err), 0);
 	assert_int_equal(test_run((const char *const[]){ "cryptsetup", "luksErase", "-q", dev,
 							 NULL }),
@@ -261,6 +261,101 @@ static void test_header_without_keyslot(void **state)
 	assert_int_equal(luks_open(dev, "va-nokey", "other", 5, false, path, &err), -ENOKEY);
 	assert_non_null(strstr(err_msg(&err), "has no keyslot"));
 	assert_null(strstr(err_msg(&err), "dm_crypt"));
+}
+
+/* A keyless header labelled as a format begun for owner, the bytes luks_format leaves when a
+ * crash stops it in the key derivation (cryptsetup writes the header with that label, and
+ * luksErase takes the keyslot out again: the instant itself cannot be timed). */
+static void unfinished_header(struct agent_fixture *f, const char *dev, const char *owner)
+{
+	char label[80], key[600];
+
+	snprintf(label, sizeof(label), LUKS_LABEL_FORMATTING "%s", owner);
+	snprintf(key, sizeof(key), "%s/other-key", f->dir);
+	write_key(key, "other", 0600);
+	assert_int_equal(test_run((const char *const[]){ "cryptsetup", "luksFormat", "-q", "--type",
+							 "luks2", "--label", label, "--pbkdf",
+							 "pbkdf2", "--pbkdf-force-iterations",
+							 "1000", dev, key, NULL }),
+			 0);
+	assert_int_equal(test_run((const char *const[]){ "cryptsetup", "luksErase", "-q", dev,
+							 NULL }),
+			 0);
+}
+
+/* The agent's own unfinished format of a volume is done again (issue 45 item 7): the header
+ * labelled as its format of that volume's mapping, with no keyslot, is formatted anew with the
+ * volume's passphrase (the passphrase then checks: without device-mapper the open stops at the
+ * kernel's part; with it the volume mounts), and labelled finished.  A keyless header begun
+ * for another volume's mapping, or finished and then erased (its label is the owner alone),
+ * is left as it is and said as such.  Before, all three were refused alike. */
+static void test_own_unfinished_format_redone(void **state)
+{
+	struct agent_fixture *f = *state;
+	const char *ours = fixture_add_loop(f, 32 << 20), *other = fixture_add_loop(f, 32 << 20);
+	const char *erased = fixture_add_loop(f, 32 << 20);
+	char key[600], name[CRYPT_VOLUME_NAME_MAX], volume[64], label[80], *dump;
+	struct error_info err = { 0 };
+
+	assert_non_null(ours);
+	assert_non_null(other);
+	assert_non_null(erased);
+	snprintf(volume, sizeof(volume), "local:%s", ours);
+	crypt_volume_mapping_name(volume, name);
+	unfinished_header(f, ours, name);
+	unfinished_header(f, other, "volagent-0123456789abcdef"); /* another volume's mapping */
+	snprintf(volume, sizeof(volume), "local:%s", erased);
+	crypt_volume_mapping_name(volume, label);
+	assert_int_equal(luks_format(erased, label, "other", 5, &err), 0);
+	assert_int_equal(test_run((const char *const[]){ "cryptsetup", "luksErase", "-q", erased,
+							 NULL }),
+			 0);
+	assert_int_equal(luks_unfinished_format(erased, label, &err), 0);
+	assert_int_equal(luks_unfinished_format(ours, name, &err), 1);
+	assert_int_equal(luks_unfinished_format(other, name, &err), 0);
+
+	snprintf(key, sizeof(key), "%s/key", f->dir);
+	write_key(key, CANARY_FILE_PASS "\n", 0600);
+	assert_int_equal(fixture_write_podf(f, "enc.json",
+					    "{\"pod\": {\"uid\": \"pod-enc\"}, \"volumes\": ["
+					    "{\"name\": \"a\", \"local\": {\"path\": \"%s\"},"
+					    " \"encryption\": {\"passphraseFile\": \"%s\"}},"
+					    "{\"name\": \"b\", \"local\": {\"path\": \"%s\"},"
+					    " \"encryption\": {\"passphraseFile\": \"%s\"}},"
+					    "{\"name\": \"c\", \"local\": {\"path\": \"%s\"},"
+					    " \"encryption\": {\"passphraseFile\": \"%s\"}}]}",
+					    ours, key, other, key, erased, key),
+			 0);
+	assert_int_equal(fixture_start(f, START_ARGS), 0);
+	if (luks_dm_available()) {
+		char target[512];
+		assert_true(
+			fixture_wait_mounted(fixture_pod_dir(f, "pod-enc", "a", target), WAIT_MS));
+	} else {
+		char msg[256];
+		snprintf(msg, sizeof(msg),
+			 "cannot open the LUKS device %s: this kernel has no "
+			 "device-mapper",
+			 ours);
+		assert_true(fixture_wait_log(f, msg, WAIT_MS));
+	}
+	assert_true(fixture_wait_log_line(f, other, "has no keyslot", WAIT_MS));
+	assert_true(fixture_wait_log_line(f, erased, "has no keyslot", WAIT_MS));
+	assert_int_equal(fixture_log_find(f, ours, "has no keyslot"), -1);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+	/* Formatted anew with the volume's passphrase, labelled finished. */
+	assert_int_equal(luks_verify(ours, CANARY_FILE_PASS, strlen(CANARY_FILE_PASS), &err), 0);
+	assert_int_equal(luks_unfinished_format(ours, name, &err), 0);
+	assert_int_equal(test_run_capture((const char *const[]){ "cryptsetup", "luksDump", ours,
+								 NULL },
+					  &dump),
+			 0);
+	assert_non_null(strstr(dump, name));
+	assert_null(strstr(dump, LUKS_LABEL_FORMATTING));
+	free(dump);
+	/* The others untouched: still keyless. */
+	assert_int_equal(luks_verify(other, "other", 5, &err), -ENOKEY);
+	assert_int_equal(luks_verify(erased, "other", 5, &err), -ENOKEY);
 }
 
 /* Without device-mapper (this host): a blank device is formatted once, the open fails with
@@ -671,6 +766,7 @@ int main(void)
 		cmocka_unit_test(test_check_attachment),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_header_without_keyslot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_unfinished_format_redone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_device_mapper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_csi_no_device_mapper, csi_setup,
 						csi_env_teardown),

@@ -72,7 +72,7 @@ int main(void)
 			return 1;
 		fclose(f);
 		t = now_ms();
-		if (luks_format(img, pass, strlen(pass), &err) < 0)
+		if (luks_format(img, NULL, pass, strlen(pass), &err) < 0)
 			return fail("luksFormat", &err);
 		fmt[i] = now_ms() - t;
 		t = now_ms();
