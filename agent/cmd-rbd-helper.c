@@ -157,7 +157,7 @@ int cmd_rbd_helper(int argc, char **argv)
 			return answer_error(-EINVAL, msg, EXIT_USAGE);
 		}
 		if (rbd_helper_fault_apply) /* a test build only */
-			rbd_helper_fault_apply();
+			rbd_helper_fault_apply(op);
 		r = rbd_ceph_connect(&cred, (uint64_t)timeout_ms, &c, &err);
 		if (r == 0 && streq(op, "check")) {
 			answer = json_object();

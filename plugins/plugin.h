@@ -224,8 +224,12 @@ struct attach_ops {
 	/* Whether att, as a journal recorded it for volume_name, is what attach would have made
 	 * for that volume: its own dirs and files, devices of the kind its method makes.  A
 	 * journal is never trusted further than that (detach would act on what it names).
-	 * Never blocks.  Returns 0, or -EBADMSG naming the field that differs.  Optional: NULL
-	 * means there is nothing to check. */
+	 * Never blocks.  Returns 0, or -EBADMSG naming the field that differs (the entry is
+	 * refused: nothing it names is touched), or -ESTALE when it is of the right shape but
+	 * what it names is not what attach made any more (a device unmapped, or its name reused
+	 * for another image or file while the agent was down): the core then forgets the
+	 * attachment, keeps the volume's entry, and attaches afresh.  Optional: NULL means
+	 * there is nothing to check. */
 	int (*check_attachment)(const char *volume_name, const struct device_attachment *att,
 				struct error_info *err);
 };

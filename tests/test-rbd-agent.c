@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent-fixture.h"
+#include "loop-device.h"
 #include "check-util.h"
 #include "fixture-case.h"
 #include "macro.h"
@@ -352,6 +353,79 @@ static void test_restart_adopts(void **state)
 	assert_file(a, "f", "before restart\n");
 
 	/* The restarted agent releases what the first one made. */
+	remove_pod(c, "pod-a");
+	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
+	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+	usleep(300 * 1000);
+	rt_assert_nothing_left(c->run_dir);
+}
+
+/* The loop device the journal names for the volume ("loop=/dev/loopN" of the plugin's record
+ * in run_dir), into buf. */
+static void recorded_loop(const struct ctx *c, char *buf, size_t size)
+{
+	DIR *d = opendir(c->run_dir);
+	struct dirent *de;
+	char path[1400], *text = NULL, *l;
+
+	assert_non_null(d);
+	while (!text && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (len > 4 && !strcmp(de->d_name + len - 4, ".rec")) {
+			snprintf(path, sizeof(path), "%s/%s", c->run_dir, de->d_name);
+			text = test_read_file(path);
+		}
+	}
+	closedir(d);
+	assert_non_null(text);
+	l = strstr(text, "loop=");
+	assert_non_null(l);
+	snprintf(buf, size, "%.*s", (int)strcspn(l + 5, "\n"), l + 5);
+	free(text);
+}
+
+/* A name reused while the agent was down (issue 45 item 5): the agent stopped, every mount
+ * gone (as after a crash and a cleanup), the volume's loop device detached and its number
+ * given to another file of the test's own.  The restarted agent (the same boot: its journal's
+ * attachment is trusted this far) sees the loop device is not backed by the image any more,
+ * drops that attachment, and attaches afresh: the pod gets its own data back, and the other
+ * file is neither formatted, mounted nor detached.  Before, the recorded name was mounted: the
+ * other file's blank device refused only by the volume's filesystem record, and mounted
+ * outright when there was none. */
+static void test_reused_loop_name(void **state)
+{
+	struct ctx *c = *state;
+	char a[600], loop[64], other[700], back[700], type[64];
+	long off;
+
+	write_pod(c, "pod-a", NULL, false);
+	start(c, "fuse");
+	assert_true(fixture_wait_mounted(pod_dir(c, "pod-a", a), WAIT_MS));
+	write_and_sync(a, "mine", "the volume's own data\n");
+	assert_int_equal(fixture_stop(c->f, SIGTERM), 0);
+	recorded_loop(c, loop, sizeof(loop));
+
+	fixture_unmount_all(c->f);
+	assert_int_equal(test_run((const char *const[]){ "losetup", "-d", loop, NULL }), 0);
+	snprintf(other, sizeof(other), "%s/other.img", c->f->dir);
+	assert_int_equal(test_make_sparse(other, 64 << 20), 0);
+	assert_int_equal(test_run((const char *const[]){ "losetup", loop, other, NULL }), 0);
+
+	off = fixture_log_size(c->f);
+	start(c, "fuse");
+	assert_true(
+		fixture_wait_log_after(c->f, off, "attachment names something else now", WAIT_MS));
+	assert_true(fixture_log_find(c->f, "attachment names something else now", loop) >= 0);
+	assert_true(fixture_wait_mounted(a, WAIT_MS));
+	assert_file(a, "mine", "the volume's own data\n");
+	assert_int_equal(fixture_log_count(c->f, "refusing to format it again"), 0);
+	/* The other file: still on its loop device, never formatted. */
+	assert_int_equal(rbd_loop_backing_file(loop, back, sizeof(back)), 0);
+	assert_string_equal(back, other);
+	test_blkid_value(loop, "TYPE", type, sizeof(type));
+	assert_string_equal(type, "");
+	assert_int_equal(test_run((const char *const[]){ "losetup", "-d", loop, NULL }), 0);
+
 	remove_pod(c, "pod-a");
 	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
 	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
@@ -1093,6 +1167,7 @@ int main(void)
 		FIXTURE_CASE(test_held_elsewhere_is_refused_then_retried),
 		FIXTURE_CASE(test_restart_adopts),
 		FIXTURE_CASE(test_heal_after_kill9),
+		FIXTURE_CASE(test_reused_loop_name),
 		FIXTURE_CASE(test_bad_inputs_leave_nothing),
 		FIXTURE_CASE(test_csi_stage_publish),
 		FIXTURE_CASE(test_csi_access_modes),

@@ -5,16 +5,20 @@
  * build/volagent-test only:
  * a hang or crash of librados cannot be produced on demand), and, through the whole agent,
  * that such a failure leaves the daemon alive, the volume is retried and mounts, and the
- * daemon never maps librbd or librados.  Run by tests/rbd/run.sh; root. */
+ * daemon never maps librbd or librados; and an agent killed while an attach looks for its
+ * own client among the image's watchers (the helper hung there on purpose) is followed by
+ * one that adopts the mapping from its record.  Run by tests/rbd/run.sh; root. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -287,6 +291,98 @@ static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const
 	assert_false(test_maps_have(c->f->agent.pid, "librbd"));
 }
 
+/* The fault file has n bytes: the nth watchers run has begun (hang@watchers#n). */
+struct fault_count {
+	const char *file;
+	long n;
+};
+
+static bool fault_reached(void *arg)
+{
+	const struct fault_count *fc = arg;
+	struct stat st;
+
+	return stat(fc->file, &st) == 0 && st.st_size >= fc->n;
+}
+
+/* The text of the one rbd record (<run_dir>/<volume>.rec) into a new string; NULL if none. */
+static char *read_record(const char *run_dir)
+{
+	DIR *d = opendir(run_dir);
+	struct dirent *de;
+	char *text = NULL, path[1400];
+
+	while (d && !text && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (len > 4 && streq(de->d_name + len - 4, ".rec")) {
+			snprintf(path, sizeof(path), "%s/%s", run_dir, de->d_name);
+			text = test_read_file(path);
+		}
+	}
+	if (d)
+		closedir(d);
+	return text;
+}
+
+/* Killed in the window between the map and its full record (issue 45 item 4): the attach's
+ * second watchers run, the poll for its own client, hangs (the forced fault), so the agent is
+ * SIGKILLed there, with the image mapped (rbd-fuse and its loop device) and the plugin's
+ * record holding the device but no client yet.  The next agent adopts that mapping from the
+ * record (the same rbd-fuse, no second map, one watcher) and mounts; the pod removed, nothing
+ * is left.  Before the record was written with the device at once, the next agent found a
+ * record without one: it released the mapping and made a new one (krbd: it could not find it
+ * to release, and its own leaked client then blocked every read-write attach). */
+static void test_agent_killed_in_client_poll(void **state)
+{
+	struct agent_ctx *c = *state;
+	const char *extra[] = {
+		"--rbd-timeout", "30s", "--rbd-attach-methods", "fuse", "--backoff-max", "2s", NULL
+	};
+	char env[700], spec[2048], dir[600], *rec;
+	int pids[4], pid;
+
+	snprintf(env, sizeof(env), "hang@watchers#2:%s", c->fault_file);
+	setenv(FAULT_ENV, env, 1);
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"pod-k\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": "
+		 "{\"monitors\": [\"%s\"], \"pool\": \"%s\", \"image\": \"%s\", \"user\": "
+		 "\"admin\", \"secretFile\": \"%s\"}}]}",
+		 rt.mon, rt.pool, c->image, c->keyfile);
+	assert_int_equal(fixture_write_pod(c->f, "pod-k.json", spec), 0);
+	assert_int_equal(fixture_start(c->f, extra), 0);
+	unsetenv(FAULT_ENV); /* the agent has its copy; the next one runs without */
+	snprintf(dir, sizeof(dir), "%s/pods/pod-k/volumes/kubernetes.io~rbd/data", c->f->root);
+	assert_true(
+		test_wait_until(fault_reached, &(struct fault_count){ c->fault_file, 2 }, WAIT_MS));
+	/* The poll hangs: mapped, recorded with its device, not mounted. */
+	rec = read_record(c->run_dir);
+	assert_non_null(rec);
+	assert_non_null(strstr(rec, "device=/dev/loop"));
+	assert_null(strstr(rec, "client="));
+	free(rec);
+	assert_false(test_is_mountpoint(dir));
+	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 4), 1);
+	pid = pids[0];
+	assert_int_equal(rt_loops_under(c->run_dir), 1);
+	assert_int_equal(fixture_stop(c->f, SIGKILL), 128 + SIGKILL);
+
+	assert_int_equal(fixture_start(c->f, extra), 0);
+	assert_true(fixture_wait_mounted(dir, WAIT_MS));
+	assert_true(fixture_wait_pod_state(c->f, dir, "mounted", -1, WAIT_MS));
+	/* Adopted: the same rbd-fuse and loop device, one client on the image. */
+	assert_int_equal(rt_fuse_pids(c->run_dir, pids, 4), 1);
+	assert_int_equal(pids[0], pid);
+	assert_int_equal(rt_loops_under(c->run_dir), 1);
+	assert_int_equal(rt_watchers(c->image), 1);
+
+	assert_int_equal(fixture_remove_pod(c->f, "pod-k.json"), 0);
+	assert_true(fixture_wait_mount_count(c->f, 0, WAIT_MS));
+	assert_true(rt_wait_no_watchers(c->image, WAIT_MS));
+	assert_true(fixture_wait_log(c->f, "device unmounted", WAIT_MS));
+	(void)test_wait_until(nothing_left_pred, c->run_dir, 10000);
+	rt_assert_nothing_left(c->run_dir);
+}
+
 static void test_agent_helper_crash(void **state)
 {
 	agent_fault_then_mount(*state, "abort", "rbd-helper watchers crashed (signal 6");
@@ -307,6 +403,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_agent_helper_crash, agent_setup,
 						agent_teardown),
 		cmocka_unit_test_setup_teardown(test_agent_helper_deadline, agent_setup,
+						agent_teardown),
+		cmocka_unit_test_setup_teardown(test_agent_killed_in_client_poll, agent_setup,
 						agent_teardown),
 	};
 

@@ -129,19 +129,32 @@ static int check_device_entry(struct reconciler *r, const struct asw_device *d,
 
 /* Refuses the journal's device entries that are not what the agent would have made (a
  * corrupt or hand-edited journal, or a bug that wrote a wrong path): each is logged and
- * forgotten, so that nothing it names is unmounted, detached or removed. */
+ * forgotten, so that nothing it names is unmounted, detached or removed.  An entry whose
+ * attachment is of the right shape but names what is no longer this volume's (-ESTALE: a
+ * device unmapped, or its name reused while the agent was down) keeps the entry and loses
+ * the attachment, as after a reboot: the volume is attached afresh, never through the name. */
 static void refuse_foreign_device_entries(struct reconciler *r)
 {
 	struct hashmap_iter it = HASHMAP_ITER_INIT;
 	void *v;
 
 	while (hashmap_iterate(asw_devices(r->asw), &it, &v, NULL)) {
-		const struct asw_device *d = v;
+		struct asw_device *d = v;
 		struct error_info why = { 0 };
 		int k = check_device_entry(r, d, &why);
 
 		if (k == 0)
 			continue;
+		if (k == -ESTALE) {
+			log_warning("journal: a device's attachment names something else now, "
+				    "attaching afresh",
+				    "volume", d->volume_name, "plugin", d->plugin_name, "device",
+				    d->att.device_path, "reason", err_msg(&why));
+			d->attached = false;
+			device_attachment_clear(&d->att);
+			journal_mark_dirty(r->journal);
+			continue;
+		}
 		log_error("journal: device entry refused, leaving what it names alone", "volume",
 			  d->volume_name, "plugin", d->plugin_name, "mount_path", d->mount_path,
 			  "error", k == -EBADMSG ? err_msg(&why) : strerror(-k));

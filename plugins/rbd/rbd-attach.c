@@ -738,17 +738,55 @@ int rbd_attach_reattach(const struct rbd_params *p, struct device_attachment *at
 	return helper_scope_move(pid, "rbd-nbd", a.pool_image, NULL, 0, err);
 }
 
+int rbd_attach_still_ours(const struct device_attachment *att, const char *dev,
+			  struct error_info *err)
+{
+	const char *m = device_attachment_get_meta(att, "method");
+	const char *pool = device_attachment_get_meta(att, "pool");
+	const char *image = device_attachment_get_meta(att, "image");
+
+	if (!m || !dev)
+		return 0;
+	if (streq(m, "krbd") && startswith(dev, "/dev/rbd") && !krbd_device_is(dev, pool, image))
+		return err_set(err, -ESTALE, "%s no longer maps %s/%s", dev, pool ? pool : "?",
+			       image ? image : "?");
+	if (streq(m, "nbd") && startswith(dev, "/dev/nbd")) {
+		const char *pid_s = device_attachment_get_meta(att, "pid");
+		pid_t now = nbd_device_pid(dev);
+		/* A daemon of ours that died is reattached (rbd_attach_reattach); another one
+		 * serving the device means the device is someone else's now. */
+		if (pid_s && now > 0 && now != (pid_t)atoi(pid_s))
+			return err_set(err, -ESTALE, "%s is served by another rbd-nbd (pid %d)",
+				       dev, (int)now);
+	}
+	if (streq(m, "fuse")) {
+		const char *loop = device_attachment_get_meta(att, "loop");
+		const char *file = device_attachment_get_meta(att, "image_file");
+		char back[4096];
+
+		if (loop && file &&
+		    (rbd_loop_backing_file(loop, back, sizeof(back)) < 0 || !streq(back, file)))
+			return err_set(err, -ESTALE, "%s is no longer backed by %s", loop, file);
+	}
+	return 0;
+}
+
 int rbd_attach_check(const struct device_attachment *att, uint64_t timeout_ms,
 		     struct error_info *err)
 {
 	const char *m = device_attachment_get_meta(att, "method");
 	const char *pid_s = device_attachment_get_meta(att, "pid");
 	const char *dev = att->device_path;
+	struct error_info why = { 0 };
 	pid_t pid = pid_s ? (pid_t)atoi(pid_s) : 0;
 	int r;
 
 	if (!m || !dev)
 		return 0;
+	/* By identity first: a name reused for another image or file is not ours to adopt. */
+	r = rbd_attach_still_ours(att, dev, &why);
+	if (r < 0)
+		return err_set(err, -ENOTCONN, "%s", err_msg(&why));
 	if (streq(m, "fuse")) {
 		const char *dir = device_attachment_get_meta(att, "fuse_dir");
 		const char *file = device_attachment_get_meta(att, "image_file");

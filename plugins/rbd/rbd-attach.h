@@ -70,6 +70,16 @@ int rbd_attach_release(const struct device_attachment *att, uint64_t timeout_ms,
 int rbd_attach_reattach(const struct rbd_params *p, struct device_attachment *att,
 			struct error_info *err);
 
+/* Whether the kernel's objects att names (read by a restarted agent from its journal, this
+ * boot) are still the ones its attach made, by their identity and never by their name alone:
+ * /dev/rbdN maps the recorded pool and image; /dev/nbdN is not served by another rbd-nbd than
+ * the recorded one; the loop device is backed by the recorded image file.  dev: the image's
+ * own device (under an encrypted volume's mapping).  Reads sysfs and /proc only: never
+ * blocks.  Returns 0, or -ESTALE with err saying what the name now names (unmapped, or reused
+ * for another image or file while the agent was down). */
+int rbd_attach_still_ours(const struct device_attachment *att, const char *dev,
+			  struct error_info *err);
+
 /* Whether the attachment still works: its helper alive, its device still ours and answering.
  * Returns 0, or -ENOTCONN / -EIO / -ETIMEDOUT with a message. */
 int rbd_attach_check(const struct device_attachment *att, uint64_t timeout_ms,

@@ -6,8 +6,9 @@
 #ifndef VOLAGENT_RBD_HELPER_FAULT_H
 #define VOLAGENT_RBD_HELPER_FAULT_H
 
-/* In the helper, after the request was read: hangs or aborts when the test asked for it. */
-void rbd_helper_fault_apply(void) __attribute__((weak));
+/* In the helper, after the request for op (check, watchers, blocklist) was read: hangs or
+ * aborts when the test asked for it. */
+void rbd_helper_fault_apply(const char *op) __attribute__((weak));
 
 /* In the daemon: the "NAME=VALUE" to add to the helper's environment, or NULL for none.
  * Returns a string the caller frees. */

@@ -772,7 +772,9 @@ static int rbd_check_attachment(const char *name, const struct device_attachment
 	if (dev && streq_ptr(m, "fuse") && !streq_ptr(dev, loop))
 		return err_set(err, -EBADMSG, "device: %s is not the loop device over the image",
 			       dev);
-	return 0;
+	/* Of the right shape: is what it names still ours (a name reused while the agent was
+	 * down)?  If not, -ESTALE: the core drops the attachment and attaches afresh. */
+	return rbd_attach_still_ours(att, dev, err);
 }
 
 static const struct volume_ops rbd_ops = {
