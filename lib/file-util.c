@@ -60,6 +60,27 @@ int file_write_atomic(const char *dir, const char *name, const char *data, mode_
 	return 0;
 }
 
+int file_fsync_parent(const char *path)
+{
+	_cleanup_free_ char *dir = strdup(path);
+	_cleanup_close_ int dfd = -1;
+	char *slash;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	return fsync(dfd) < 0 ? -errno : 0;
+}
+
 ssize_t file_read_at(const char *dir, const char *name, void *buf, size_t size)
 {
 	_cleanup_free_ char *path = strdup_printf("%s/%s", dir, name);

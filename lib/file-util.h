@@ -17,6 +17,10 @@ int file_write_atomic(const char *dir, const char *name, const char *data, mode_
  * write(2)).  Returns 0 or a negative errno (-EIO when write returns 0). */
 int fd_write_all(int fd, const void *buf, size_t len);
 
+/* fsync of the directory that holds path: makes a rename or an unlink in it durable (a power
+ * cut after the rename's return may otherwise bring the old name back).  0 or -errno. */
+int file_fsync_parent(const char *path);
+
 /* Reads at most size bytes of dir/name with one read(): enough for a sysfs attribute.
  * Returns the byte count (0 for an empty file) or a negative errno. */
 ssize_t file_read_at(const char *dir, const char *name, void *buf, size_t size);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file-util.h"
 #include "macro.h"
 #include "process.h"
 #include "rbd-util.h"
@@ -275,6 +276,10 @@ static int tmp_commit(FILE *f, const char *tmp, const char *path, int r)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
+	/* The rename itself made durable: a power cut must not bring back the record it
+	 * replaced (one without the device, say). */
+	if (r == 0)
+		r = file_fsync_parent(path);
 	if (r < 0)
 		unlink(tmp);
 	return r;
