@@ -68,6 +68,18 @@ static void assert_metric(struct csi_env *e, const char *text)
 	free(body);
 }
 
+/* The agent started with its state dir on a 256 KiB tmpfs, its journal saved once, and the
+ * tmpfs then filled by a file of the test's own (its path into filler, >= 700 bytes). */
+static void start_on_full_state_dir(struct csi_env *e, char *filler)
+{
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", e->f->state, NULL }), 0);
+	assert_int_equal(mount("tmpfs", e->f->state, "tmpfs", 0, "size=256k"), 0);
+	csi_env_start(e);
+	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 10000));
+	snprintf(filler, 700, "%s/filler", e->f->state);
+	assert_int_equal(test_fill_fs(filler), 0);
+}
+
 static void test_full_state_dir_backs_off_and_recovers(void **state)
 {
 	struct csi_env *e = *state;
@@ -79,12 +91,7 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 
 	snprintf(src, sizeof(src), "%s/src", e->f->dir);
 	assert_int_equal(mkdir(src, 0755), 0);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", e->f->state, NULL }), 0);
-	assert_int_equal(mount("tmpfs", e->f->state, "tmpfs", 0, "size=256k"), 0);
-	csi_env_start(e);
-	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 10000));
-	snprintf(filler, sizeof(filler), "%s/filler", e->f->state);
-	assert_int_equal(test_fill_fs(filler), 0);
+	start_on_full_state_dir(e, filler);
 
 	/* A publish changes the CSI entries: their save fails.  (Whether the publish itself
 	 * must fail is issue 45 item 2; this case checks the saving.) */
@@ -164,12 +171,7 @@ static void test_device_work_waits_for_its_record(void **state)
 	char type[64];
 
 	assert_non_null(dev);
-	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", e->f->state, NULL }), 0);
-	assert_int_equal(mount("tmpfs", e->f->state, "tmpfs", 0, "size=256k"), 0);
-	csi_env_start(e);
-	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 10000));
-	snprintf(filler, sizeof(filler), "%s/filler", e->f->state);
-	assert_int_equal(test_fill_fs(filler), 0);
+	start_on_full_state_dir(e, filler);
 
 	csi_env_staging(e, "blk", stg);
 	csi_calls_stage_local(calls, sizeof(calls), "blk", stg, CSI_CAP_MOUNT, dev);

@@ -243,6 +243,27 @@ static bool nothing_left_pred(void *run_dir)
 	return rt_nothing_left(run_dir, why, sizeof(why));
 }
 
+/* Pod uid with one rbd volume "data" of c's image, and the agent started with extra and the
+ * fault switch (FAULT_ENV) env, which only this agent gets; the pod's volume dir into dir
+ * (>= 600 bytes). */
+static void start_with_fault(struct agent_ctx *c, const char *uid, const char *const extra[],
+			     const char *env, char *dir)
+{
+	char spec[2048], name[128];
+
+	setenv(FAULT_ENV, env, 1);
+	snprintf(spec, sizeof(spec),
+		 "{\"pod\": {\"uid\": \"%s\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": "
+		 "{\"monitors\": [\"%s\"], \"pool\": \"%s\", \"image\": \"%s\", \"user\": "
+		 "\"admin\", \"secretFile\": \"%s\"}}]}",
+		 uid, rt.mon, rt.pool, c->image, c->keyfile);
+	snprintf(name, sizeof(name), "%s.json", uid);
+	assert_int_equal(fixture_write_pod(c->f, name, spec), 0);
+	assert_int_equal(fixture_start(c->f, extra), 0);
+	unsetenv(FAULT_ENV); /* the agent has its copy */
+	snprintf(dir, 600, "%s/pods/%s/volumes/kubernetes.io~rbd/data", c->f->root, uid);
+}
+
 /* The first helper run fails as fault says; the volume is retried and mounts, the daemon
  * lives and never maps the Ceph libraries. */
 static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const char *error)
@@ -256,19 +277,10 @@ static void agent_fault_then_mount(struct agent_ctx *c, const char *fault, const
 				"--log-level",
 				"debug",
 				NULL };
-	char env[700], spec[2048], dir[600];
+	char env[700], dir[600];
 
 	snprintf(env, sizeof(env), "%s:%s", fault, c->fault_file);
-	setenv(FAULT_ENV, env, 1);
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"pod-h\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": "
-		 "{\"monitors\": [\"%s\"], \"pool\": \"%s\", \"image\": \"%s\", \"user\": "
-		 "\"admin\", \"secretFile\": \"%s\"}}]}",
-		 rt.mon, rt.pool, c->image, c->keyfile);
-	assert_int_equal(fixture_write_pod(c->f, "pod-h.json", spec), 0);
-	assert_int_equal(fixture_start(c->f, extra), 0);
-	unsetenv(FAULT_ENV); /* the agent has its copy */
-	snprintf(dir, sizeof(dir), "%s/pods/pod-h/volumes/kubernetes.io~rbd/data", c->f->root);
+	start_with_fault(c, "pod-h", extra, env, dir);
 	/* The failure is on the device's operation and is healed by the retry at once: the
 	 * log keeps it. */
 	assert_true(fixture_wait_log(c->f, error, WAIT_MS));
@@ -338,20 +350,11 @@ static void test_agent_killed_in_client_poll(void **state)
 	const char *extra[] = {
 		"--rbd-timeout", "30s", "--rbd-attach-methods", "fuse", "--backoff-max", "2s", NULL
 	};
-	char env[700], spec[2048], dir[600], *rec;
+	char env[700], dir[600], *rec;
 	int pids[4], pid;
 
 	snprintf(env, sizeof(env), "hang@watchers#2:%s", c->fault_file);
-	setenv(FAULT_ENV, env, 1);
-	snprintf(spec, sizeof(spec),
-		 "{\"pod\": {\"uid\": \"pod-k\"}, \"volumes\": [{\"name\": \"data\", \"rbd\": "
-		 "{\"monitors\": [\"%s\"], \"pool\": \"%s\", \"image\": \"%s\", \"user\": "
-		 "\"admin\", \"secretFile\": \"%s\"}}]}",
-		 rt.mon, rt.pool, c->image, c->keyfile);
-	assert_int_equal(fixture_write_pod(c->f, "pod-k.json", spec), 0);
-	assert_int_equal(fixture_start(c->f, extra), 0);
-	unsetenv(FAULT_ENV); /* the agent has its copy; the next one runs without */
-	snprintf(dir, sizeof(dir), "%s/pods/pod-k/volumes/kubernetes.io~rbd/data", c->f->root);
+	start_with_fault(c, "pod-k", extra, env, dir); /* the next agent runs without it */
 	assert_true(
 		test_wait_until(fault_reached, &(struct fault_count){ c->fault_file, 2 }, WAIT_MS));
 	/* The poll hangs: mapped, recorded with its device, not mounted. */
