@@ -7,8 +7,10 @@
  * after the disk filled, while the journal still looked healthy);
  * in the metrics (volagent_journal_writable, volagent_journal_save_failures_total); once there
  * is room the next try saves without a restart.  No injection: ENOSPC is the
- * kernel's.  Root, private mount namespace; the fixture stops the agent and removes its mounts
- * even on failure. */
+ * kernel's.  And, in the test VM only (tests/vm/test-journal-eio.sh: this host's kernel has no
+ * device-mapper), a state dir on a disk that starts failing every write with EIO (dm-flakey
+ * with error_writes under ext4) and heals again.  Root, private mount namespace; the fixture
+ * stops the agent and removes its mounts even on failure. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -206,6 +208,151 @@ static void test_device_work_waits_for_its_record(void **state)
 	assert_int_equal(umount2(e->f->state, 0), 0);
 }
 
+/* --- a state disk that fails writes (the test VM: device-mapper's flakey target) --------- */
+
+#define STATE_DM "va-state"
+
+static bool have_dm_flakey(void)
+{
+	char *out = NULL;
+	bool yes;
+
+	if (access("/sys/class/misc/device-mapper", F_OK) < 0)
+		return false;
+	yes = test_run_capture((const char *const[]){ "dmsetup", "targets", NULL }, &out) == 0 &&
+	      out && strstr(out, "flakey");
+	free(out);
+	return yes;
+}
+
+/* The state disk's table: the loop device whole ("linear"), or every write failed with EIO
+ * ("flakey ... error_writes": always down, reads pass). */
+static void state_disk_table(const char *loop, long long sectors, bool failing, char *table,
+			     size_t size)
+{
+	if (failing)
+		snprintf(table, size, "0 %lld flakey %s 0 0 1 1 error_writes", sectors, loop);
+	else
+		snprintf(table, size, "0 %lld linear %s 0", sectors, loop);
+}
+
+static void state_disk_switch(const char *loop, long long sectors, bool failing)
+{
+	char table[256];
+
+	state_disk_table(loop, sectors, failing, table, sizeof(table));
+	/* Without freezing the filesystem or flushing: a failing disk cannot take either. */
+	assert_int_equal(test_run((const char *const[]){ "dmsetup", "suspend", "--nolockfs",
+							 "--noflush", STATE_DM, NULL }),
+			 0);
+	assert_int_equal(test_run((const char *const[]){ "dmsetup", "load", STATE_DM, "--table",
+							 table, NULL }),
+			 0);
+	assert_int_equal(test_run((const char *const[]){ "dmsetup", "resume", STATE_DM, NULL }), 0);
+}
+
+static int eio_teardown(void **state)
+{
+	struct csi_env *e = *state;
+
+	if (e->f->agent.pid > 0)
+		fixture_stop(e->f, SIGTERM);
+	(void)umount2(e->f->state, MNT_DETACH);
+	(void)test_run((const char *const[]){ "dmsetup", "remove", "--retry", STATE_DM, NULL });
+	return csi_env_teardown(state);
+}
+
+static bool journal_unhealthy(json_t *status, const void *arg)
+{
+	return json_is_false(json_object_get(journal_of(status), "healthy"));
+}
+
+/* The state dir's disk starts failing every write (EIO) while a volume is published, and a
+ * NodeStageVolume of a blank device comes: its record cannot reach the disk, so nothing is
+ * formatted or mounted and the call is ABORTED naming the state dir and the I/O error; the
+ * published volume stays mounted; the agent answers status (journal not healthy) without a
+ * log line per retry.  The disk heals: the journal is saved again and the same stage goes
+ * through, without a restart.  ext4 without a journal, errors=continue: a failed write is an
+ * error for the agent's fsync, not a filesystem turned read-only (which would need a remount,
+ * an operator's step). */
+static void test_vm_state_disk_eio(void **state)
+{
+	struct csi_env *e = *state;
+	char table[256], dmdev[64], src[600], target[700], stg[700], stg_e[700], loop[32];
+	char ctx[200], calls[4096] = "", calls2[4096] = "", type[64], *out;
+	const long long size = 64 << 20, sectors = size / 512;
+	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	long long three = 3;
+	json_t *st;
+
+	if (!have_dm_flakey())
+		skip(); /* this host: tests/vm/test-journal-eio.sh runs it in the VM */
+	/* No udev in the VM: libdevmapper makes /dev/mapper/<name> itself. */
+	setenv("DM_DISABLE_UDEV", "1", 1);
+	assert_non_null(dev);
+	/* The state disk: a loop device of the fixture's (detached by it, after the teardown
+	 * removed the dm device over it). */
+	assert_non_null(fixture_add_loop(e->f, size));
+	snprintf(loop, sizeof(loop), "%s", e->f->loops[e->f->n_loops - 1]);
+	state_disk_table(loop, sectors, false, table, sizeof(table));
+	assert_int_equal(test_run((const char *const[]){ "dmsetup", "create", STATE_DM, "--table",
+							 table, NULL }),
+			 0);
+	snprintf(dmdev, sizeof(dmdev), "/dev/mapper/" STATE_DM);
+	assert_int_equal(test_run((const char *const[]){ "mkfs.ext4", "-q", "-O", "^has_journal",
+							 dmdev, NULL }),
+			 0);
+	assert_int_equal(test_run((const char *const[]){ "mkdir", "-p", e->f->state, NULL }), 0);
+	assert_int_equal(mount(dmdev, e->f->state, "ext4", 0, "errors=continue"), 0);
+	csi_env_start(e);
+	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 10000));
+
+	/* A volume published while the disk works. */
+	snprintf(src, sizeof(src), "%s/src", e->f->dir);
+	assert_int_equal(mkdir(src, 0755), 0);
+	csi_env_target(e, "pod-e", "pv-e", target);
+	csi_env_staging(e, "e", stg_e);
+	csi_calls_publish(calls, sizeof(calls), "e", stg_e, target, CSI_CAP_MOUNT,
+			  csi_local_ctx(src, ctx), NULL);
+	csi_env_call_ok(e, calls, 1);
+
+	state_disk_switch(loop, sectors, true);
+	csi_env_staging(e, "blk", stg);
+	csi_calls_stage_local(calls2, sizeof(calls2), "blk", stg, CSI_CAP_MOUNT, dev);
+	out = csi_env_call(e, calls2);
+	assert_line(out, 0, "ERR ABORTED");
+	assert_line(out, 0, e->f->state);
+	assert_line(out, 0, "Input/output error");
+	free(out);
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
+	assert_string_equal(type, "");
+	assert_false(test_is_mountpoint(stg));
+	assert_true(test_is_mountpoint(target));
+	/* Three failed saves (250 + 500 ms of backoff): still one error line. */
+	assert_true(fixture_wait_status(e->f, NULL, failed_saves_at_least, &three, 10000));
+	st = fixture_status(e->f);
+	assert_non_null(st);
+	assert_true(journal_unhealthy(st, NULL));
+	json_decref(st);
+	assert_int_equal(fixture_log_count(e->f, "cannot save the journal"), 1);
+
+	/* Healed: saved again without a restart, and the same stage goes through. */
+	state_disk_switch(loop, sectors, false);
+	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 40000));
+	csi_env_call_ok(e, calls2, 1);
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
+	assert_string_equal(type, "ext4");
+	assert_true(test_is_mountpoint(stg));
+
+	calls[0] = '\0';
+	csi_calls_unstage(calls, sizeof(calls), "blk", stg);
+	csi_calls_unpublish(calls, sizeof(calls), "e", target);
+	csi_env_call_ok(e, calls, 2);
+	csi_env_stop_clean(e);
+	assert_int_equal(umount2(e->f->state, 0), 0);
+	assert_int_equal(test_run((const char *const[]){ "dmsetup", "remove", STATE_DM, NULL }), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +360,7 @@ int main(void)
 						csi_env_teardown),
 		cmocka_unit_test_setup_teardown(test_device_work_waits_for_its_record, setup,
 						csi_env_teardown),
+		cmocka_unit_test_setup_teardown(test_vm_state_disk_eio, setup, eio_teardown),
 	};
 
 	test_enter_private_mountns();
