@@ -6,6 +6,7 @@
  *             [--volume-context k=v]... [--staging-path DIR] [--volume-id-prefix S]
  *             [--fs-type T] [--label NAME] [--deadline-ms MS] [--keep] [--agent-pid PID]
  *   csi-bench ... --shared K1,K2,... [--reps M]
+ *   csi-bench ... --paced IDLE_MS
  *   csi-bench --endpoint unix:///path --wait-ready MS
  *   csi-bench --self-test --targets-root DIR --volume-context path=/abs/dir ...
  *
@@ -32,6 +33,17 @@
  * unpublishes one more target M times, so the volume stays at K while its calls are timed.  Sequential;
  * the access mode is MULTI_NODE_MULTI_WRITER (many pods sharing one volume).  The labels
  * gain ".<K>".  Afterwards every target is unpublished and the volume unstaged.
+ *
+ * --paced IDLE_MS: calls as kubelet paces them (its volume manager wakes every 100 ms; pods
+ * come seconds apart, so each call finds the agent idle).  One volume (id "<prefix>0", staged
+ * once when a staging path is given) published at --count fresh targets, one after another:
+ * before each publish the client sleeps IDLE_MS and times its no-op call, sleeps IDLE_MS again
+ * and times the publish; then each unpublish the same way.  Then the kernel's floor, what any
+ * publish costs: after IDLE_MS of idle the client's own mkdir + bind mount(2) of
+ * volume_context.path at fresh targets of the same layout, and umount + rmdir for the
+ * unpublish.  Figures: noop, publish, unpublish, floor_publish, floor_unpublish (p50, p99),
+ * and with --agent-pid the agent's context switches per noop, publish and unpublish (sampled
+ * right around each call, not over the idle gaps).
  *
  * --keep stops after the publish phase and leaves the volumes staged and published (a later
  * run, with another --label and --volume-id-prefix, then works next to them: the agent's
@@ -86,6 +98,7 @@ static struct {
 	int agent_pid; /* 0: not sampled */
 	bool keep;     /* --keep: stop after the publish phase, leaving the volumes published */
 	const char *shared; /* --shared K1,K2,...: one volume at K targets */
+	int paced_ms;	    /* --paced IDLE_MS: one volume, each call after that much idle */
 	int reps;
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry ctx[MAX_CONTEXT];
 	Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx_ptr[MAX_CONTEXT];
@@ -188,6 +201,11 @@ static void target_for(int i, char *buf, size_t size)
 	snprintf(buf, size, "%s/mount", parent);
 }
 
+static bool one_volume(void)
+{
+	return opt.shared || opt.paced_ms > 0;
+}
+
 /* Packs the request of rpc for volume i into a byte buffer. */
 static grpc_byte_buffer *build_request(enum rpc rpc, int i)
 {
@@ -208,14 +226,14 @@ static grpc_byte_buffer *build_request(enum rpc rpc, int i)
 	grpc_slice slice;
 	grpc_byte_buffer *bb;
 
-	/* --shared: every target is of volume 0. */
-	snprintf(volume_id, sizeof(volume_id), "%s%d", opt.prefix, opt.shared ? 0 : i);
+	/* --shared, --paced: every target is of volume 0. */
+	snprintf(volume_id, sizeof(volume_id), "%s%d", opt.prefix, one_volume() ? 0 : i);
 	if (opt.targets_root)
 		target_for(i, target, sizeof(target));
 	if (opt.staging_path)
-		path_for(opt.staging_path, opt.shared ? 0 : i, staging, sizeof(staging));
+		path_for(opt.staging_path, one_volume() ? 0 : i, staging, sizeof(staging));
 	mount.fs_type = (char *)opt.fs_type;
-	mode.mode = opt.shared
+	mode.mode = one_volume()
 			    ? CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER
 			    : CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
 	cap.access_mode = &mode;
@@ -624,6 +642,122 @@ static int bench_shared(void)
 	return 0;
 }
 
+/* --paced: the targets are 1..count (0 names the volume's staging dir); the floor's targets
+ * follow them. */
+static void idle_gap(void)
+{
+	struct timespec ts = { .tv_sec = opt.paced_ms / 1000,
+			       .tv_nsec = (long)(opt.paced_ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* One call after the idle gap: its latency, and the agent's context switches over it. */
+static double paced_call(enum rpc rpc, int i, double *cs)
+{
+	struct cost a, b;
+	double ms;
+
+	idle_gap();
+	cost_sample(&a);
+	ms = one_call(rpc, i);
+	cost_sample(&b);
+	*cs += (double)(b.agent_cs - a.agent_cs);
+	return ms;
+}
+
+static const char *context_value(const char *key)
+{
+	for (size_t i = 0; i < opt.n_ctx; i++)
+		if (!strcmp(opt.ctx[i].key, key))
+			return opt.ctx[i].value;
+	return NULL;
+}
+
+static double since_ms(uint64_t t0)
+{
+	return (double)(bench_now_ns() - t0) / 1e6;
+}
+
+static int bench_paced(void)
+{
+	int n = opt.count;
+	double *noop = calloc((size_t)n, sizeof(double)), *pub = calloc((size_t)n, sizeof(double));
+	double *unpub = calloc((size_t)n, sizeof(double)),
+	       *fpub = calloc((size_t)n, sizeof(double));
+	double *funpub = calloc((size_t)n, sizeof(double));
+	double cs_noop = 0, cs_pub = 0, cs_unpub = 0;
+	const char *src = context_value("path");
+	char t[PATH_MAX];
+
+	if (!noop || !pub || !unpub || !fpub || !funpub)
+		die("out of memory");
+	if (!src)
+		die("--paced needs --volume-context path=DIR (the floor binds it)");
+	opt.concurrency = 1;
+	if (opt.staging_path) {
+		make_parent(opt.staging_path, 0);
+		one_call(RPC_STAGE, 0);
+	}
+	for (int i = 1; i <= n; i++) {
+		make_parent(opt.targets_root, i); /* kubelet makes the target's parent */
+		noop[i - 1] = paced_call(RPC_NOOP, 0, &cs_noop);
+		pub[i - 1] = paced_call(RPC_PUBLISH, i, &cs_pub);
+		target_for(i, t, sizeof(t));
+		if (!bench_is_mount_root(t))
+			die("%s is not a mount point after its publish", t);
+	}
+	for (int i = 1; i <= n; i++) {
+		unpub[i - 1] = paced_call(RPC_UNPUBLISH, i, &cs_unpub);
+		target_for(i, t, sizeof(t));
+		if (bench_is_mount_root(t))
+			die("%s is still a mount point after its unpublish", t);
+		remove_parent(i);
+	}
+	if (opt.staging_path)
+		one_call(RPC_UNSTAGE, 0);
+	/* The kernel's floor: the same layout, the client's own mkdir + bind, umount + rmdir. */
+	for (int i = n + 1; i <= 2 * n; i++) {
+		uint64_t t0;
+
+		make_parent(opt.targets_root, i);
+		target_for(i, t, sizeof(t));
+		idle_gap();
+		t0 = bench_now_ns();
+		if (mkdir(t, 0750) < 0 || mount(src, t, NULL, MS_BIND, NULL) < 0)
+			die("floor: mkdir + bind at %s: %s", t, strerror(errno));
+		fpub[i - n - 1] = since_ms(t0);
+	}
+	for (int i = n + 1; i <= 2 * n; i++) {
+		uint64_t t0;
+
+		target_for(i, t, sizeof(t));
+		idle_gap();
+		t0 = bench_now_ns();
+		if (umount2(t, UMOUNT_NOFOLLOW) < 0 || rmdir(t) < 0)
+			die("floor: umount + rmdir at %s: %s", t, strerror(errno));
+		funpub[i - n - 1] = since_ms(t0);
+		remove_parent(i);
+	}
+	report("noop", noop, n, 0);
+	report("publish", pub, n, 0);
+	report("unpublish", unpub, n, 0);
+	report("floor_publish", fpub, n, 0);
+	report("floor_unpublish", funpub, n, 0);
+	if (opt.agent_pid) {
+		printf("figure %s.noop.agent_cs %.2f per call\n", opt.label, cs_noop / n);
+		printf("figure %s.publish.agent_cs %.2f per call\n", opt.label, cs_pub / n);
+		printf("figure %s.unpublish.agent_cs %.2f per call\n", opt.label, cs_unpub / n);
+	}
+	free(noop);
+	free(pub);
+	free(unpub);
+	free(fpub);
+	free(funpub);
+	return 0;
+}
+
 /* Polls Probe until it answers ready=true. */
 static int wait_ready(int timeout_ms)
 {
@@ -745,7 +879,7 @@ static void usage(void)
 		"                 [--concurrency C] [--volume-context k=v]... [--staging-path DIR]\n"
 		"                 [--volume-id-prefix S] [--fs-type T] [--label NAME]\n"
 		"                 [--deadline-ms MS] [--keep] [--agent-pid PID]\n"
-		"                 [--shared K1,K2,... [--reps M]]\n"
+		"                 [--shared K1,K2,... [--reps M] | --paced IDLE_MS]\n"
 		"       csi-bench --endpoint unix:///path --wait-ready MS\n"
 		"       csi-bench --self-test --targets-root DIR --volume-context path=/dir ...\n");
 	exit(2);
@@ -795,6 +929,8 @@ int main(int argc, char **argv)
 			opt.shared = v;
 		else if (!strcmp(o, "--reps"))
 			opt.reps = atoi(v);
+		else if (!strcmp(o, "--paced"))
+			opt.paced_ms = atoi(v);
 		else if (!strcmp(o, "--deadline-ms"))
 			opt.deadline_ms = atoi(v);
 		else if (!strcmp(o, "--wait-ready"))
@@ -832,7 +968,10 @@ int main(int argc, char **argv)
 	channel = channel_new();
 	cq = grpc_completion_queue_create_for_next(NULL);
 
-	rc = wait_ms >= 0 ? wait_ready(wait_ms) : opt.shared ? bench_shared() : bench();
+	rc = wait_ms >= 0	? wait_ready(wait_ms)
+	     : opt.shared	? bench_shared()
+	     : opt.paced_ms > 0 ? bench_paced()
+				: bench();
 
 	grpc_channel_destroy(channel);
 	grpc_completion_queue_shutdown(cq);

@@ -8,6 +8,7 @@ of the agent, not of one client.
     csi_bench.py --socket PATH --stub-dir DIR --targets-root DIR --staging-path DIR
                  --volume-context k=v ... [--count N] [--concurrency C] [--label NAME]
     csi_bench.py ... --shared 10,100,1000 [--reps M]
+    csi_bench.py ... --paced IDLE_MS [--count N]
 
 Every call goes over one channel, as kubelet's calls to one driver do.  The client's floor is
 its own no-op call on that channel, NodeGetCapabilities, timed with the same concurrency right
@@ -22,6 +23,15 @@ C in flight; then unpublished and unstaged.  Only publish and unpublish are time
 K of them, the client times M no-op calls, then publishes and unpublishes one more target M
 times (so the volume stays at K) and times those calls.  Sequential.  After the last K every target is unpublished and the volume
 unstaged.
+
+--paced IDLE_MS: calls as kubelet paces them, each finding the agent idle.  One volume, staged
+once, published at N fresh targets one after another: before each publish the client sleeps
+IDLE_MS and times its no-op call, sleeps IDLE_MS again and times the publish; then each
+unpublish the same way.  Then the kernel's floor: after IDLE_MS of idle, the client's own
+mkdir + bind mount(2) of volume_context's path at fresh targets of the same layout, and
+umount + rmdir.  Figures: noop, publish, unpublish, floor_publish, floor_unpublish, and with
+--agent-pid the agent's context switches per noop, publish and unpublish (sampled right around
+each call).
 
 Each publish is checked: the target must be a mount point afterwards, and no longer one after
 its unpublish (a driver that answers OK without mounting is caught).
@@ -62,6 +72,8 @@ def report(label, rpc, lat_ms, wall_s):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_MS_BIND = 4096
+_UMOUNT_NOFOLLOW = 8
 _STATX_ATTR_MOUNT_ROOT = 0x2000
 _AT_FDCWD = -100
 _AT_SYMLINK_NOFOLLOW = 0x100
@@ -122,7 +134,7 @@ class Client:
             mount=pb.VolumeCapability.MountVolume(),
             access_mode=pb.VolumeCapability.AccessMode(
                 mode=pb.VolumeCapability.AccessMode.MULTI_NODE_MULTI_WRITER
-                if args.shared else pb.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))
+                if args.shared or args.paced else pb.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))
 
     # --- requests ---
     def staging(self, name):
@@ -292,6 +304,72 @@ class Client:
             os.rmdir(os.path.dirname(self.target(name)))
 
 
+def _check(rc, what):
+    if rc != 0:
+        e = ctypes.get_errno()
+        sys.exit("csi_bench: %s: %s" % (what, os.strerror(e)))
+
+
+def paced(client):
+    """--paced: see the module's text."""
+    a, n = client.args, client.node
+    idle, timeout = a.paced / 1000.0, a.deadline_ms / 1000.0
+    stage_name = "%s-paced" % a.label
+    vol = "%s%s" % (a.volume_id_prefix, stage_name)
+    src = client.ctx.get("path")
+    if not src:
+        sys.exit("csi_bench: --paced needs --volume-context path=DIR (the floor binds it)")
+    cs = {"noop": 0, "publish": 0, "unpublish": 0}
+    lat = {"noop": [], "publish": [], "unpublish": [], "floor_publish": [],
+           "floor_unpublish": []}
+
+    def call(rpc, method, req):
+        time.sleep(idle)
+        c0 = agent_cost(a.agent_pid)
+        s = time.perf_counter_ns()
+        method(req, timeout=timeout)
+        lat[rpc].append((time.perf_counter_ns() - s) / 1e6)
+        c1 = agent_cost(a.agent_pid)
+        if c0 and c1:
+            cs[rpc] += c1[1] - c0[1]
+
+    n.NodeStageVolume(client.stage_req(vol, stage_name), timeout=timeout)
+    names = ["%s-p%d" % (a.label, i) for i in range(a.count)]
+    for name in names:
+        req = client.publish_req(vol, stage_name, name)  # makes the parent, as kubelet does
+        call("noop", n.NodeGetCapabilities, client.noop_req())
+        call("publish", n.NodePublishVolume, req)
+    client.check_targets(names, True)
+    for name in names:
+        call("unpublish", n.NodeUnpublishVolume, client.unpublish_req(vol, name))
+    client.check_targets(names, False)
+    n.NodeUnstageVolume(client.unstage_req(vol, stage_name), timeout=timeout)
+    for name in names:
+        os.rmdir(os.path.dirname(client.target(name)))
+    # The kernel's floor: the same layout, the client's own mkdir + bind, umount + rmdir.
+    floor = [client.target("%s-f%d" % (a.label, i)) for i in range(a.count)]
+    for t in floor:
+        os.makedirs(os.path.dirname(t), exist_ok=True)
+        time.sleep(idle)
+        s = time.perf_counter_ns()
+        os.mkdir(t, 0o750)
+        _check(_libc.mount(os.fsencode(src), os.fsencode(t), None, _MS_BIND, None),
+               "bind %s on %s" % (src, t))
+        lat["floor_publish"].append((time.perf_counter_ns() - s) / 1e6)
+    for t in floor:
+        time.sleep(idle)
+        s = time.perf_counter_ns()
+        _check(_libc.umount2(os.fsencode(t), _UMOUNT_NOFOLLOW), "umount %s" % t)
+        os.rmdir(t)
+        lat["floor_unpublish"].append((time.perf_counter_ns() - s) / 1e6)
+        os.rmdir(os.path.dirname(t))
+    for rpc, values in lat.items():
+        report(a.label, rpc, values, 0)
+    if a.agent_pid:
+        for rpc, total in cs.items():
+            figure("%s.%s.agent_cs" % (a.label, rpc), total / a.count, "per call")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--socket", required=True)
@@ -306,6 +384,8 @@ def main():
     p.add_argument("--deadline-ms", type=int, default=30000)
     p.add_argument("--shared", help="K1,K2,...: one volume at K targets")
     p.add_argument("--reps", type=int, default=200, help="--shared: calls timed at each K")
+    p.add_argument("--paced", type=int, default=0, metavar="IDLE_MS",
+                   help="each call after IDLE_MS of idle, as kubelet paces them")
     p.add_argument("--agent-pid", type=int, default=0,
                    help="the driver's PID: its CPU and context switches per call")
     args = p.parse_args()
@@ -315,6 +395,8 @@ def main():
     client = Client(args)
     if args.shared:
         client.shared()
+    elif args.paced > 0:
+        paced(client)
     else:
         client.fresh()
 
