@@ -8,7 +8,7 @@
  *   csi-bench ... --shared K1,K2,... [--reps M]
  *   csi-bench ... --paced IDLE_MS
  *   csi-bench --endpoint unix:///path --wait-ready MS
- *   csi-bench --self-test --targets-root DIR --volume-context path=/abs/dir ...
+ *   csi-bench --self-test --targets-root DIR/pods --volume-context path=/abs/dir ...
  *
  * One thread keeps C calls in flight on one completion queue (C = 1: sequential).  Volume i
  * has id "<prefix><i>" and target "<targets-root>/<label>-<i>/mount"; the client makes the
@@ -847,9 +847,17 @@ static const struct csi_node_ops self_test_ops = {
 
 static struct csi_server *self_test_start(char **ret_endpoint)
 {
-	static char sock[PATH_MAX], ep[PATH_MAX + 8];
+	static char sock[PATH_MAX], ep[PATH_MAX + 8], kubelet[PATH_MAX];
 	struct error_info err = { 0 };
 	struct csi_server *s;
+	char *slash;
+
+	/* The CSI server takes targets under <kubelet root>/pods only: a targets root named
+	 * pods is that dir of its parent. */
+	snprintf(kubelet, sizeof(kubelet), "%s", opt.targets_root);
+	slash = strrchr(kubelet, '/');
+	if (slash && slash != kubelet && !strcmp(slash, "/pods"))
+		*slash = '\0';
 
 	snprintf(sock, sizeof(sock), "%s/self-test.sock", opt.targets_root);
 	snprintf(ep, sizeof(ep), "unix://%s", sock);
@@ -858,7 +866,7 @@ static struct csi_server *self_test_start(char **ret_endpoint)
 			.endpoint = ep,
 			.driver_name = "self-test.csi-bench",
 			.node_id = "bench",
-			.kubelet_root = opt.targets_root,
+			.kubelet_root = kubelet,
 			.workers = 16,
 			.grace_ms = 1000,
 		},
@@ -881,7 +889,7 @@ static void usage(void)
 		"                 [--deadline-ms MS] [--keep] [--agent-pid PID]\n"
 		"                 [--shared K1,K2,... [--reps M] | --paced IDLE_MS]\n"
 		"       csi-bench --endpoint unix:///path --wait-ready MS\n"
-		"       csi-bench --self-test --targets-root DIR --volume-context path=/dir ...\n");
+		"       csi-bench --self-test --targets-root DIR/pods --volume-context path=/dir ...\n");
 	exit(2);
 }
 
