@@ -82,6 +82,28 @@ static void start_on_full_state_dir(struct csi_env *e, char *filler)
 	assert_int_equal(test_fill_fs(filler), 0);
 }
 
+/* A NodeStageVolume of the blank device dev at the staging path of volume "blk" (into stg,
+ * >= 700 bytes; its call line into calls, >= 4096 bytes) is refused because its record cannot
+ * be saved: ABORTED naming the state dir and why (reason), nothing formatted or mounted. */
+static void stage_refused_unrecorded(struct csi_env *e, const char *dev, const char *reason,
+				     char *stg, char *calls)
+{
+	char type[64], *out;
+
+	csi_env_staging(e, "blk", stg);
+	calls[0] = '\0';
+	csi_calls_stage_local(calls, 4096, "blk", stg, CSI_CAP_MOUNT, dev);
+	out = csi_env_call(e, calls);
+	assert_line(out, 0, "ERR ABORTED");
+	assert_line(out, 0, "not started: the journal in state dir");
+	assert_line(out, 0, e->f->state);
+	assert_line(out, 0, reason);
+	free(out);
+	test_blkid_value(dev, "TYPE", type, sizeof(type));
+	assert_string_equal(type, "");
+	assert_false(test_is_mountpoint(stg));
+}
+
 static void test_full_state_dir_backs_off_and_recovers(void **state)
 {
 	struct csi_env *e = *state;
@@ -168,24 +190,13 @@ static void test_full_state_dir_backs_off_and_recovers(void **state)
 static void test_device_work_waits_for_its_record(void **state)
 {
 	struct csi_env *e = *state;
-	char filler[700], stg[700], calls[4096] = "", journal[700], *out, *text;
+	char filler[700], stg[700], calls[4096] = "", journal[700], *text;
 	const char *dev = fixture_add_loop(e->f, 64 << 20);
 	char type[64];
 
 	assert_non_null(dev);
 	start_on_full_state_dir(e, filler);
-
-	csi_env_staging(e, "blk", stg);
-	csi_calls_stage_local(calls, sizeof(calls), "blk", stg, CSI_CAP_MOUNT, dev);
-	out = csi_env_call(e, calls);
-	assert_line(out, 0, "ERR ABORTED");
-	assert_line(out, 0, "not started: the journal in state dir");
-	assert_line(out, 0, e->f->state);
-	assert_line(out, 0, "No space left on device");
-	free(out);
-	test_blkid_value(dev, "TYPE", type, sizeof(type));
-	assert_string_equal(type, "");
-	assert_false(test_is_mountpoint(stg));
+	stage_refused_unrecorded(e, dev, "No space left on device", stg, calls);
 
 	assert_int_equal(unlink(filler), 0);
 	assert_true(fixture_wait_status(e->f, NULL, journal_healthy, NULL, 40000));
@@ -279,7 +290,7 @@ static void test_vm_state_disk_eio(void **state)
 {
 	struct csi_env *e = *state;
 	char table[256], dmdev[64], src[600], target[700], stg[700], stg_e[700], loop[32];
-	char ctx[200], calls[4096] = "", calls2[4096] = "", type[64], *out;
+	char ctx[200], calls[4096] = "", calls2[4096] = "", type[64];
 	const long long size = 64 << 20, sectors = size / 512;
 	const char *dev = fixture_add_loop(e->f, 64 << 20);
 	long long three = 3;
@@ -317,16 +328,7 @@ static void test_vm_state_disk_eio(void **state)
 	csi_env_call_ok(e, calls, 1);
 
 	state_disk_switch(loop, sectors, true);
-	csi_env_staging(e, "blk", stg);
-	csi_calls_stage_local(calls2, sizeof(calls2), "blk", stg, CSI_CAP_MOUNT, dev);
-	out = csi_env_call(e, calls2);
-	assert_line(out, 0, "ERR ABORTED");
-	assert_line(out, 0, e->f->state);
-	assert_line(out, 0, "Input/output error");
-	free(out);
-	test_blkid_value(dev, "TYPE", type, sizeof(type));
-	assert_string_equal(type, "");
-	assert_false(test_is_mountpoint(stg));
+	stage_refused_unrecorded(e, dev, "Input/output error", stg, calls2);
 	assert_true(test_is_mountpoint(target));
 	/* Three failed saves (250 + 500 ms of backoff): still one error line. */
 	assert_true(fixture_wait_status(e->f, NULL, failed_saves_at_least, &three, 10000));
