@@ -29,6 +29,8 @@
 
 #include "agent-fixture.h"
 #include "blkdev.h"
+#include "csi-calls.h"
+#include "csi-env.h"
 #include "device-fs.h"
 #include "mount-util.h"
 #include "plugin.h"
@@ -261,6 +263,12 @@ static int agent_setup(void **state)
 	return *state ? 0 : -1;
 }
 
+static int csi_setup(void **state)
+{
+	*state = csi_env_new("format-record-csi");
+	return *state ? 0 : -1;
+}
+
 static int agent_teardown(void **state)
 {
 	fixture_free(*state);
@@ -368,6 +376,57 @@ static void test_agent_keeps_record_across_reboot(void **state)
 	assert_int_equal(blkdev_probe(dev, &probe, NULL), 0);
 	assert_true(probe.blank);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+}
+
+/* The same through CSI, where kubelet decides: a local block volume staged (formatted) by the
+ * agent, then the power cut (every mount gone, the journal of an earlier boot, the device
+ * wiped).  The restarted agent keeps the volume's record although nothing stages it yet (the
+ * CSI entries of an earlier boot wait for kubelet); kubelet's NodeStageVolume is refused
+ * FAILED_PRECONDITION naming the UUID, and so is its retry (the record outlives the failed
+ * stage), the device stays blank; once kubelet unstages the volume, the record goes.  Before,
+ * the first pass dropped the record with the device entry and the stage formatted the device. */
+static void test_csi_record_across_reboot(void **state)
+{
+	struct csi_env *e = *state;
+	const char *dev = fixture_add_loop(e->f, 64 << 20);
+	char stg[700], calls[4096] = "", uuid[MOUNT_TARGET_UUID_MAX], *out;
+	struct blkdev_probe probe;
+	long off;
+
+	assert_non_null(dev);
+	csi_env_staging(e, "blk", stg);
+	csi_calls_stage_local(calls, sizeof(calls), "blk", stg, CSI_CAP_MOUNT, dev);
+	csi_env_start(e);
+	csi_env_call_ok(e, calls, 1);
+	assert_true(test_is_mountpoint(stg));
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+	journal_fs_uuid(e->f, uuid, sizeof(uuid));
+	assert_true(uuid[0] != '\0');
+
+	fixture_unmount_all(e->f);
+	(void)umount2(stg, MNT_DETACH); /* kubelet's dir is not under the fixture's root */
+	journal_of_earlier_boot(e->f);
+	discard_all(dev);
+	off = fixture_log_size(e->f);
+	csi_env_start(e);
+	assert_true(fixture_wait_log_after(e->f, off, "journal is from an earlier boot", WAIT_MS));
+	assert_true(fixture_wait_ready(e->f, NULL, WAIT_MS));
+	for (int i = 0; i < 2; i++) {
+		out = csi_env_call(e, calls);
+		assert_line(out, 0, "ERR FAILED_PRECONDITION");
+		assert_line(out, 0, "refusing to format it again");
+		assert_line(out, 0, uuid);
+		free(out);
+	}
+	assert_int_equal(blkdev_probe(dev, &probe, NULL), 0);
+	assert_true(probe.blank);
+	assert_false(test_is_mountpoint(stg));
+
+	calls[0] = '\0';
+	csi_calls_unstage(calls, sizeof(calls), "blk", stg);
+	csi_env_call_ok(e, calls, 1);
+	assert_true(test_wait_until(journal_has_no_record, e->f, WAIT_MS));
+	csi_env_stop_clean(e);
 }
 
 struct racer {
@@ -514,6 +573,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_recorded_filesystem, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agent_keeps_record_across_reboot, agent_setup,
 						agent_teardown),
+		cmocka_unit_test_setup_teardown(test_csi_record_across_reboot, csi_setup,
+						csi_env_teardown),
 	};
 
 	if (!test_have_root()) {

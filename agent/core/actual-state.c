@@ -277,6 +277,12 @@ static const char *put_string(char **pp, const char *s)
 	return copy;
 }
 
+bool asw_device_is_record_only(const struct asw_device *d)
+{
+	return d->fs_uuid && !d->mounted && !d->attached && !d->att.device_path &&
+	       d->att.n_meta == 0 && strncmp(d->volume_name, "csi:", 4) == 0;
+}
+
 static void device_free(void *p)
 {
 	struct asw_device *d = p;

@@ -54,6 +54,12 @@ struct asw_device {
 
 struct actual_state;
 
+/* A CSI volume's entry that holds nothing but its filesystem's record: not mounted, not
+ * attached (a stage that failed and was withdrawn, or every mount gone with a reboot).  Kept
+ * until kubelet unstages the volume: its next stage must find the record (a device that then
+ * probes blank is not formatted).  There is nothing of it to release. */
+bool asw_device_is_record_only(const struct asw_device *d);
+
 struct actual_state *asw_new(const char *root_dir);
 struct actual_state *asw_free(struct actual_state *a);
 

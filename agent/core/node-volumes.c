@@ -64,7 +64,8 @@ void node_volumes_update(struct node_volumes *nv, const struct actual_state *a, 
 		const struct asw_device *d = v;
 		struct unpublished *u;
 
-		if (asw_pod_mounts_of(a, d->volume_name))
+		/* A filesystem's record alone holds nothing on the node. */
+		if (asw_pod_mounts_of(a, d->volume_name) || asw_device_is_record_only(d))
 			continue;
 		on_node++;
 		u = hashmap_get(nv->unpublished, d->volume_name);
@@ -150,6 +151,9 @@ json_t *node_volumes_json(const struct node_volumes *nv, const struct actual_sta
 		const struct asw_device *d = v;
 		const struct unpublished *u = nv ? hashmap_get(nv->unpublished, d->volume_name)
 						 : NULL;
+
+		if (asw_device_is_record_only(d))
+			continue;
 
 		e = entry(by_name, d->volume_name, d->plugin_name);
 		if (d->mounted && d->mount_path)

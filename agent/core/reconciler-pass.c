@@ -512,13 +512,14 @@ static void visit_staged_volume(struct reconciler *r, struct dsw_volume *vol, st
 	queue_mount_device(r, vol, &c->tail);
 }
 
-/* 3. Releases a device that no pod uses any more. */
+/* 3. Releases a device that no pod uses any more (a CSI volume's record alone has nothing to
+ * release: it stays for the volume's next stage, until kubelet unstages it). */
 static void visit_device(struct reconciler *r, struct asw_device *d, struct pass_ctx *c)
 {
 	c->keys++;
 	if ((dsw_get_volume(r->dsw, d->volume_name) && !d->broken) ||
-	    !rec_device_op_allowed(r, d->volume_name) || any_unverified(r, c) ||
-	    volume_held(r, d->volume_name, NULL))
+	    asw_device_is_record_only(d) || !rec_device_op_allowed(r, d->volume_name) ||
+	    any_unverified(r, c) || volume_held(r, d->volume_name, NULL))
 		return;
 	queue_unmount_device(r, d, &c->tail);
 }

@@ -109,7 +109,9 @@ static int check_device_entry(struct reconciler *r, const struct asw_device *d,
 				err, -EBADMSG,
 				"mount_path: %s is not in the kubelet's pods/ or plugins/ dir",
 				d->mount_path);
-		if (!(v && v->device_mount_path && streq(v->device_mount_path, d->mount_path)) &&
+		/* A record alone names nothing to act on (it can only refuse a format). */
+		if (!asw_device_is_record_only(d) &&
+		    !(v && v->device_mount_path && streq(v->device_mount_path, d->mount_path)) &&
 		    !rec_requests_journal_record(r, id, d->mount_path))
 			return err_set(err, -EBADMSG,
 				       "mount_path: %s is not the staging path the journal's CSI "

@@ -588,6 +588,14 @@ static void apply_unstage(struct reconciler *r, struct pending_request *p)
 		dsw_csi_unstage(r->dsw, v);
 		rec_csi_journal_changed(r);
 	}
+	{
+		/* Kubelet is done with the volume on this node: its filesystem's record goes. */
+		struct asw_device *d = asw_get_device(r->asw, p->name);
+		if (d && asw_device_is_record_only(d) && !rec_device_op_running(r, p->name)) {
+			asw_remove_device(r->asw, p->name);
+			journal_mark_dirty(r->journal);
+		}
+	}
 	if (!asw_get_device(r->asw, p->name) && unknown_mount_is_own(r, path, p->req->volume_id)) {
 		/* Staged by an agent that lost its journal: release it all the same. */
 		struct asw_device *d = asw_add_device(r->asw, p->name, "csi", NULL, path);

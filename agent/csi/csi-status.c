@@ -56,6 +56,7 @@ enum csi_code csi_code_from_errno(int negative_errno)
 	case EMEDIUMTYPE:
 	case EROFS:
 	case ENOTBLK:
+	case EUCLEAN: /* a device whose content forbids formatting it (blkdev.h) */
 		return CSI_FAILED_PRECONDITION;
 	case ERANGE:
 	case EFBIG:
