@@ -87,6 +87,9 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 LIBAGENT := $(BUILD)/libvolagent.a
 
 .PHONY: all check check-fast check-format install uninstall clean deps test-deps
+# Objects made on the way to a test binary are kept: make would otherwise delete them after
+# the run (rebuilding them next time), and its "rm" line would come after the test summary.
+.SECONDARY:
 all: $(BUILD)/volagent
 
 $(BUILD)/%.o: %.c $(GEN_HDRS)
