@@ -269,7 +269,11 @@ static int eio_teardown(void **state)
 	if (e->f->agent.pid > 0)
 		fixture_stop(e->f, SIGTERM);
 	(void)umount2(e->f->state, MNT_DETACH);
-	(void)test_run((const char *const[]){ "dmsetup", "remove", "--retry", STATE_DM, NULL });
+	/* Only where the case ran: dmsetup on a kernel without device-mapper makes a
+	 * /dev/mapper/control node all the same, which tells later tests the kernel has it. */
+	if (access("/dev/mapper/" STATE_DM, F_OK) == 0)
+		(void)test_run(
+			(const char *const[]){ "dmsetup", "remove", "--retry", STATE_DM, NULL });
 	return csi_env_teardown(state);
 }
 
