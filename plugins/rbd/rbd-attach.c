@@ -750,15 +750,9 @@ int rbd_attach_still_ours(const struct device_attachment *att, const char *dev,
 	if (streq(m, "krbd") && startswith(dev, "/dev/rbd") && !krbd_device_is(dev, pool, image))
 		return err_set(err, -ESTALE, "%s no longer maps %s/%s", dev, pool ? pool : "?",
 			       image ? image : "?");
-	if (streq(m, "nbd") && startswith(dev, "/dev/nbd")) {
-		const char *pid_s = device_attachment_get_meta(att, "pid");
-		pid_t now = nbd_device_pid(dev);
-		/* A daemon of ours that died is reattached (rbd_attach_reattach); another one
-		 * serving the device means the device is someone else's now. */
-		if (pid_s && now > 0 && now != (pid_t)atoi(pid_s))
-			return err_set(err, -ESTALE, "%s is served by another rbd-nbd (pid %d)",
-				       dev, (int)now);
-	}
+	/* nbd: the daemon serving the device changes by design (a dead rbd-nbd of ours is
+	 * replaced by a reattached one, whose pid the record learns later), so its pid says
+	 * nothing of whose the device is; its release checks the daemon (nbd_served_by). */
 	if (streq(m, "fuse")) {
 		const char *loop = device_attachment_get_meta(att, "loop");
 		const char *file = device_attachment_get_meta(att, "image_file");

@@ -72,8 +72,9 @@ int rbd_attach_reattach(const struct rbd_params *p, struct device_attachment *at
 
 /* Whether the kernel's objects att names (read by a restarted agent from its journal, this
  * boot) are still the ones its attach made, by their identity and never by their name alone:
- * /dev/rbdN maps the recorded pool and image; /dev/nbdN is not served by another rbd-nbd than
- * the recorded one; the loop device is backed by the recorded image file.  dev: the image's
+ * /dev/rbdN maps the recorded pool and image; the loop device is backed by the recorded image
+ * file.  (An nbd device is not checked here: a reattached rbd-nbd of ours serves it under a
+ * new pid.)  dev: the image's
  * own device (under an encrypted volume's mapping).  Reads sysfs and /proc only: never
  * blocks.  Returns 0, or -ESTALE with err saying what the name now names (unmapped, or reused
  * for another image or file while the agent was down). */
