@@ -283,6 +283,13 @@ static void unfinished_header(struct agent_fixture *f, const char *dev, const ch
 			 0);
 }
 
+/* The agent's refusal of dev's keyless header, as the log says it, into buf (>= 256 bytes). */
+static const char *keyless_msg(const char *dev, char *buf)
+{
+	snprintf(buf, 256, "the LUKS header on %s has no keyslot", dev);
+	return buf;
+}
+
 /* The agent's own unfinished format of a volume is done again (issue 45 item 7): the header
  * labelled as its format of that volume's mapping, with no keyslot, is formatted anew with the
  * volume's passphrase (the passphrase then checks: without device-mapper the open stops at the
@@ -294,7 +301,7 @@ static void test_own_unfinished_format_redone(void **state)
 	struct agent_fixture *f = *state;
 	const char *ours = fixture_add_loop(f, 32 << 20), *other = fixture_add_loop(f, 32 << 20);
 	const char *erased = fixture_add_loop(f, 32 << 20);
-	char key[600], name[CRYPT_VOLUME_NAME_MAX], volume[64], label[80], *dump;
+	char key[600], name[CRYPT_VOLUME_NAME_MAX], volume[64], label[80], msg[256], *dump;
 	struct error_info err = { 0 };
 
 	assert_non_null(ours);
@@ -332,16 +339,16 @@ static void test_own_unfinished_format_redone(void **state)
 		assert_true(
 			fixture_wait_mounted(fixture_pod_dir(f, "pod-enc", "a", target), WAIT_MS));
 	} else {
-		char msg[256];
 		snprintf(msg, sizeof(msg),
 			 "cannot open the LUKS device %s: this kernel has no "
 			 "device-mapper",
 			 ours);
 		assert_true(fixture_wait_log(f, msg, WAIT_MS));
 	}
-	assert_true(fixture_wait_log_line(f, other, "has no keyslot", WAIT_MS));
-	assert_true(fixture_wait_log_line(f, erased, "has no keyslot", WAIT_MS));
-	assert_int_equal(fixture_log_find(f, ours, "has no keyslot"), -1);
+	/* Whole phrases: /dev/loop1 is a prefix of /dev/loop12. */
+	assert_true(fixture_wait_log(f, keyless_msg(other, msg), WAIT_MS));
+	assert_true(fixture_wait_log(f, keyless_msg(erased, msg), WAIT_MS));
+	assert_int_equal(fixture_log_count(f, keyless_msg(ours, msg)), 0);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 	/* Formatted anew with the volume's passphrase, labelled finished. */
 	assert_int_equal(luks_verify(ours, CANARY_FILE_PASS, strlen(CANARY_FILE_PASS), &err), 0);
