@@ -132,7 +132,7 @@ static int teardown(void **state)
 		snprintf(cmd, sizeof(cmd),
 			 "losetup -nl -O NAME,BACK-FILE | awk -v p=%s/ 'index($2, p) == 1 "
 			 "{print $1}' | xargs -r -n1 losetup -d",
-			 c->run_dir);
+			 c->f->dir); /* the agent's (run dir) and the test's own (other.img) */
 		argv[2] = cmd;
 		test_run(argv);
 	}

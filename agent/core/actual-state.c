@@ -280,7 +280,7 @@ static const char *put_string(char **pp, const char *s)
 bool asw_device_is_record_only(const struct asw_device *d)
 {
 	return d->fs_uuid && !d->mounted && !d->attached && !d->att.device_path &&
-	       d->att.n_meta == 0 && strncmp(d->volume_name, "csi:", 4) == 0;
+	       d->att.n_meta == 0 && startswith(d->volume_name, "csi:");
 }
 
 static void device_free(void *p)

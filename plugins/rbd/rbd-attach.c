@@ -771,16 +771,11 @@ int rbd_attach_check(const struct device_attachment *att, uint64_t timeout_ms,
 	const char *m = device_attachment_get_meta(att, "method");
 	const char *pid_s = device_attachment_get_meta(att, "pid");
 	const char *dev = att->device_path;
-	struct error_info why = { 0 };
 	pid_t pid = pid_s ? (pid_t)atoi(pid_s) : 0;
 	int r;
 
 	if (!m || !dev)
 		return 0;
-	/* By identity first: a name reused for another image or file is not ours to adopt. */
-	r = rbd_attach_still_ours(att, dev, &why);
-	if (r < 0)
-		return err_set(err, -ENOTCONN, "%s", err_msg(&why));
 	if (streq(m, "fuse")) {
 		const char *dir = device_attachment_get_meta(att, "fuse_dir");
 		const char *file = device_attachment_get_meta(att, "image_file");
@@ -800,8 +795,11 @@ int rbd_attach_check(const struct device_attachment *att, uint64_t timeout_ms,
 			return err_set(err, -ENOTCONN, "rbd-nbd (pid %d) serving %s has exited",
 				       (int)pid, dev);
 	} else if (streq(m, "krbd")) {
-		if (!krbd_device_is(dev, NULL, NULL))
-			return err_set(err, -ENOTCONN, "%s is no longer mapped", dev);
+		/* By identity: a name reused for another image is not ours to adopt. */
+		if (!krbd_device_is(dev, device_attachment_get_meta(att, "pool"),
+				    device_attachment_get_meta(att, "image")))
+			return err_set(err, -ENOTCONN,
+				       "%s is no longer mapped, or maps another image", dev);
 	}
 	r = rbd_probe_path(RBD_PROBE_READ, dev, timeout_ms);
 	if (r < 0)
