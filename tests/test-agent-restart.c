@@ -262,6 +262,18 @@ static void test_stale_pod_dirs_removed_after_restart(void **state)
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 }
 
+/* Writes text over <state>/<name>. */
+static void write_state_file(struct agent_fixture *f, const char *name, const char *text)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", f->state, name);
+	assert_int_equal(test_write_file(path, text), 0);
+}
+
+/* A torn journal: the copy its last save replaced (journal.json.prev) is read in its place,
+ * with a warning; both torn: the mount table alone, as before there was a copy.  Either way
+ * nothing is remounted and the device is known again. */
 static void test_corrupt_journal_is_survived(void **state)
 {
 	struct agent_fixture *f = *state;
@@ -274,15 +286,25 @@ static void test_corrupt_journal_is_survived(void **state)
 	before = mount_ids(f);
 	assert_int_equal(fixture_stop(f, SIGTERM), 0);
 
-	snprintf(path, sizeof(path), "%s/journal.json", f->state);
-	assert_int_equal(test_write_file(path, "{\"version\": 1, \"devices\": [tru"), 0);
-	{
-		assert_int_equal(fixture_start(f, NULL), 0);
-		/* The device mount the journal lost is adopted from the mount table. */
-		assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 1, 1 },
-						WAIT_MS));
-		assert_true(fixture_wait_status(f, NULL, journal_note_says, "corrupt", WAIT_MS));
-	}
+	snprintf(path, sizeof(path), "%s/journal.json.prev", f->state);
+	assert_int_equal(access(path, F_OK), 0); /* every save keeps the one it replaced */
+	write_state_file(f, "journal.json", "{\"version\": 1, \"devices\": [tru");
+	assert_int_equal(fixture_start(f, NULL), 0);
+	assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 1, 1 }, WAIT_MS));
+	assert_true(fixture_wait_status(f, NULL, journal_note_says, "read its previous copy",
+					WAIT_MS));
+	assert_int_equal(fixture_log_count(f, "read the copy its last save replaced"), 1);
+	assert_same_mounts(f, before);
+	before = mount_ids(f);
+	assert_int_equal(fixture_stop(f, SIGTERM), 0);
+
+	write_state_file(f, "journal.json", "{\"version\": 1, \"devices\": [tru");
+	write_state_file(f, "journal.json.prev", "{\"version\": 1");
+	assert_int_equal(fixture_start(f, NULL), 0);
+	/* The device mount the journal lost is adopted from the mount table. */
+	assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 1, 1 }, WAIT_MS));
+	assert_true(fixture_wait_status(f, NULL, journal_note_says, "previous copy is unreadable",
+					WAIT_MS));
 	usleep(200 * 1000);
 	assert_same_mounts(f, before);
 	snprintf(path, sizeof(path), "%s/journal.json.corrupt", f->state);

@@ -154,16 +154,27 @@ static int load_device(struct actual_state *a, json_t *e, size_t i, struct error
 	return 0;
 }
 
-static void move_aside(struct journal *j)
+static void move_aside(const char *path)
 {
-	_cleanup_free_ char *aside = strdup_printf("%s.corrupt", j->path);
+	_cleanup_free_ char *aside = strdup_printf("%s.corrupt", path);
 
 	if (aside)
-		(void)rename(j->path, aside);
+		(void)rename(path, aside);
 }
 
-int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
-		 struct error_info *err)
+static void forget_devices(struct actual_state *a)
+{
+	struct hashmap_iter it = HASHMAP_ITER_INIT;
+	void *v;
+
+	while (hashmap_iterate(asw_devices(a), &it, &v, NULL))
+		asw_remove_device(a, ((struct asw_device *)v)->volume_name);
+}
+
+/* Reads one journal file into a: 0, -ENOENT when there is none, or -EBADMSG (err says why;
+ * a is left empty, all or nothing: a half-read journal would be trusted wrongly). */
+static int load_file(const char *path, struct actual_state *a, bool *ret_same_boot,
+		     json_t **ret_csi, struct error_info *err)
 {
 	json_auto_t *root = NULL;
 	json_error_t jerr;
@@ -172,45 +183,68 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 	size_t i;
 	int r;
 
-	*ret_same_boot = false;
-	*ret_csi = NULL;
-	if (access(j->path, F_OK) < 0 && errno == ENOENT)
-		return 0;
-	root = json_load_file(j->path, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		move_aside(j);
-		return err_set(err, -EBADMSG, "%s line %d: %s (moved aside to %s.corrupt)", j->path,
-			       jerr.line, jerr.text, j->path);
-	}
+	if (access(path, F_OK) < 0 && errno == ENOENT)
+		return -ENOENT;
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return err_set(err, -EBADMSG, "%s line %d: %s", path, jerr.line, jerr.text);
 	if (!json_is_object(root) ||
 	    json_integer_value(json_object_get(root, "version")) != JOURNAL_VERSION ||
-	    !json_is_array(devices = json_object_get(root, "devices"))) {
-		move_aside(j);
-		return err_set(err, -EBADMSG,
-			       "%s: not a version %d journal with a devices list (moved aside)",
-			       j->path, JOURNAL_VERSION);
+	    !json_is_array(devices = json_object_get(root, "devices")))
+		return err_set(err, -EBADMSG, "%s: not a version %d journal with a devices list",
+			       path, JOURNAL_VERSION);
+	json_array_foreach(devices, i, e)
+	{
+		if (!json_is_object(e))
+			r = err_set(err, -EBADMSG, "devices[%zu]: must be an object", i);
+		else
+			r = load_device(a, e, i, err);
+		if (r < 0) {
+			forget_devices(a);
+			return r == -EBADMSG ? err_prefix(err, "%s", path) : r;
+		}
 	}
 	boot = get_string(root, "boot_id");
 	*ret_same_boot = boot && streq(boot, journal_boot_id());
-	json_array_foreach(devices, i, e)
-	{
-		if (!json_is_object(e)) {
-			r = err_set(err, -EBADMSG, "devices[%zu]: must be an object", i);
-		} else {
-			r = load_device(a, e, i, err);
-		}
-		if (r < 0) {
-			struct hashmap_iter it = HASHMAP_ITER_INIT;
-			void *v;
-			/* All or nothing: a half-read journal would be trusted wrongly. */
-			while (hashmap_iterate(asw_devices(a), &it, &v, NULL))
-				asw_remove_device(a, ((struct asw_device *)v)->volume_name);
-			move_aside(j);
-			return err_prefix(err, "%s (moved aside)", j->path);
-		}
-	}
 	*ret_csi = json_incref(json_object_get(root, "csi"));
 	return 0;
+}
+
+int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
+		 struct error_info *err)
+{
+	_cleanup_free_ char *prev = strdup_printf("%s.prev", j->path);
+	struct error_info prev_err = { 0 };
+	char why[sizeof(err->msg)];
+	int r, k;
+
+	*ret_same_boot = false;
+	*ret_csi = NULL;
+	if (!prev)
+		return -ENOMEM;
+	r = load_file(j->path, a, ret_same_boot, ret_csi, err);
+	if (r != -EBADMSG && r != -ENOENT)
+		return r;
+	if (r == -EBADMSG)
+		move_aside(j->path);
+	/* The copy the last save replaced: what a journal lost or torn on its disk leaves. */
+	k = load_file(prev, a, ret_same_boot, ret_csi, &prev_err);
+	if (r == -ENOENT) {
+		if (k < 0) /* no journal yet (a prev without one is a stray: ignored) */
+			return k == -ENOENT || k == -EBADMSG ? 0 : k;
+		err_set(err, -ENOENT, "%s is missing", j->path);
+		return JOURNAL_LOADED_PREVIOUS;
+	}
+	snprintf(why, sizeof(why), "%s", err_msg(err));
+	if (k == 0) {
+		err_set(err, -EBADMSG, "%s (moved aside to %s.corrupt)", why, j->path);
+		return JOURNAL_LOADED_PREVIOUS;
+	}
+	if (k != -EBADMSG && k != -ENOENT)
+		return k;
+	return err_set(err, -EBADMSG, "%s (moved aside to %s.corrupt%s%s)", why, j->path,
+		       k == -EBADMSG ? "; its previous copy is unreadable too: " : "",
+		       k == -EBADMSG ? err_msg(&prev_err) : "");
 }
 
 static json_t *device_to_json(const struct asw_device *d)
@@ -319,6 +353,20 @@ out:
 	return out;
 }
 
+/* journal.json.prev becomes another name of the journal about to be replaced (a hard link: no
+ * data is copied), so that the rename leaves the old text there; the directory's fsync after
+ * the rename makes both durable.  Best effort: without it a save still goes on. */
+static void keep_previous(struct journal *j)
+{
+	_cleanup_free_ char *prev = strdup_printf("%s.prev", j->path);
+
+	if (!prev)
+		return;
+	if (unlink(prev) < 0 && errno != ENOENT)
+		return;
+	(void)link(j->path, prev);
+}
+
 int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 		 struct error_info *err)
 {
@@ -351,6 +399,7 @@ int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,
 	line = json_is_array(csi) ? with_csi_list(j, text, csi) : strdup_printf("%s\n", text);
 	if (!line)
 		return -ENOMEM;
+	keep_previous(j);
 	r = file_write_atomic(j->dir, "journal.json", line, 0600, err);
 	if (r < 0)
 		return err_prefix(err, "journal");

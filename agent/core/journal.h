@@ -10,8 +10,10 @@
  * kubelet asked for; they are dropped after a reboot, when kubelet asks again.  Secrets are
  * never written.
  *
- * A journal that cannot be parsed is moved aside (journal.json.corrupt), reported, and the
- * agent goes on from the mount table alone: pod mounts never depend on the journal. */
+ * Each save keeps the text it replaces as journal.json.prev.  A journal that cannot be parsed is
+ * moved aside (journal.json.corrupt) and reported; the previous copy is read in its place when
+ * it parses (a power cut or a failing disk may tear the newest one), else the agent goes on
+ * from the mount table alone: pod mounts never depend on the journal. */
 #pragma once
 
 #include <jansson.h>
@@ -26,9 +28,13 @@ struct journal;
 int journal_open(const char *state_dir, struct journal **ret, struct error_info *err);
 struct journal *journal_free(struct journal *j);
 
-/* Loads the device entries into a.  Returns 0 (also when there is no journal yet), or
- * -EBADMSG when the file was corrupt (moved aside, err says why; a is left empty).  Sets
- * *ret_same_boot to whether the journal was written during this boot. */
+/* journal_load read journal.json.prev: journal.json was corrupt (moved aside) or missing. */
+#define JOURNAL_LOADED_PREVIOUS 1
+
+/* Loads the device entries into a.  Returns 0 (also when there is no journal yet),
+ * JOURNAL_LOADED_PREVIOUS (err says what was wrong with the journal), or -EBADMSG when the
+ * journal was corrupt (moved aside) and there was no readable previous copy (err says why; a
+ * is left empty).  Sets *ret_same_boot to whether what was read was written during this boot. */
 int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
 		 struct error_info *err);
 

@@ -408,6 +408,13 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 			 "corrupt at startup, moved aside: %s", err_msg(err));
 		err_clear(err);
 		journal_mark_dirty(r->journal);
+	} else if (k == JOURNAL_LOADED_PREVIOUS) {
+		log_warning("journal unreadable; read the copy its last save replaced", "error",
+			    err_msg(err));
+		snprintf(r->journal_health.note, sizeof(r->journal_health.note),
+			 "unreadable at startup, read its previous copy: %s", err_msg(err));
+		err_clear(err);
+		journal_mark_dirty(r->journal);
 	} else if (k < 0) {
 		return k;
 	}
