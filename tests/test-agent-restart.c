@@ -291,8 +291,8 @@ static void test_corrupt_journal_is_survived(void **state)
 	write_state_file(f, "journal.json", "{\"version\": 1, \"devices\": [tru");
 	assert_int_equal(fixture_start(f, NULL), 0);
 	assert_true(fixture_wait_status(f, NULL, ready_with, &(struct expect){ 1, 1 }, WAIT_MS));
-	assert_true(fixture_wait_status(f, NULL, journal_note_says, "read its previous copy",
-					WAIT_MS));
+	assert_true(
+		fixture_wait_status(f, NULL, journal_note_says, "read its previous copy", WAIT_MS));
 	assert_int_equal(fixture_log_count(f, "read the copy its last save replaced"), 1);
 	assert_same_mounts(f, before);
 	before = mount_ids(f);
