@@ -50,7 +50,7 @@ boot() { # boot K SEED [--last]
 		# The cut comes at a random moment once the guest churns.
 		while kill -0 "$vm_pid" 2>/dev/null && [ ! -e "$ledger.churning" ]; do sleep 0.2; done
 		if [ -e "$ledger.churning" ]; then
-			delay=$(python3 -c "import random; print('%.2f' % random.Random($seed).uniform(0.1, 8 * $scale))")
+			delay=$(python3 -c "import random; print('%.2f' % random.Random('cut-%d' % $seed).uniform(0.1, 8 * $scale))")
 			sleep "$delay"
 			qpid=$(cat "$work/qemu.pid" 2>/dev/null || true)
 			if [ -n "$qpid" ] && kill -KILL "$qpid" 2>/dev/null; then
