@@ -389,6 +389,25 @@ static long lap_us(struct timespec *t)
 	return us;
 }
 
+/* A journal not read as it was (torn, missing): said once in the log and in status, and
+ * saved anew from what the agent goes on with. */
+static void journal_startup_problem(struct reconciler *r, bool read_previous,
+				    struct error_info *err)
+{
+	if (read_previous)
+		log_warning("journal unreadable; read the copy its last save replaced", "error",
+			    err_msg(err));
+	else
+		log_error("journal is corrupt; continuing from the mount table alone", "error",
+			  err_msg(err));
+	snprintf(r->journal_health.note, sizeof(r->journal_health.note), "%s: %s",
+		 read_previous ? "unreadable at startup, read its previous copy"
+			       : "corrupt at startup, moved aside",
+		 err_msg(err));
+	err_clear(err);
+	journal_mark_dirty(r->journal);
+}
+
 int rec_reconstruct(struct reconciler *r, struct error_info *err)
 {
 	long journal_us, table_us, specs_us = 0;
@@ -401,23 +420,10 @@ int rec_reconstruct(struct reconciler *r, struct error_info *err)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	k = journal_load(r->journal, r->asw, &same_boot, &csi, err);
-	if (k == -EBADMSG) {
-		log_error("journal is corrupt; continuing from the mount table alone", "error",
-			  err_msg(err));
-		snprintf(r->journal_health.note, sizeof(r->journal_health.note),
-			 "corrupt at startup, moved aside: %s", err_msg(err));
-		err_clear(err);
-		journal_mark_dirty(r->journal);
-	} else if (k == JOURNAL_LOADED_PREVIOUS) {
-		log_warning("journal unreadable; read the copy its last save replaced", "error",
-			    err_msg(err));
-		snprintf(r->journal_health.note, sizeof(r->journal_health.note),
-			 "unreadable at startup, read its previous copy: %s", err_msg(err));
-		err_clear(err);
-		journal_mark_dirty(r->journal);
-	} else if (k < 0) {
+	if (k == -EBADMSG || k == JOURNAL_LOADED_PREVIOUS)
+		journal_startup_problem(r, k == JOURNAL_LOADED_PREVIOUS, err);
+	else if (k < 0)
 		return k;
-	}
 	/* CSI entries are kubelet's: after a reboot it calls again for what it still wants, so
 	 * only entries of this boot are restored (a deleted pod is not resurrected). */
 	if (csi && same_boot && r->csi.kubelet_root) {
