@@ -33,7 +33,8 @@ SPEC_VOLUMES = {"blockpod": {"serial": "pc-spec", "fsType": "xfs"},
 
 _failed = 0
 counts = {"checks": 0, "canaries": 0, "double_formats": 0, "lost_records": 0,
-          "adopted": 0, "released": 0, "journal_from_previous_copy": 0}
+          "adopted": 0, "released": 0, "journal_from_previous_copy": 0,
+          "kubelet_files_torn": 0}
 
 
 def say(msg):
@@ -229,9 +230,19 @@ class Node:
         pv = self.pv(name, v["gen"])
         if v["pod"] and os.path.lexists(self.kubelet.target_path(pv, v["pod"])):
             self.kubelet.tear_down(pv, v["pod"])
-        staging = self.kubelet.staging_path(pv)
-        if os.path.exists(os.path.join(os.path.dirname(staging), "vol_data.json")):
-            self.kubelet.unmount_device(pv)
+        data_dir = os.path.dirname(self.kubelet.staging_path(pv))
+        if not os.path.exists(os.path.join(data_dir, "vol_data.json")):
+            return
+        try:
+            kubelet.load_volume_data(data_dir)
+        except ValueError:
+            # Kubelet writes it without an fsync, so a cut can leave it empty; kubelet itself
+            # would retry UnmountDevice forever.  This kubelet knows the volume from the
+            # ledger and writes it again, as MountDevice did.
+            counts["kubelet_files_torn"] += 1
+            kubelet.save_volume_data(data_dir, {"volumeHandle": pv["handle"],
+                                                "driverName": self.kubelet.driver})
+        self.kubelet.unmount_device(pv)
 
     # --- spec-file volumes ---------------------------------------------------------------
     def spec_file(self, name):
