@@ -601,6 +601,9 @@ static void *reconciler_main(void *arg)
 		for (int i = 0; i < n; i++)
 			handle_event(r, evs[i].data.fd);
 	}
+	/* From now on a call is handed to the stopping loop's queue (answered -ESHUTDOWN), not
+	 * run on its own thread; one that runs its operation already is waited for below. */
+	r->loop_running = false;
 	/* Let operations in flight finish so the journal records what they did. */
 	r->loop.completions_resume_ms = 0; /* every completion is taken as it comes */
 	resume_completions(r, 0);
@@ -624,7 +627,6 @@ static void *reconciler_main(void *arg)
 	rec_drain_completed(r);
 	rec_requests_abort_all(r);
 	rec_save_journal(r, true);
-	r->loop_running = false; /* a call from now on is handed to the stopped loop's queue */
 	pthread_mutex_unlock(&r->state_lock);
 	log_buffer_stop();
 	return NULL;
