@@ -7,9 +7,12 @@
  * an operation in flight for as long as a case needs, which no real mount does on demand: a
  * stand-in for a slow mount (an NFS server that is slow to answer, a long mkfs).
  *
- * Covers: the outcome told once, on the reconciler thread, with nobody waiting; a request
- * whose time runs out told -ETIMEDOUT while its change stays in force (a repeat then finds it
- * done); and requests still in flight when the reconciler is freed told -ESHUTDOWN. */
+ * Covers: the outcome told once, after the mount is there, on the submitting thread before
+ * reconciler_submit returns when the reconciler sleeps (reconciler-caller.c); a request whose
+ * operation hangs on the submitting thread: told -ETIMEDOUT by the reconciler's timer while
+ * its change stays in force (a repeat then finds it done), with the reconciler, another
+ * volume's call and a status request going on meanwhile; two calls racing on one target; and
+ * requests still in flight when the reconciler is freed told -ESHUTDOWN. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -172,8 +175,9 @@ static struct volume_request *publish_request(struct fix *f)
 
 /* --- cases --- */
 
-/* The outcome is told once, on the reconciler's thread, after the mount is there. */
-static void test_submit_answered_on_reconciler_thread(void **state)
+/* A call made while the reconciler sleeps runs to completion on its own thread: the outcome
+ * is told once, there, before reconciler_submit returns, with the mount in place. */
+static void test_submit_answered_on_calling_thread(void **state)
 {
 	struct fix *f = *state;
 	struct outcome o;
@@ -181,38 +185,120 @@ static void test_submit_answered_on_reconciler_thread(void **state)
 	outcome_init(&o);
 	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(10000), on_done, &o),
 			 0);
-	assert_true(test_wait_until(outcome_told, &o, scaled(10000)));
 	pthread_mutex_lock(&o.lock);
 	assert_int_equal(o.calls, 1);
 	assert_int_equal(o.r, 0);
 	assert_int_equal(o.error, 0);
-	assert_false(pthread_equal(o.thread, pthread_self()));
+	assert_true(pthread_equal(o.thread, pthread_self()));
 	pthread_mutex_unlock(&o.lock);
 	assert_true(test_is_mountpoint(f->target));
 }
 
-/* A set-up held past the request's time: the caller is told -ETIMEDOUT (ABORTED for CSI) by
- * the reconciler's timer, with the operation still running; the change stays, the mount
- * follows once the set-up goes on, and a repeat is then answered at once, OK. */
+/* A call on a thread of its own, as a CSI server's pool thread makes it. */
+struct call {
+	struct fix *f;
+	struct volume_request *req;
+	long long timeout_ms;
+	struct outcome *o;
+	pthread_t thread;
+};
+
+static void *call_main(void *arg)
+{
+	struct call *c = arg;
+
+	assert_int_equal(reconciler_submit(c->f->r, c->req, c->timeout_ms, on_done, c->o), 0);
+	return NULL;
+}
+
+static void call_start(struct call *c, struct fix *f, struct volume_request *req,
+		       long long timeout_ms, struct outcome *o)
+{
+	*c = (struct call){ .f = f, .req = req, .timeout_ms = timeout_ms, .o = o };
+	assert_int_equal(pthread_create(&c->thread, NULL, call_main, c), 0);
+}
+
+/* A publish of another volume at another target of the fixture's pod. */
+static struct volume_request *other_publish_request(struct fix *f, char *target, size_t size)
+{
+	struct volume_request *req = publish_request(f);
+	char parent[700];
+
+	snprintf(parent, sizeof(parent), "%s/pods/uid-2/volumes/kubernetes.io~csi/pv-2",
+		 f->kubelet);
+	assert_int_equal(path_mkdir_p(parent, 0750), 0);
+	snprintf(target, size, "%s/mount", parent);
+	free(req->volume_id);
+	free(req->path);
+	req->volume_id = strdup("vol-2");
+	req->path = strdup(target);
+	return req;
+}
+
+/* Whether two set-ups wait at the fake's gate. */
+static bool two_at_gate(void *arg)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&fake.lock);
+	n = fake.gate_waiting;
+	pthread_mutex_unlock(&fake.lock);
+	return n >= 2;
+}
+
+static bool status_answered(void *arg)
+{
+	struct fix *f = arg;
+	struct volume_request_result res = { 0 };
+	int k = reconciler_request(f->r, volume_request_new(VOLUME_REQUEST_STATUS), scaled(5000),
+				   &res);
+
+	free(res.status_json);
+	return k == 0 && res.error == 0;
+}
+
+/* A set-up held past the request's time (a hung mount), on the thread that made the call: the
+ * caller is told -ETIMEDOUT (ABORTED for CSI) by the reconciler's timer, with the operation
+ * still running; meanwhile the reconciler answers a status request, and another volume's
+ * publish is taken and starts its own set-up (the gate holds every set-up, so it is seen
+ * waiting there: not behind the first).  The change stays, the mount follows once the set-up goes
+ * on, and a repeat is then answered at once, OK. */
 static void test_submit_times_out_change_stays(void **state)
 {
 	struct fix *f = *state;
-	struct outcome o, again;
+	struct outcome o, other, again;
+	struct call c, d;
+	char other_target[700];
 
 	outcome_init(&o);
+	outcome_init(&other);
 	outcome_init(&again);
 	fake_gate_set(false);
-	assert_int_equal(reconciler_submit(f->r, publish_request(f), 200, on_done, &o), 0);
+	call_start(&c, f, publish_request(f), 200, &o);
 	assert_true(test_wait_until(fake_gate_has_waiter, NULL, scaled(10000)));
 	assert_true(test_wait_until(outcome_told, &o, scaled(10000)));
 	pthread_mutex_lock(&o.lock);
 	assert_int_equal(o.r, -ETIMEDOUT);
 	assert_int_equal(o.calls, 1);
+	assert_false(pthread_equal(o.thread, c.thread)); /* the reconciler's timer told it */
 	pthread_mutex_unlock(&o.lock);
 	assert_false(test_is_mountpoint(f->target));
+	/* The hung set-up holds its own call only. */
+	assert_true(status_answered(f));
+	call_start(&d, f, other_publish_request(f, other_target, sizeof(other_target)),
+		   scaled(10000), &other);
+	assert_true(test_wait_until(two_at_gate, NULL, scaled(10000)));
 
 	fake_gate_set(true);
 	assert_true(test_wait_until(is_mountpoint, f->target, scaled(10000)));
+	pthread_join(c.thread, NULL);
+	pthread_join(d.thread, NULL);
+	assert_true(test_wait_until(outcome_told, &other, scaled(10000)));
+	pthread_mutex_lock(&other.lock);
+	assert_int_equal(other.r, 0);
+	assert_int_equal(other.error, 0);
+	pthread_mutex_unlock(&other.lock);
+	assert_true(test_is_mountpoint(other_target));
 	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(10000), on_done,
 					   &again),
 			 0);
@@ -225,6 +311,40 @@ static void test_submit_times_out_change_stays(void **state)
 	pthread_mutex_lock(&o.lock);
 	assert_int_equal(o.calls, 1);
 	pthread_mutex_unlock(&o.lock);
+	umount2(other_target, MNT_DETACH);
+}
+
+/* Two publishes of one volume at one target, racing: one set-up runs, both are told OK once
+ * (the second joins the first, on whichever thread), and the target holds one mount. */
+static void test_two_calls_race_on_one_target(void **state)
+{
+	struct fix *f = *state;
+	struct outcome a, b;
+	struct call ca, cb;
+
+	outcome_init(&a);
+	outcome_init(&b);
+	fake_gate_set(false);
+	call_start(&ca, f, publish_request(f), scaled(10000), &a);
+	call_start(&cb, f, publish_request(f), scaled(10000), &b);
+	assert_true(test_wait_until(fake_gate_has_waiter, NULL, scaled(10000)));
+	fake_gate_set(true);
+	pthread_join(ca.thread, NULL);
+	pthread_join(cb.thread, NULL);
+	assert_true(test_wait_until(outcome_told, &a, scaled(10000)));
+	assert_true(test_wait_until(outcome_told, &b, scaled(10000)));
+	pthread_mutex_lock(&a.lock);
+	pthread_mutex_lock(&b.lock);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(b.calls, 1);
+	assert_int_equal(a.r, 0);
+	assert_int_equal(b.r, 0);
+	assert_int_equal(a.error, 0);
+	assert_int_equal(b.error, 0);
+	pthread_mutex_unlock(&b.lock);
+	pthread_mutex_unlock(&a.lock);
+	assert_int_equal(fake_count("set_up.done", f->src), 1);
+	assert_int_equal(test_count_mounts_under(f->target), 1);
 }
 
 /* The reconciler stops with a request in flight: it is told -ESHUTDOWN, once; nothing leaks
@@ -240,17 +360,19 @@ static void test_submit_in_flight_at_stop(void **state)
 {
 	struct fix *f = *state;
 	struct outcome o;
+	struct call c;
 	pthread_t t;
 
 	outcome_init(&o);
 	fake_gate_set(false);
-	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(60000), on_done, &o),
-			 0);
+	call_start(&c, f, publish_request(f), scaled(60000), &o);
 	assert_true(test_wait_until(fake_gate_has_waiter, NULL, scaled(10000)));
-	/* The stop waits for the operation in flight: the gate opens while it does. */
+	/* The stop waits for the operation in flight, on the calling thread or a worker: the
+	 * gate opens while it does. */
 	assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
 	f->r = reconciler_free(f->r);
 	pthread_join(t, NULL);
+	pthread_join(c.thread, NULL);
 	pthread_mutex_lock(&o.lock);
 	assert_int_equal(o.calls, 1);
 	assert_int_equal(o.r, 0);
@@ -262,8 +384,9 @@ static void test_submit_in_flight_at_stop(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		FIXTURE_CASE(test_submit_answered_on_reconciler_thread),
+		FIXTURE_CASE(test_submit_answered_on_calling_thread),
 		FIXTURE_CASE(test_submit_times_out_change_stays),
+		FIXTURE_CASE(test_two_calls_race_on_one_target),
 		FIXTURE_CASE(test_submit_in_flight_at_stop),
 	};
 

@@ -2,8 +2,10 @@
  * reconciler.c (lifecycle, loop, timers, table refresh, journal saves), reconciler-ops.c
  * (operations in flight and their results), reconciler-pass.c (the pass),
  * reconciler-reconstruct.c (after a restart), reconciler-requests.c (CSI requests) and
- * reconciler-status.c (the status snapshot).  Functions shared between them are prefixed rec_;
- * all run on the reconciler thread.  The state is a few parts with one job each: the loop's
+ * reconciler-status.c (the status snapshot) and reconciler-caller.c (a CSI call run on the
+ * thread that received it).  Functions shared between them are prefixed rec_; all run with
+ * state_lock held: by the reconciler thread for each turn of its loop, or by a CSI call's own
+ * thread while it decides and applies its operation (reconciler-caller.c).  The state is a few parts with one job each: the loop's
  * timing, the pass's sets, the operations in flight, the CSI requests, status and notify,
  * and the journal's health. */
 #pragma once
@@ -58,6 +60,9 @@ struct rec_loop {
 	 * many. */
 	bool monitor_paused;
 	uint64_t monitor_resume_ms;
+	/* The pause is a CSI call's (rec_monitor_hold): the loop's timer, not its wait, keeps
+	 * monitor_resume_ms, as the loop may be asleep with no timeout. */
+	bool monitor_held;
 	uint64_t last_event_batch_ms;
 	/* A burst of operations no caller waits for (COMPLETION_COALESCE_MS): the executor's fd
 	 * is not watched until completions_resume_ms. */
@@ -170,6 +175,14 @@ struct reconciler {
 	struct spec_source *specs;
 	struct node_volumes *node_vols; /* what drain-check waits for, and lost stages */
 
+	/* Owns everything of the reconciler but the parts with their own locks (csi.lock,
+	 * status.lock): the loop holds it for each turn and drops it only to wait; a CSI call
+	 * takes it to decide and to apply its operation's result, never across the operation
+	 * (reconciler-caller.c). */
+	pthread_mutex_t state_lock;
+	bool loop_running;   /* under state_lock: the loop takes what a call leaves behind */
+	unsigned caller_ops; /* under state_lock: operations calls run on their own threads */
+
 	struct rec_loop loop;
 	struct rec_pass_sets pass;
 	struct rec_ops ops;
@@ -204,6 +217,8 @@ char *rec_key_for(const char *kind, const char *name);
 double rec_oldest_pending_age(struct reconciler *r, uint64_t now);
 /* Applies the results of the operations the executor finished. */
 void rec_drain_completed(struct reconciler *r);
+/* Applies the result of op, which ran (on a worker or a caller's thread), and frees it. */
+void rec_op_done(struct reconciler *r, struct volume_op *op);
 /* Logs how many existing mounts the startup reconstruction adopted (their own lines are at
  * debug level until the agent is ready); nothing when none.  Called once, on becoming
  * ready. */
@@ -229,6 +244,9 @@ uint64_t rec_trim_deadline(struct reconciler *r);
 /* reconciler-pass.c: one pass (see reconciler.h): a full one when asked for (or until the
  * startup reconstruction is complete), else an incremental one over what was touched. */
 void rec_pass(struct reconciler *r);
+/* The same pass, but the operations it starts are handed to the caller (linked through
+ * job.next, NULL: none) instead of to the executor: the caller runs or submits each. */
+void rec_pass_collect(struct reconciler *r, struct volume_op **ret);
 /* Whether anything asks for a pass. */
 bool rec_pass_pending(struct reconciler *r);
 /* Frees the pass's sets and indexes (reconciler_free); accepts a half-built reconciler. */
@@ -280,6 +298,17 @@ void rec_run_on_thread(struct reconciler *r, void (*fn)(struct reconciler *r, vo
 /* Saves the journal if a device record changed, or CSI entries changed and their save is due
  * (or force). */
 void rec_save_journal(struct reconciler *r, bool force);
+/* A CSI call runs its operation on its own thread (reconciler-caller.c): the mount event it
+ * makes would wake the sleeping loop only to learn what the call applies itself.  So the
+ * monitor's fd is not watched while it runs, for event_coalesce_ms at most (the loop's timer
+ * ends the pause then, should the operation hang); rec_monitor_release reads what came meanwhile
+ * on the call's thread and watches the fd again.  Returns whether the pause is the call's
+ * (false: the monitor was paused already, or could not be). */
+bool rec_monitor_hold(struct reconciler *r);
+void rec_monitor_release(struct reconciler *r);
+/* Arms the loop's timer for the first of its deadlines (a save, a backoff, a request's time):
+ * after a CSI call changed them on its own thread, the loop, asleep, still wakes for them. */
+void rec_arm_timer(struct reconciler *r);
 /* The CSI entries changed: the journal is saved within CSI_JOURNAL_DELAY_MS, batched with any
  * other change then, without holding up the call that changed them.  They only record what
  * kubelet asked for, and kubelet asks again: a restart that lost the last ones adopts a
@@ -288,6 +317,25 @@ void rec_save_journal(struct reconciler *r, bool force);
  * before the operation they describe (journal_mark_dirty). */
 void rec_csi_journal_changed(struct reconciler *r);
 #define CSI_JOURNAL_DELAY_MS 200
+
+/* reconciler-caller.c: a CSI call run to completion on the thread that received it. */
+/* Takes state_lock for a call, if the loop runs and the lock is free now (a turn of the loop
+ * in progress would hold the call up for that turn: the call is then handed to the loop).
+ * True: the caller holds it and must call rec_caller_end. */
+bool rec_caller_begin(struct reconciler *r);
+/* With state_lock held, after the call's request was applied: runs the passes the call's
+ * change asks for, and each operation on the call's path (target or staging path) or device
+ * (volume_name) on this thread, with state_lock dropped while it runs, until answered(arg)
+ * or no such operation is started.  The others go to the executor. */
+void rec_caller_run(struct reconciler *r, const char *path, const char *volume_name,
+		    bool (*answered)(void *arg), void *arg);
+/* Saves what the call changed (device records), arms the loop's timer and drops state_lock. */
+void rec_caller_end(struct reconciler *r);
+/* At most this many calls run their operation on their own thread at once; the operations of
+ * more go to the executor, as before.  Each such call holds a thread of the CSI server's pool
+ * (16) while its operation runs: operations that hang (a frozen NFS server) thus hold at most
+ * this many, and the pool always has threads for the other calls. */
+#define REC_CALLER_OPS_MAX 4
 
 /* reconciler-requests.c */
 /* Applies the requests handed over since the last call. */

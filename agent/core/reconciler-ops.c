@@ -488,17 +488,22 @@ static void apply_result(struct reconciler *r, struct volume_op *op)
 	touch_after(r, op);
 }
 
+void rec_op_done(struct reconciler *r, struct volume_op *op)
+{
+	apply_result(r, op);
+	volume_op_free(op);
+	r->ops.ops_since_trim++;
+	r->ops.last_op_done_ms = now_ms();
+}
+
 void rec_drain_completed(struct reconciler *r)
 {
 	struct executor_job *job = executor_take_completed(r->ex);
 
 	while (job) {
 		struct executor_job *next = job->next;
-		struct volume_op *op = volume_op_from_job(job);
-		apply_result(r, op);
-		volume_op_free(op);
-		r->ops.ops_since_trim++;
-		r->ops.last_op_done_ms = now_ms();
+
+		rec_op_done(r, volume_op_from_job(job));
 		job = next;
 	}
 }

@@ -676,6 +676,11 @@ static void hold_unrecorded_device_work(struct reconciler *r, struct volume_op *
 
 void rec_pass(struct reconciler *r)
 {
+	rec_pass_collect(r, NULL);
+}
+
+void rec_pass_collect(struct reconciler *r, struct volume_op **ret)
+{
 	struct volume_op *list = NULL;
 	struct pass_ctx c = { .any_unverified = -1, .tail = &list };
 	struct timespec start, end;
@@ -704,7 +709,9 @@ void rec_pass(struct reconciler *r)
 	rec_save_journal(r, false);
 	if (list && journal_is_dirty(r->journal))
 		hold_unrecorded_device_work(r, list);
-	if (list)
+	if (ret)
+		*ret = list;
+	else if (list)
 		executor_submit_list(r->ex, &list->job);
 
 	clock_gettime(CLOCK_MONOTONIC, &end);

@@ -106,32 +106,60 @@ static struct pending_request *pending_new(struct volume_request *req, unsigned 
 	return p;
 }
 
-/* Hands p to the reconciler thread. */
-static void pending_enqueue(struct reconciler *r, struct pending_request *p)
+/* Puts p on the incoming list.  Returns whether it is the first one there (the others were
+ * handed over with a wake-up of the loop already). */
+static bool pending_push(struct reconciler *r, struct pending_request *p)
 {
-	uint64_t one = 1;
-	bool wake;
+	bool first;
 
 	pthread_mutex_lock(&r->csi.lock);
 	p->next = r->csi.incoming;
 	r->csi.incoming = p;
-	wake = !p->next; /* else the write for the first one not taken yet wakes it for all */
+	first = !p->next;
 	pthread_mutex_unlock(&r->csi.lock);
-	if (wake)
+	return first;
+}
+
+/* Hands p to the reconciler thread. */
+static void pending_enqueue(struct reconciler *r, struct pending_request *p)
+{
+	uint64_t one = 1;
+
+	/* Not the first: the write for the first one not taken yet wakes it for all. */
+	if (pending_push(r, p))
 		(void)!write(r->loop.wake_fd, &one, sizeof(one));
+}
+
+/* Whether a submitted request was told its outcome (under state_lock). */
+static bool told(void *arg)
+{
+	const struct pending_request *p = arg;
+
+	return !p->on_done;
 }
 
 int reconciler_submit(struct reconciler *r, struct volume_request *req, long long timeout_ms,
 		      reconciler_done_fn done, void *userdata)
 {
-	struct pending_request *p = pending_new(req, 1); /* the reconciler's only */
+	struct pending_request *p = pending_new(req, 2); /* the reconciler's and this call's */
 
 	if (!p)
 		return -ENOMEM;
 	p->on_done = done;
 	p->userdata = userdata;
 	p->until_ms = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-	pending_enqueue(r, p);
+	if (!rec_caller_begin(r)) {
+		pending_unref(p); /* this call's: the reconciler's keeps it */
+		pending_enqueue(r, p);
+		return 0;
+	}
+	/* The loop sleeps: this thread decides, runs the call's operation and answers, as the
+	 * loop would (reconciler-caller.c).  Requests handed over before it go first. */
+	(void)pending_push(r, p);
+	rec_requests_take_incoming(r);
+	rec_caller_run(r, p->req->path, p->name, told, p);
+	rec_caller_end(r);
+	pending_unref(p);
 	return 0;
 }
 

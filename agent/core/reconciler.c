@@ -210,7 +210,7 @@ static void resume_mount_monitor(struct reconciler *r, uint64_t now)
 		r->loop.monitor_resume_ms = now + r->cfg.refresh_min_interval_ms;
 		return;
 	}
-	r->loop.monitor_paused = false;
+	r->loop.monitor_paused = r->loop.monitor_held = false;
 	r->loop.last_event_batch_ms = now;
 }
 
@@ -271,24 +271,18 @@ static int wait_timeout(const struct reconciler *r, uint64_t kick_ms)
 
 /* The monitor's fd is readable: events are applied as they come; libmount's monitor (and an
  * event queue that overflowed) make the table due for a full read. */
-static void dispatch_mount_monitor(struct reconciler *r)
+/* Reads the monitor's events into the table (see dispatch_mount_monitor).  Returns whether it
+ * has an event queue (else libmount's monitor told a change: the table is due for a read). */
+static bool read_mount_events(struct reconciler *r)
 {
 	int k = mount_monitor_dispatch(r->monitor, r->table, table_changed, r);
-	uint64_t now;
 
 	if (!mount_monitor_has_events(r->monitor)) {
 		if (k > 0)
 			r->loop.table_dirty = true;
-		return;
+		return false;
 	}
 	r->loop.mount_event_batches++;
-	now = now_ms();
-	if (now - r->loop.last_event_batch_ms < event_coalesce_ms(r) &&
-	    watch_monitor(r, false) == 0) {
-		r->loop.monitor_paused = true;
-		r->loop.monitor_resume_ms = now + event_coalesce_ms(r);
-	}
-	r->loop.last_event_batch_ms = now;
 	if (k == MOUNT_MONITOR_UNREAD) {
 		/* Mounts that went before they could be read: which targets they were on, only a
 		 * full read can tell (of what the state believed), within refresh_min_interval_ms
@@ -302,6 +296,43 @@ static void dispatch_mount_monitor(struct reconciler *r)
 		r->loop.table_dirty = true;
 		r->loop.last_refresh_ms = 0;
 	}
+	return true;
+}
+
+static void dispatch_mount_monitor(struct reconciler *r)
+{
+	uint64_t now;
+
+	if (!read_mount_events(r))
+		return;
+	now = now_ms();
+	if (now - r->loop.last_event_batch_ms < event_coalesce_ms(r) &&
+	    watch_monitor(r, false) == 0) {
+		r->loop.monitor_paused = true;
+		r->loop.monitor_resume_ms = now + event_coalesce_ms(r);
+	}
+	r->loop.last_event_batch_ms = now;
+}
+
+bool rec_monitor_hold(struct reconciler *r)
+{
+	if (r->loop.monitor_paused || watch_monitor(r, false) < 0)
+		return false;
+	r->loop.monitor_paused = r->loop.monitor_held = true;
+	r->loop.monitor_resume_ms = now_ms() + event_coalesce_ms(r);
+	return true;
+}
+
+void rec_monitor_release(struct reconciler *r)
+{
+	if (!r->loop.monitor_held)
+		return; /* the loop's timer ended the pause (the operation took that long) */
+	(void)read_mount_events(r);
+	if (watch_monitor(r, true) < 0) {
+		r->loop.table_dirty = true; /* as resume_mount_monitor: the loop reads the table */
+		return;
+	}
+	r->loop.monitor_paused = r->loop.monitor_held = false;
 }
 
 /* The loop's refresh, and the one place its failure is logged: once when the table becomes
@@ -331,7 +362,7 @@ static void refresh_table_in_loop(struct reconciler *r)
  * last value of a burst goes out when the interval is over, by the loop's timer. */
 #define STATUS_MIN_INTERVAL_MS 1000
 
-static void arm_timer(struct reconciler *r)
+void rec_arm_timer(struct reconciler *r)
 {
 	uint64_t now = now_ms(), next = r->loop.last_resync_ms + r->cfg.resync_ms;
 	uint64_t b = backoff_next_deadline(r->backoff);
@@ -343,6 +374,8 @@ static void arm_timer(struct reconciler *r)
 		next = r->loop.last_health_ms + r->cfg.health_interval_ms;
 	if (journal_save_deadline(r) < next)
 		next = journal_save_deadline(r);
+	if (r->loop.monitor_held && r->loop.monitor_resume_ms < next)
+		next = r->loop.monitor_resume_ms;
 	if (r->loop.table_dirty) {
 		uint64_t t = r->loop.last_refresh_ms + refresh_interval_ms(r);
 		if (t < next)
@@ -511,6 +544,8 @@ static void *reconciler_main(void *arg)
 	/* A turn's lines (a burst logs several per volume) go out with one write, before the
 	 * loop waits; warnings and errors at once. */
 	(void)log_buffer_start();
+	pthread_mutex_lock(&r->state_lock);
+	r->loop_running = true;
 	while (!should_stop(r)) {
 		struct epoll_event evs[8];
 		uint64_t now = now_ms(), kick_ms;
@@ -544,7 +579,7 @@ static void *reconciler_main(void *arg)
 		notify_systemd(r);
 		rec_trim_after_burst(r);
 
-		arm_timer(r);
+		rec_arm_timer(r);
 		log_flush();
 		/* Jobs queued behind a slow one get a worker of their own. */
 		kick_ms = executor_kick(r->ex);
@@ -555,7 +590,10 @@ static void *reconciler_main(void *arg)
 		if (timeout != 0 && r->csi.waiting &&
 		    executor_spin_for_done(r->ex, COMPLETION_SPIN_US))
 			timeout = 0;
+		/* Asleep, the state is free for a CSI call to take (reconciler-caller.c). */
+		pthread_mutex_unlock(&r->state_lock);
 		n = epoll_wait(r->loop.epoll_fd, evs, ARRAY_SIZE(evs), timeout);
+		pthread_mutex_lock(&r->state_lock);
 		if (n < 0 && errno != EINTR) {
 			log_error("epoll_wait failed", "error", strerror(errno));
 			break;
@@ -563,10 +601,14 @@ static void *reconciler_main(void *arg)
 		for (int i = 0; i < n; i++)
 			handle_event(r, evs[i].data.fd);
 	}
+	/* From now on a call is handed to the stopping loop's queue (answered -ESHUTDOWN), not
+	 * run on its own thread; one that runs its operation already is waited for below. */
+	r->loop_running = false;
 	/* Let operations in flight finish so the journal records what they did. */
 	r->loop.completions_resume_ms = 0; /* every completion is taken as it comes */
 	resume_completions(r, 0);
-	while (executor_pending(r->ex) > 0 || hashmap_size(r->ops.inflight_pod) > 0) {
+	while (executor_pending(r->ex) > 0 || hashmap_size(r->ops.inflight_pod) > 0 ||
+	       hashmap_size(r->ops.inflight_dev) > 0) {
 		/* The executor's fd alone: the loop's other inputs are no longer read, and one
 		 * left readable (a mount event of an operation in flight) would make every wait
 		 * return at once.  The wait ends when a kick falls due, or after 100 ms. */
@@ -575,12 +617,17 @@ static void *reconciler_main(void *arg)
 
 		log_flush();
 		kick_ms = executor_kick(r->ex);
+		/* An operation a CSI call runs on its own thread applies its result with the
+		 * lock (it is in inflight_pod or inflight_dev until then). */
+		pthread_mutex_unlock(&r->state_lock);
 		(void)poll(&done, 1, kick_ms < 100 ? (int)kick_ms : 100);
+		pthread_mutex_lock(&r->state_lock);
 		rec_drain_completed(r);
 	}
 	rec_drain_completed(r);
 	rec_requests_abort_all(r);
 	rec_save_journal(r, true);
+	pthread_mutex_unlock(&r->state_lock);
 	log_buffer_stop();
 	return NULL;
 }
@@ -646,6 +693,7 @@ int reconciler_new(const struct reconciler_config *cfg, struct reconciler **ret,
 	r->loop.epoll_fd = r->loop.timer_fd = r->loop.wake_fd = -1;
 	pthread_mutex_init(&r->status.lock, NULL);
 	pthread_mutex_init(&r->csi.lock, NULL);
+	pthread_mutex_init(&r->state_lock, NULL);
 	{
 		pthread_condattr_t ca;
 		pthread_condattr_init(&ca);
@@ -811,6 +859,7 @@ struct reconciler *reconciler_free(struct reconciler *r)
 		close(r->loop.wake_fd);
 	pthread_mutex_destroy(&r->status.lock);
 	pthread_mutex_destroy(&r->csi.lock);
+	pthread_mutex_destroy(&r->state_lock);
 	pthread_cond_destroy(&r->csi.cond);
 	free(r->csi.kubelet_root);
 	free(r->csi.driver_name);

@@ -157,16 +157,21 @@ void reconciler_request_resync(struct reconciler *r);
 int reconciler_request(struct reconciler *r, struct volume_request *req, long long timeout_ms,
 		       struct volume_request_result *ret);
 /* Called once with the outcome of a request handed over by reconciler_submit(), on the
- * reconciler thread: r is 0 with res filled, or -ETIMEDOUT when the outcome was not known by
+ * reconciler thread or the submitting one (see reconciler_submit), with the reconciler's
+ * state locked: r is 0 with res filled, or -ETIMEDOUT when the outcome was not known by
  * the request's time limit (the change stays in force, as with reconciler_request).  It must
  * not block and must not wait for the reconciler (reconciler_request); it may submit a new
  * request.  res and what it points to are the callee's only during the call (it may take
  * res->status_json, setting it to NULL). */
 typedef void (*reconciler_done_fn)(int r, struct volume_request_result *res, void *userdata);
 
-/* Hands req (consumed) to the reconciler thread and returns at once: done(userdata) is called
- * exactly once, on the reconciler thread, with the outcome, or -ETIMEDOUT after timeout_ms.
- * A CSI call is answered this way without a thread waiting for it.
+/* Hands req (consumed) to the reconciler: done(userdata) is called exactly once with the
+ * outcome, or -ETIMEDOUT after timeout_ms (the reconciler's timer, whatever the operation
+ * does).  When the reconciler thread sleeps, this thread decides, runs the request's
+ * operation and calls done before returning, as a worker and the reconciler thread would
+ * (reconciler-caller.c): it may block for as long as that operation does.  Else (the
+ * reconciler thread is in a turn, or REC_CALLER_OPS_MAX calls run operations already) it
+ * returns at once and done is called on the reconciler thread.
  * Returns 0, or -ENOMEM (req freed, done not called). */
 int reconciler_submit(struct reconciler *r, struct volume_request *req, long long timeout_ms,
 		      reconciler_done_fn done, void *userdata);

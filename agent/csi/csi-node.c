@@ -257,7 +257,8 @@ static int answer(int r, const struct volume_request_result *res, struct csi_rep
 	return res->error;
 }
 
-/* The outcome of a submitted request, on the reconciler thread: the deferred call's answer. */
+/* The outcome of a submitted request, on the reconciler thread or this call's own (see
+ * reconciler_submit): the deferred call's answer. */
 static void request_done(int r, struct volume_request_result *res, void *userdata)
 {
 	struct csi_deferred *d = userdata;
@@ -267,7 +268,8 @@ static void request_done(int r, struct volume_request_result *res, void *userdat
 
 /* Hands req (consumed) to the reconciler.  Where the server lets the call be answered later
  * (csi_reply_defer), it is answered from the reconciler's completion and this returns
- * CSI_DEFERRED at once: no thread waits for the outcome.  Else it waits for it. */
+ * CSI_DEFERRED: at once when the reconciler thread takes the call, after the answer when
+ * this thread ran it to completion itself (reconciler_submit).  Else it waits for it. */
 static int submit(struct csi_node_config *cfg, struct volume_request *req,
 		  const struct timespec *deadline, struct csi_reply *reply)
 {

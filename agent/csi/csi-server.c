@@ -12,8 +12,10 @@
  * in-flight slot, checks the paths on disk and calls the backend op.  An op that answers at
  * once (stats, expand, a refusal) is answered there and its slot released.  An op may instead
  * defer its answer (csi_reply_defer): the agent's stage, unstage, publish and unpublish hand
- * their request to the reconciler and are answered from the reconciler's thread
- * (csi_deferred_finish), which releases the slot then; the pool thread is free at once.  A
+ * their request to the reconciler and are answered from its completion (csi_deferred_finish),
+ * which releases the slot then: on the pool thread itself when the reconciler was asleep and
+ * the pool thread ran the call to completion (agent/core/reconciler-caller.c), else on the
+ * reconciler's thread, the pool thread free at once.  A
  * call still deferred when a shutdown's grace ends is answered UNAVAILABLE
  * (deferred_claim_all).  Requests beyond `workers` wait inside gRPC.  s->lock guards the
  * in-flight set, the deferred list and the draining flag; it is never held across an op or a
