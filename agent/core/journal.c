@@ -223,18 +223,13 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 	if (!prev)
 		return -ENOMEM;
 	r = load_file(j->path, a, ret_same_boot, ret_csi, err);
-	if (r != -EBADMSG && r != -ENOENT)
+	if (r == -ENOENT)
+		return 0; /* none yet, or removed on purpose: a copy beside it is not read */
+	if (r != -EBADMSG)
 		return r;
-	if (r == -EBADMSG)
-		move_aside(j->path);
-	/* The copy the last save replaced: what a journal lost or torn on its disk leaves. */
+	move_aside(j->path);
+	/* The copy the last save replaced: what a journal torn on its disk leaves. */
 	k = load_file(prev, a, ret_same_boot, ret_csi, &prev_err);
-	if (r == -ENOENT) {
-		if (k < 0) /* no journal yet (a prev without one is a stray: ignored) */
-			return k == -ENOENT || k == -EBADMSG ? 0 : k;
-		err_set(err, -ENOENT, "%s is missing", j->path);
-		return JOURNAL_LOADED_PREVIOUS;
-	}
 	snprintf(why, sizeof(why), "%s", err_msg(err));
 	if (k == 0) {
 		err_set(err, -EBADMSG, "%s (moved aside to %s.corrupt)", why, j->path);

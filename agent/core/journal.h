@@ -28,7 +28,7 @@ struct journal;
 int journal_open(const char *state_dir, struct journal **ret, struct error_info *err);
 struct journal *journal_free(struct journal *j);
 
-/* journal_load read journal.json.prev: journal.json was corrupt (moved aside) or missing. */
+/* journal_load read journal.json.prev: journal.json was corrupt (moved aside). */
 #define JOURNAL_LOADED_PREVIOUS 1
 
 /* Loads the device entries into a.  Returns 0 (also when there is no journal yet),

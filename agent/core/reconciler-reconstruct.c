@@ -389,7 +389,7 @@ static long lap_us(struct timespec *t)
 	return us;
 }
 
-/* A journal not read as it was (torn, missing): said once in the log and in status, and
+/* A journal not read as it was (torn: moved aside): said once in the log and in status, and
  * saved anew from what the agent goes on with. */
 static void journal_startup_problem(struct reconciler *r, bool read_previous,
 				    struct error_info *err)

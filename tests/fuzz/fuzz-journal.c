@@ -27,13 +27,14 @@
 	} while (0)
 
 static char dir[64];
-static char path[128], aside[160];
+static char path[128], aside[160], prev[160];
 static struct journal *journal;
 
 static void cleanup_dir(void)
 {
 	unlink(path);
 	unlink(aside);
+	unlink(prev);
 	rmdir(dir);
 }
 
@@ -48,6 +49,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	snprintf(path, sizeof(path), "%s/journal.json", dir);
 	snprintf(aside, sizeof(aside), "%s.corrupt", path);
+	snprintf(prev, sizeof(prev), "%s.prev", path);
 	atexit(cleanup_dir);
 	return 0;
 }
@@ -91,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	FUZZ_CHECK(a);
 	unlink(aside);
+	unlink(prev); /* the input alone: the last input's save left its copy */
 	write_input(data, size);
 	r = journal_load(journal, a, &same_boot, &csi, &err);
 	if (r < 0) {
