@@ -1135,6 +1135,130 @@ static void test_call_running_past_grace_logged_once(void **state)
 	}
 }
 
+/* kubelet's vol_data.json in the parent of target, naming this driver and handle. */
+static void kubelet_record_beside(const char *target, const char *handle)
+{
+	char parent[700];
+
+	snprintf(parent, sizeof(parent), "%s", target);
+	*strrchr(parent, '/') = '\0';
+	csi_write_kubelet_record(parent, "csi.volagent.io", handle);
+}
+
+/* Issue 42: a publish whose own operation hangs (its source covered by a FUSE mount nobody
+ * serves: the agent's look at the source waits) holds only the thread it runs on: another
+ * volume's stage and publish are answered meanwhile.  Then the agent is SIGKILLed mid-call;
+ * the restarted agent and kubelet's retry of the publish leave one mount at the target, with
+ * the source's data, and both volumes are released after (the second one's publish, answered
+ * just before the kill, known by kubelet's record if the journal's batch had not been saved). */
+static void test_sigkill_mid_call(void **state)
+{
+	struct csi_env *e = *state;
+	char src[600], src2[600], t1[700], t2[700], stg[700], stg2[700], ctx[200], ctx2[200];
+	char calls[4096] = "", input[700], opts[128], data[700], *text;
+	const char *const args[] = { "--csi",	 "--kubelet-root-dir",
+				     e->kubelet, "--device-inventory",
+				     "false",	 NULL };
+	long off = fixture_log_size(e->f);
+
+	/* valgrind runs a system call it does not know may block (the agent's look at a FUSE
+	 * path nobody serves) holding the one lock all its threads share: the whole agent waits
+	 * with that call, which says nothing of the agent's threads (seen: the second volume's
+	 * connection timed out before the server's first frame). */
+	if (getenv("VOLAGENT_UNDER_VALGRIND"))
+		skip();
+	snprintf(src, sizeof(src), "%s/src-k", e->f->dir);
+	snprintf(src2, sizeof(src2), "%s/src-k2", e->f->dir);
+	assert_int_equal(mkdir(src, 0755), 0);
+	assert_int_equal(mkdir(src2, 0755), 0);
+	snprintf(data, sizeof(data), "%s/data", src);
+	assert_int_equal(test_write_file(data, "kept"), 0);
+	csi_env_target(e, "pod-k", "pv-k", t1);
+	csi_env_target(e, "pod-k2", "pv-k2", t2);
+	csi_env_staging(e, "k", stg);
+	csi_env_staging(e, "k2", stg2);
+	/* Kubelet's records beside the targets, as it writes them before each publish: what
+	 * tells the restarted agent that a target answered just before the kill (its journal
+	 * entry still in the save's 200 ms batch) is its own. */
+	kubelet_record_beside(t1, "k");
+	kubelet_record_beside(t2, "k2");
+	csi_local_ctx(src, ctx);
+	csi_local_ctx(src2, ctx2);
+	setenv("VOLAGENT_DEBUG", "csi", 1); /* for "CSI call started" */
+	assert_int_equal(fixture_start(e->f, args), 0);
+	unsetenv("VOLAGENT_DEBUG");
+	assert_true(test_wait_until(csi_socket_exists, e->sock, 10000));
+	assert_true(fixture_wait_log_after(e->f, off, "startup reconstruction complete", 10000));
+	csi_calls_stage(calls, sizeof(calls), "k", stg, CSI_CAP_MOUNT, ctx, NULL);
+	csi_env_call_ok(e, calls, 1);
+
+	/* The source covered by a FUSE file system nobody serves. */
+	hang_fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (hang_fuse_fd < 0) {
+		fixture_stop(e->f, SIGTERM);
+		skip();
+	}
+	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", hang_fuse_fd);
+	assert_int_equal(mount("volagent-test", src, "fuse", MS_NOSUID | MS_NODEV, opts), 0);
+	calls[0] = '\0';
+	csi_calls_publish(calls, sizeof(calls), "k", stg, t1, CSI_CAP_MOUNT, ctx, NULL);
+	snprintf(input, sizeof(input), "%s/hang-publish.txt", e->f->dir);
+	assert_int_equal(test_write_file(input, calls), 0);
+	hang_client = fork();
+	if (hang_client == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		execl("/usr/bin/python3", "python3", "tests/csi/csi_client.py", "--socket", e->sock,
+		      "--stub-dir", e->stubs, "--timeout", "600", "--input", input, (char *)NULL);
+		_exit(127);
+	}
+	if (!fixture_wait_log(e->f, "msg=\"CSI call started\" subsys=csi method=NodePublishVolume",
+			      10000)) {
+		dump_log(e->f);
+		fail_msg("the publish did not reach the agent");
+	}
+	/* Another volume goes on while the publish waits on its source. */
+	calls[0] = '\0';
+	csi_calls_stage(calls, sizeof(calls), "k2", stg2, CSI_CAP_MOUNT, ctx2, NULL);
+	csi_calls_publish(calls, sizeof(calls), "k2", stg2, t2, CSI_CAP_MOUNT, ctx2, NULL);
+	csi_env_call_ok(e, calls, 2);
+	assert_true(test_is_mountpoint(t2));
+	assert_false(test_is_mountpoint(t1));
+
+	assert_int_equal(fixture_stop(e->f, SIGKILL), 128 + SIGKILL);
+	hang_release(); /* the client is told the agent went; the FUSE connection aborted */
+	assert_int_equal(umount2(src, MNT_DETACH), 0);
+
+	/* A new agent (its socket file is the killed one's until it serves); kubelet calls the
+	 * publish again. */
+	off = fixture_log_size(e->f);
+	assert_int_equal(fixture_start(e->f, args), 0);
+	assert_true(fixture_wait_log_after(e->f, off, "CSI server listening", 20000));
+	calls[0] = '\0';
+	csi_calls_publish(calls, sizeof(calls), "k", stg, t1, CSI_CAP_MOUNT, ctx, NULL);
+	csi_env_call_ok(e, calls, 1);
+	assert_int_equal(test_count_mounts_under(t1), 1);
+	snprintf(data, sizeof(data), "%s/data", t1);
+	text = test_read_file(data);
+	assert_non_null(text);
+	assert_string_equal(text, "kept");
+	free(text);
+	assert_true(test_is_mountpoint(t2));
+
+	calls[0] = '\0';
+	csi_calls_unpublish(calls, sizeof(calls), "k", t1);
+	csi_calls_unpublish(calls, sizeof(calls), "k2", t2);
+	csi_calls_unstage(calls, sizeof(calls), "k", stg);
+	csi_calls_unstage(calls, sizeof(calls), "k2", stg2);
+	csi_env_call_ok(e, calls, 4);
+	if (test_count_mounts_under(e->kubelet) != 0) {
+		dump_log(e->f);
+		fail_msg("mounts left under %s", e->kubelet);
+	}
+	assert_int_equal(fixture_stop(e->f, SIGTERM), 0);
+}
+
 /* The journal's "csi" section is kept per volume between saves (only what changed is
  * serialised again): after many calls spread over several saves, some volumes gone and some
  * given a second target, it holds exactly the volumes kubelet left published, each with its
@@ -1295,6 +1419,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_endpoint_alone_serves_csi, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_call_running_past_grace_logged_once, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_sigkill_mid_call, setup, teardown),
 	};
 
 	if (access("/usr/bin/python3", X_OK) < 0 ||
