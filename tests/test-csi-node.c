@@ -1039,6 +1039,39 @@ static void hang_teardown_release(void)
 	hang_release();
 }
 
+/* Covers path with a FUSE file system nobody serves (the test holds /dev/fuse and reads
+ * nothing): a look at path waits until hang_release().  False (the agent stopped) when this
+ * kernel has no FUSE: the caller skips. */
+static bool hang_fuse_over(struct csi_env *e, const char *path)
+{
+	char opts[128];
+
+	hang_fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (hang_fuse_fd < 0) {
+		fixture_stop(e->f, SIGTERM);
+		return false;
+	}
+	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", hang_fuse_fd);
+	assert_int_equal(mount("volagent-test", path, "fuse", MS_NOSUID | MS_NODEV, opts), 0);
+	return true;
+}
+
+/* Starts the Python client on the calls in the file input, in the background (hang_client):
+ * its call waits with what it touches.  timeout_s: its --timeout, NULL for its default. */
+static void hang_client_start(struct csi_env *e, const char *input, const char *timeout_s)
+{
+	hang_client = fork();
+	if (hang_client == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		execl("/usr/bin/python3", "python3", "tests/csi/csi_client.py", "--socket", e->sock,
+		      "--stub-dir", e->stubs, "--input", input, timeout_s ? "--timeout" : NULL,
+		      timeout_s, (char *)NULL);
+		_exit(127);
+	}
+}
+
 static void dump_log(const struct agent_fixture *f)
 {
 	char *text = test_read_file(f->agent.log_path);
@@ -1054,7 +1087,7 @@ static void dump_log(const struct agent_fixture *f)
 static void test_call_running_past_grace_logged_once(void **state)
 {
 	struct csi_env *e = *state;
-	char src[600], t1[700], stg[700], ctx[200], calls[4096] = "", input[700], opts[128];
+	char src[600], t1[700], stg[700], ctx[200], calls[4096] = "", input[700];
 	char admin[600];
 	const char *line_text = "still running";
 	long off = fixture_log_size(e->f);
@@ -1087,27 +1120,14 @@ static void test_call_running_past_grace_logged_once(void **state)
 	csi_env_call_ok(e, calls, 2);
 
 	/* A FUSE file system nobody serves, over the published target. */
-	hang_fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-	if (hang_fuse_fd < 0) {
-		fixture_stop(e->f, SIGTERM);
+	if (!hang_fuse_over(e, t1))
 		skip();
-	}
-	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", hang_fuse_fd);
-	assert_int_equal(mount("volagent-test", t1, "fuse", MS_NOSUID | MS_NODEV, opts), 0);
 
 	snprintf(calls, sizeof(calls),
 		 "Node/NodeGetVolumeStats {\"volume_id\": \"h\", \"volume_path\": \"%s\"}\n", t1);
 	snprintf(input, sizeof(input), "%s/hang.txt", e->f->dir);
 	assert_int_equal(test_write_file(input, calls), 0);
-	hang_client = fork();
-	if (hang_client == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		dup2(null, 1);
-		execl("/usr/bin/python3", "python3", "tests/csi/csi_client.py", "--socket", e->sock,
-		      "--stub-dir", e->stubs, "--input", input, (char *)NULL);
-		_exit(127);
-	}
+	hang_client_start(e, input, NULL);
 	/* The stats call reaches its op, which goes on to hang in its lstat of volume_path (the
 	 * 2 s the server waits for it after the grace leave it ample time to get there); the
 	 * reconciler's own check of the new mount at its target hangs too, until released. */
@@ -1155,7 +1175,7 @@ static void test_sigkill_mid_call(void **state)
 {
 	struct csi_env *e = *state;
 	char src[600], src2[600], t1[700], t2[700], stg[700], stg2[700], ctx[200], ctx2[200];
-	char calls[4096] = "", input[700], opts[128], data[700], *text;
+	char calls[4096] = "", input[700], data[700], *text;
 	const char *const args[] = { "--csi",	 "--kubelet-root-dir",
 				     e->kubelet, "--device-inventory",
 				     "false",	 NULL };
@@ -1192,27 +1212,13 @@ static void test_sigkill_mid_call(void **state)
 	csi_calls_stage(calls, sizeof(calls), "k", stg, CSI_CAP_MOUNT, ctx, NULL);
 	csi_env_call_ok(e, calls, 1);
 
-	/* The source covered by a FUSE file system nobody serves. */
-	hang_fuse_fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-	if (hang_fuse_fd < 0) {
-		fixture_stop(e->f, SIGTERM);
+	if (!hang_fuse_over(e, src))
 		skip();
-	}
-	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", hang_fuse_fd);
-	assert_int_equal(mount("volagent-test", src, "fuse", MS_NOSUID | MS_NODEV, opts), 0);
 	calls[0] = '\0';
 	csi_calls_publish(calls, sizeof(calls), "k", stg, t1, CSI_CAP_MOUNT, ctx, NULL);
 	snprintf(input, sizeof(input), "%s/hang-publish.txt", e->f->dir);
 	assert_int_equal(test_write_file(input, calls), 0);
-	hang_client = fork();
-	if (hang_client == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		dup2(null, 1);
-		execl("/usr/bin/python3", "python3", "tests/csi/csi_client.py", "--socket", e->sock,
-		      "--stub-dir", e->stubs, "--timeout", "600", "--input", input, (char *)NULL);
-		_exit(127);
-	}
+	hang_client_start(e, input, "600");
 	if (!fixture_wait_log(e->f, "msg=\"CSI call started\" subsys=csi method=NodePublishVolume",
 			      10000)) {
 		dump_log(e->f);
