@@ -87,8 +87,10 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 LIBAGENT := $(BUILD)/libvolagent.a
 
 .PHONY: all check check-fast check-format install uninstall clean deps test-deps
-# Objects made on the way to a test binary are kept: make would otherwise delete them after
-# the run (rebuilding them next time), and its "rm" line would come after the test summary.
+# Every file made on the way to another (a test binary's objects, the generated protobuf-c
+# sources, the fuzz targets' objects) is kept: make would otherwise delete them after the run
+# (rebuilding them next time), and its "rm" line would come after the test summary.  Only
+# this empty form does it: a .SECONDARY with files anywhere else makes it those files alone.
 .SECONDARY:
 all: $(BUILD)/volagent
 

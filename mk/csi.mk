@@ -30,9 +30,6 @@ GCORE_DEFS := -DGCORE_GRPC_SONAME='"$(GRPC_SONAME)"'
 %/agent/csi/grpc-core.o: CFLAGS += $(GCORE_DEFS)
 %/agent/csi/grpc-core.o: FUZZ_CFLAGS += $(GCORE_DEFS)
 
-# Keep the generated sources: they are reached only through pattern rules.
-.SECONDARY: $(CSI_GEN_SRCS) $(CSI_GEN_HDRS)
-
 $(CSI_GEN)/%.pb-c.c $(CSI_GEN)/%.pb-c.h: proto/%.proto
 	@mkdir -p $(CSI_GEN)
 	$(PROTOC_C) -Iproto -I$(CSI_WKT_DIR) --c_out=$(CSI_GEN) $<

@@ -54,9 +54,6 @@ $(FUZZ_LIB): $(FUZZ_AGENT_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-# Keep the targets' objects: they are reached only through pattern rules.
-.SECONDARY: $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/tests/fuzz/%.o,$(FUZZ_SRCS))
-
 $(FUZZ_BUILD)/fuzz-%: $(FUZZ_BUILD)/tests/fuzz/fuzz-%.o $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) $(LIBS_EXTRA)
 
