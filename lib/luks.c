@@ -130,8 +130,6 @@ static int locked_crypt_init_by_name(struct crypt_device **cd, const char *name)
 
 	pthread_mutex_lock(&global_state_lock);
 	r = sym_crypt_init_by_name(cd, name);
-	if (r >= 0) /* it read the mapping's header, where it has one */
-		atomic_store(&crypto_backend_ready, true);
 	pthread_mutex_unlock(&global_state_lock);
 	return r;
 }

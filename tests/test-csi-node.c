@@ -1021,6 +1021,7 @@ static int log_lines_at_info(const struct agent_fixture *f, const char *text)
 /* What test_call_running_past_grace_logged_once holds, released also when it fails. */
 static int hang_fuse_fd = -1;
 static pid_t hang_client = -1;
+static char hang_mount[700]; /* where hang_fuse_over mounted it */
 
 static void hang_release(void)
 {
@@ -1037,6 +1038,10 @@ static void hang_teardown_release(void)
 	if (hang_client > 0)
 		kill(hang_client, SIGKILL);
 	hang_release();
+	/* A case that failed before its own unmount: the dead FUSE mount would keep its dir. */
+	if (hang_mount[0])
+		(void)umount2(hang_mount, MNT_DETACH);
+	hang_mount[0] = '\0';
 }
 
 /* Covers path with a FUSE file system nobody serves (the test holds /dev/fuse and reads
@@ -1053,6 +1058,7 @@ static bool hang_fuse_over(struct csi_env *e, const char *path)
 	}
 	snprintf(opts, sizeof(opts), "fd=%d,rootmode=40000,user_id=0,group_id=0", hang_fuse_fd);
 	assert_int_equal(mount("volagent-test", path, "fuse", MS_NOSUID | MS_NODEV, opts), 0);
+	snprintf(hang_mount, sizeof(hang_mount), "%s", path);
 	return true;
 }
 

@@ -26,6 +26,7 @@
 struct journal {
 	char *dir;
 	char *path;
+	char *prev_path; /* the text the last save replaced */
 	bool dirty;
 	unsigned long saves;
 	struct hashmap *csi_text; /* "%p" of a csi entry -> struct entry_text */
@@ -75,7 +76,8 @@ int journal_open(const char *state_dir, struct journal **ret, struct error_info 
 		return err_set(err, r, "state dir %s: %s", state_dir, strerror(-r));
 	j = calloc(1, sizeof(*j));
 	if (!j || !(j->dir = strdup(state_dir)) ||
-	    !(j->path = strdup_printf("%s/journal.json", state_dir))) {
+	    !(j->path = strdup_printf("%s/journal.json", state_dir)) ||
+	    !(j->prev_path = strdup_printf("%s/journal.json.prev", state_dir))) {
 		journal_free(j);
 		return -ENOMEM;
 	}
@@ -90,6 +92,7 @@ struct journal *journal_free(struct journal *j)
 	hashmap_free_values(j->csi_text, entry_text_free);
 	free(j->dir);
 	free(j->path);
+	free(j->prev_path);
 	free(j);
 	return NULL;
 }
@@ -213,15 +216,12 @@ static int load_file(const char *path, struct actual_state *a, bool *ret_same_bo
 int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot, json_t **ret_csi,
 		 struct error_info *err)
 {
-	_cleanup_free_ char *prev = strdup_printf("%s.prev", j->path);
 	struct error_info prev_err = { 0 };
 	char why[sizeof(err->msg)];
 	int r, k;
 
 	*ret_same_boot = false;
 	*ret_csi = NULL;
-	if (!prev)
-		return -ENOMEM;
 	r = load_file(j->path, a, ret_same_boot, ret_csi, err);
 	if (r == -ENOENT)
 		return 0; /* none yet, or removed on purpose: a copy beside it is not read */
@@ -229,7 +229,7 @@ int journal_load(struct journal *j, struct actual_state *a, bool *ret_same_boot,
 		return r;
 	move_aside(j->path);
 	/* The copy the last save replaced: what a journal torn on its disk leaves. */
-	k = load_file(prev, a, ret_same_boot, ret_csi, &prev_err);
+	k = load_file(j->prev_path, a, ret_same_boot, ret_csi, &prev_err);
 	snprintf(why, sizeof(why), "%s", err_msg(err));
 	if (k == 0) {
 		err_set(err, -EBADMSG, "%s (moved aside to %s.corrupt)", why, j->path);
@@ -350,16 +350,22 @@ out:
 
 /* journal.json.prev becomes another name of the journal about to be replaced (a hard link: no
  * data is copied), so that the rename leaves the old text there; the directory's fsync after
- * the rename makes both durable.  Best effort: without it a save still goes on. */
+ * the rename makes both durable.  The link is made under a temporary name and renamed over
+ * the old copy, so a copy is there at every moment, and one is never given up for nothing (no
+ * journal to link: the first save, or a torn one moved aside).  Best effort: without it a save
+ * still goes on. */
 static void keep_previous(struct journal *j)
 {
-	_cleanup_free_ char *prev = strdup_printf("%s.prev", j->path);
+	_cleanup_close_ int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	if (!prev)
+	if (dfd < 0)
 		return;
-	if (unlink(prev) < 0 && errno != ENOENT)
+	if (unlinkat(dfd, ".journal.json.prev.tmp", 0) < 0 && errno != ENOENT)
 		return;
-	(void)link(j->path, prev);
+	if (linkat(dfd, "journal.json", dfd, ".journal.json.prev.tmp", 0) < 0)
+		return;
+	if (renameat(dfd, ".journal.json.prev.tmp", dfd, "journal.json.prev") < 0)
+		(void)unlinkat(dfd, ".journal.json.prev.tmp", 0);
 }
 
 int journal_save(struct journal *j, const struct actual_state *a, json_t *csi,

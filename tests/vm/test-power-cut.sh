@@ -18,7 +18,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/testlib.sh"
 
 t_needs qemu agent csi_client
-t_workdir vm-power-cut
+vm_pid=
+# A boot still running when the test ends early (a signal, a failed command): scripts/vm/run
+# stops its own qemu on TERM.
+stop_vm() { [ -z "$vm_pid" ] || { kill -TERM "$vm_pid" 2>/dev/null || true; wait "$vm_pid" 2>/dev/null || true; }; }
+t_workdir vm-power-cut stop_vm
 
 cuts=${POWER_CUTS:-$([ "${CI:-}" = true ] && echo 20 || echo 6)}
 seed0=${POWER_CUT_SEED:-$(date +%s)}
@@ -36,7 +40,7 @@ ledger=$work/share/ledger
 
 # One boot: the guest's checks, then (unless --last) its churn until we cut.  Sets boot_rc.
 boot() { # boot K SEED [--last]
-	local k=$1 seed=$2 last=${3:-} t0=$EPOCHREALTIME vm_pid delay qpid
+	local k=$1 seed=$2 last=${3:-} t0=$EPOCHREALTIME delay qpid
 	rm -f "$ledger.churning" "$work/qemu.pid"
 	VM_MODULES="virtio_blk ext4 xfs quota_v2 dm_mod dm_crypt xts ecb af_alg algif_skcipher" \
 		"$t_repo/scripts/vm/run" -s "$work/share" -t "$(awk -v s="$scale" 'BEGIN{printf "%d", 600*s}')" \
@@ -60,6 +64,7 @@ boot() { # boot K SEED [--last]
 	fi
 	boot_rc=0
 	wait "$vm_pid" || boot_rc=$?
+	vm_pid=
 	t_guest_results "$work/out.$k" /dev/null
 	echo "boot $k: $(t_elapsed "$t0") (seed $seed)"
 }

@@ -157,8 +157,7 @@ class Checker:
             off, size = self.regions.get(d.get("device"), (None, None))
             if not d.get("fs_uuid") or off is None:
                 continue
-            got = pcnode.run("blkid", "-p", "-O", str(off), "-S", str(size), "-s", "UUID", "-o",
-                             "value", self.replay_dev, check_rc=False)
+            got = pcnode.signature(self.replay_dev, off, size)
             yield d["device"], d["fs_uuid"], got
 
     def tells_old_filesystems(self, ledger, devices):
@@ -194,10 +193,7 @@ def main():
     node.mount_disks()
     dmsetup("message", "wo-log", "0", "mark", "agent")
     pcnode.check(node.start(), "the agent starts on the logged state disk")
-    vols = node.ledger.volumes()
-    for name in ("plain", "blockpod"):
-        vols.setdefault(name, {"want": "down", "gen": 0, "pod": None, "uuid": None,
-                               "canaries": []})
+    vols = node.ledger.volumes(("plain", "blockpod"))
     node.churn(vols, steps=args.steps)
     node.agent.kill()
     node.agent.wait()

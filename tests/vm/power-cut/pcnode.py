@@ -84,9 +84,11 @@ def disk(serial):
     raise SystemExit("no disk with serial %s" % serial)
 
 
-def signature(dev):
-    """The raw device's filesystem or LUKS UUID as libblkid probes it, "" when blank."""
-    return run("blkid", "-p", "-s", "UUID", "-o", "value", dev, check_rc=False)
+def signature(dev, offset=None, size=None):
+    """The filesystem or LUKS UUID libblkid probes on dev (or on its size bytes at offset), ""
+    when blank."""
+    region = ["-O", str(offset), "-S", str(size)] if offset is not None else []
+    return run("blkid", "-p", *region, "-s", "UUID", "-o", "value", dev, check_rc=False)
 
 
 def mount_source(path):
@@ -95,6 +97,11 @@ def mount_source(path):
 
 def mounted_anywhere(dev):
     return bool(run("findmnt", "-rn", "-o", "TARGET", "-S", dev, check_rc=False))
+
+
+def new_volume():
+    """A volume the ledger knows nothing of: never set up, wanted down."""
+    return {"want": "down", "gen": 0, "pod": None, "uuid": None, "canaries": []}
 
 
 class Ledger:
@@ -121,13 +128,12 @@ class Ledger:
         self.f.flush()
         os.fsync(self.f.fileno())
 
-    def volumes(self):
-        """name -> {want: up/down/wipe, gen, pod, uuid (after the gen's first set-up),
-        canaries [(path, text)]} folded from the events."""
-        vols = {}
+    def volumes(self, names=()):
+        """name -> {want: up/down, gen, pod, uuid (after the gen's first set-up), canaries
+        [(path, text)]} folded from the events, for their volumes and each of names."""
+        vols = {name: new_volume() for name in names}
         for ev in self.events:
-            v = vols.setdefault(ev.get("vol"), {"want": "down", "gen": 0, "pod": None,
-                                                "uuid": None, "canaries": []})
+            v = vols.setdefault(ev.get("vol"), new_volume())
             kind = ev["ev"]
             if kind == "want":
                 v["want"], v["pod"] = ev["state"], ev.get("pod")
@@ -342,10 +348,9 @@ class Node:
         boot = self.args.boot
         journal = self.journal_before_start()
         check(self.start(), "boot %d: the agent starts and is ready" % boot)
-        vols = self.ledger.volumes()
+        vols = self.ledger.volumes(list(self.csi_volumes) + list(self.spec_volumes))
         for name in list(self.csi_volumes) + list(self.spec_volumes):
-            v = vols.setdefault(name, {"want": "down", "gen": 0, "pod": None, "uuid": None,
-                                       "canaries": []})
+            v = vols[name]
             try:
                 if v["want"] == "up":
                     staging, target = self.up(name, v)
