@@ -114,24 +114,23 @@ static int luks_dlopen(struct error_info *err)
 static pthread_mutex_t global_state_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool crypto_backend_ready;
 
+/* call (an expression), with the lock held. */
+#define UNDER_GLOBAL_LOCK(call)                           \
+	({                                                \
+		pthread_mutex_lock(&global_state_lock);   \
+		__auto_type r_ = (call);                  \
+		pthread_mutex_unlock(&global_state_lock); \
+		r_;                                       \
+	})
+
 static int locked_crypt_init(struct crypt_device **cd, const char *device)
 {
-	int r;
-
-	pthread_mutex_lock(&global_state_lock);
-	r = sym_crypt_init(cd, device);
-	pthread_mutex_unlock(&global_state_lock);
-	return r;
+	return UNDER_GLOBAL_LOCK(sym_crypt_init(cd, device));
 }
 
 static int locked_crypt_init_by_name(struct crypt_device **cd, const char *name)
 {
-	int r;
-
-	pthread_mutex_lock(&global_state_lock);
-	r = sym_crypt_init_by_name(cd, name);
-	pthread_mutex_unlock(&global_state_lock);
-	return r;
+	return UNDER_GLOBAL_LOCK(sym_crypt_init_by_name(cd, name));
 }
 
 static void locked_crypt_free(struct crypt_device *cd)
@@ -143,12 +142,7 @@ static void locked_crypt_free(struct crypt_device *cd)
 
 static crypt_status_info locked_crypt_status(struct crypt_device *cd, const char *name)
 {
-	crypt_status_info st;
-
-	pthread_mutex_lock(&global_state_lock);
-	st = sym_crypt_status(cd, name);
-	pthread_mutex_unlock(&global_state_lock);
-	return st;
+	return UNDER_GLOBAL_LOCK(sym_crypt_status(cd, name));
 }
 
 /* A call that sets the crypto backend up when it is not yet: in turn until one succeeded. */
