@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -192,6 +193,88 @@ static void test_submit_answered_on_calling_thread(void **state)
 	assert_true(pthread_equal(o.thread, pthread_self()));
 	pthread_mutex_unlock(&o.lock);
 	assert_true(test_is_mountpoint(f->target));
+}
+
+/* Context switches so far of this process's threads named name ("reconciler", "worker"). */
+static long long thread_switches(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	long long n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char path[300], line[128], comm[64] = "";
+		FILE *fp;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if (!(fp = fopen(path, "re")))
+			continue; /* the thread is gone */
+		if (!fgets(comm, sizeof(comm), fp))
+			comm[0] = '\0';
+		fclose(fp);
+		comm[strcspn(comm, "\n")] = '\0';
+		if (strcmp(comm, name) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if (!(fp = fopen(path, "re")))
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			long long k;
+
+			if (sscanf(line, "voluntary_ctxt_switches: %lld", &k) == 1 ||
+			    sscanf(line, "nonvoluntary_ctxt_switches: %lld", &k) == 1)
+				n += k;
+		}
+		fclose(fp);
+	}
+	closedir(d);
+	return n;
+}
+
+static long long sleeping_threads_switches(void)
+{
+	return thread_switches("reconciler") + thread_switches("worker");
+}
+
+/* Calls as kubelet paces them, each finding the reconciler asleep, wake none of its threads:
+ * the call runs on its own thread, and the mount event its bind makes is read there too.
+ * (The loop's epoll set held the event queue's fd with an empty mask during the call; the
+ * kernel still woke the loop for each event, to find nothing to report.)  A few wake-ups are
+ * allowed for the loop's own timers. */
+#define PACED_CALLS 20
+
+static void test_paced_calls_wake_no_other_thread(void **state)
+{
+	struct fix *f = *state;
+	long long woken = 0;
+
+	for (int i = 0; i < PACED_CALLS; i++) {
+		struct volume_request *req = i % 2 ? volume_request_new(VOLUME_REQUEST_UNPUBLISH)
+						   : publish_request(f);
+		struct outcome o;
+		long long before;
+
+		if (i % 2) {
+			assert_non_null(req);
+			req->volume_id = strdup("vol-1");
+			req->path = strdup(f->target);
+		}
+		usleep(5000); /* idle, as between kubelet's calls */
+		outcome_init(&o);
+		before = sleeping_threads_switches();
+		assert_int_equal(reconciler_submit(f->r, req, scaled(10000), on_done, &o), 0);
+		woken += sleeping_threads_switches() - before;
+		assert_int_equal(o.calls, 1);
+		assert_int_equal(o.r, 0);
+		assert_int_equal(o.error, 0);
+		assert_int_equal(test_is_mountpoint(f->target), i % 2 == 0);
+	}
+	print_message("%d paced calls woke the reconciler and workers %lld times\n", PACED_CALLS,
+		      woken);
+	assert_true(woken <= PACED_CALLS / 5);
 }
 
 /* A call on a thread of its own, as a CSI server's pool thread makes it. */
@@ -387,6 +470,7 @@ int main(void)
 		FIXTURE_CASE(test_submit_answered_on_calling_thread),
 		FIXTURE_CASE(test_submit_times_out_change_stays),
 		FIXTURE_CASE(test_two_calls_race_on_one_target),
+		FIXTURE_CASE(test_paced_calls_wake_no_other_thread),
 		FIXTURE_CASE(test_submit_in_flight_at_stop),
 	};
 

@@ -184,12 +184,23 @@ static uint64_t event_coalesce_ms(const struct reconciler *r)
 	return ms < EVENT_COALESCE_MS ? ms : EVENT_COALESCE_MS;
 }
 
-/* Whether the loop watches fd (one of its set) for input. */
+/* Whether the loop watches fd (one of its set) for input.  Not watched means out of the set:
+ * EPOLL_CTL_MOD to no events is no pause, because the kernel adds EPOLLERR | EPOLLHUP to every
+ * mask it is given, and a wake-up that names no event (fanotify's, for each mount event) then
+ * still wakes the thread in epoll_wait, which finds nothing to report and sleeps again: a
+ * wake-up of a halted CPU for each event, the very thing a pause is for.  So the fd is removed
+ * and added again; an fd with input waiting when it is added wakes the loop at once, as
+ * before. */
 static int watch_input(struct reconciler *r, int fd, bool on)
 {
-	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.fd = fd };
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 
-	return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+	if (on)
+		return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST
+			       ? -errno
+			       : 0;
+	return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_DEL, fd, NULL) < 0 && errno != ENOENT ? -errno
+											   : 0;
 }
 
 static int watch_monitor(struct reconciler *r, bool on)
@@ -204,8 +215,8 @@ static void resume_mount_monitor(struct reconciler *r, uint64_t now)
 	if (!r->loop.monitor_paused || now < r->loop.monitor_resume_ms)
 		return;
 	if (watch_monitor(r, true) < 0) {
-		/* Cannot happen for an fd in the set; if it does, events are not followed: read
-		 * the table as the fallback would. */
+		/* Out of memory for the fd's entry in the set: events are not followed until it
+		 * can be added, so read the table as the fallback would, and try again then. */
 		r->loop.table_dirty = true;
 		r->loop.monitor_resume_ms = now + r->cfg.refresh_min_interval_ms;
 		return;
@@ -232,7 +243,7 @@ static void pause_completions(struct reconciler *r)
 	if (r->loop.completions_paused || r->csi.waiting || executor_pending(r->ex) == 0)
 		return;
 	if (watch_input(r, executor_get_fd(r->ex), false) < 0)
-		return; /* cannot happen for an fd in the set: then not paused */
+		return; /* cannot happen for an fd in the set; if it does, not paused */
 	r->loop.completions_paused = true;
 	/* now_ms() + 1 may be a few us away: the pause lasts at least one whole ms. */
 	r->loop.completions_resume_ms = now_ms() + COMPLETION_COALESCE_MS + 1;
@@ -243,7 +254,8 @@ static void resume_completions(struct reconciler *r, uint64_t now)
 	if (!r->loop.completions_paused || (now < r->loop.completions_resume_ms && !r->csi.waiting))
 		return;
 	if (watch_input(r, executor_get_fd(r->ex), true) < 0) {
-		/* Cannot happen; if it does, the completions are taken on each turn of the loop. */
+		/* Out of memory for the fd's entry: the completions are taken on each turn of the
+		 * loop until it can be added. */
 		rec_drain_completed(r);
 		r->loop.completions_resume_ms = now + 1;
 		return;
