@@ -21,6 +21,7 @@
 
 #include "macro.h"
 #include "mount-util.h"
+#include "mount-utab.h"
 #include "path-util.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct libmnt_context *, mnt_free_context)
@@ -59,53 +60,9 @@ static struct libmnt_context *new_context(void)
 	/* The kernel resolves /proc/self/fd/N; libmount must not resolve it to a path first. */
 	mnt_context_disable_canonicalize(cxt, 1);
 	/* libmount would record the /proc/self/fd/N target in utab (/run/mount): a mount with
-	 * userspace options is recorded by utab_record instead, with its real path. */
+	 * userspace options is recorded by mnt_utab_record instead, with its real path. */
 	mnt_context_disable_mtab(cxt, 1);
 	return cxt;
-}
-
-/* Whether options hold userspace options (_netdev, x-*, nofail, ...), as libmount's own
- * option maps tell: those never reach the kernel, they are kept in utab for the host's
- * tools (systemd orders a _netdev mount before the network at shutdown). */
-static bool has_userspace_options(const char *options)
-{
-	_cleanup_free_ char *user = NULL;
-
-	if (!options || !*options || mnt_split_optstr(options, &user, NULL, NULL, 0, 0) < 0)
-		return false;
-	return user && *user;
-}
-
-/* Records the userspace options of the mount just made on target_fd (the directory, opened
- * before the mount) in utab under its real path, where systemd and findmnt merge them with
- * the kernel's mount table.  Best effort: a host without a writable /run/mount keeps none. */
-static void utab_record(const char *source, int target_fd, const char *options)
-{
-	struct libmnt_update *upd = mnt_new_update();
-	struct libmnt_fs *fs = mnt_new_fs();
-	char link[FD_PATH_MAX], target[PATH_MAX];
-	ssize_t n = readlink(path_fd_path(target_fd, link), target, sizeof(target) - 1);
-
-	if (n > 0 && upd && fs) {
-		target[n] = '\0';
-		if (mnt_fs_set_source(fs, source) == 0 && mnt_fs_set_target(fs, target) == 0 &&
-		    mnt_fs_set_options(fs, options) == 0 &&
-		    mnt_update_set_fs(upd, 0, NULL, fs) == 0)
-			(void)mnt_update_table(upd, NULL);
-	}
-	mnt_free_fs(fs);
-	mnt_free_update(upd);
-}
-
-/* Drops utab's entry for target, if it has one (a mount with userspace options that was just
- * unmounted), so that a later mount with the same ID does not inherit its options. */
-static void utab_forget(const char *target)
-{
-	struct libmnt_update *upd = mnt_new_update();
-
-	if (upd && mnt_update_set_fs(upd, 0, target, NULL) == 0)
-		(void)mnt_update_table(upd, NULL);
-	mnt_free_update(upd);
 }
 
 /* Opens name in dir_fd as an O_PATH descriptor, refusing symlinks and non-directories. */
@@ -244,8 +201,8 @@ int mnt_util_mount_at(const char *source, int dir_fd, const char *name, const ch
 	rc = mnt_context_mount(cxt);
 	if (rc != 0)
 		return context_error(cxt, rc, "mount", err);
-	if (has_userspace_options(options))
-		utab_record(source, target_fd, options);
+	if (mnt_utab_has_userspace_options(options))
+		mnt_utab_record(source, target_fd, options);
 	return 0;
 }
 
@@ -260,7 +217,7 @@ int mnt_util_umount(const char *target, int flags, struct error_info *err)
 		int e;
 
 		if (umount2(target, flags | UMOUNT_NOFOLLOW) == 0) {
-			utab_forget(target);
+			mnt_utab_forget(target);
 			return 0;
 		}
 		e = errno;

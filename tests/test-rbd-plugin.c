@@ -226,20 +226,17 @@ static void test_attach_format_mount_detach(void **state)
 		assert_non_null(strstr(user, "_netdev"));
 		free(user);
 		free(all);
+		user = test_utab_options(c->mnt);
+		assert_non_null(user);
+		assert_non_null(strstr(user, "_netdev"));
+		free(user);
 	}
 	snprintf(path, sizeof(path), "%s/hello", c->mnt);
 	assert_int_equal(test_write_file(path, "written through rbd-fuse\n"), 0);
 	assert_int_equal(plugin_check_health(&rbd_plugin, s, c->mnt, &err), 0);
 	assert_int_equal(plugin_unmount_device(&rbd_plugin, c->mnt, &err), 0);
 	/* utab forgot it: no entry for the target is left to a later mount. */
-	{
-		struct libmnt_table *utab = mnt_new_table();
-		assert_non_null(utab);
-		if (access("/run/mount/utab", F_OK) == 0)
-			assert_int_equal(mnt_table_parse_file(utab, "/run/mount/utab"), 0);
-		assert_null(mnt_table_find_target(utab, c->mnt, MNT_ITER_BACKWARD));
-		mnt_unref_table(utab);
-	}
+	assert_null(test_utab_options(c->mnt));
 	assert_int_equal(plugin_detach(&rbd_plugin, s, &att, &err), 0);
 	device_attachment_clear(&att);
 	assert_true(rt_wait_no_watchers(c->image, 10000));

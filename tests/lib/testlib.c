@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libmount.h>
+#include <limits.h>
 #include <linux/loop.h>
 #include <sched.h>
 #include <signal.h>
@@ -648,4 +649,25 @@ int test_volagent2(const char *const args[], char **ret_out, char **ret_err)
 int test_volagent(const char *const args[], char **ret_out)
 {
 	return test_volagent2(args, ret_out, NULL);
+}
+
+char *test_utab_options(const char *target)
+{
+	const char *path = getenv("LIBMOUNT_UTAB") ? getenv("LIBMOUNT_UTAB") : "/run/mount/utab";
+	char *text = access(path, F_OK) == 0 ? test_read_file(path) : strdup("");
+	char *line, *save = NULL, *opts = NULL;
+	char want[PATH_MAX + 16];
+
+	if (!text)
+		return NULL;
+	snprintf(want, sizeof(want), " TARGET=%s ", target);
+	for (line = strtok_r(text, "\n", &save); line && !opts;
+	     line = strtok_r(NULL, "\n", &save)) {
+		const char *o = strstr(line, " OPTS=");
+
+		if (strstr(line, want))
+			opts = o ? strndup(o + 6, strcspn(o + 6, " ")) : strdup("");
+	}
+	free(text);
+	return opts;
 }

@@ -69,6 +69,11 @@ int test_write_file(const char *path, const char *content);
  * Returns: 0 when the filesystem is full, negative errno on another failure. */
 int test_fill_fs(const char *path);
 char *test_read_file(const char *path);
+/* The options libmount's utab (/run/mount/utab, or LIBMOUNT_UTAB) holds for target (caller
+ * frees; "" for an entry without), or NULL when it has no entry for it.  Read as text:
+ * libmount has no public reader of utab's format ("SRC=... TARGET=... OPTS=...", a mount a
+ * line); the tests' paths have nothing to escape. */
+char *test_utab_options(const char *target);
 /* Compares actual with the golden file expected_path, printing both to stderr when they
  * differ or the file is missing; with $VOLAGENT_UPDATE_GOLDEN set, writes actual to it instead.
  * Returns true when they match (or the file was written). */

@@ -22,6 +22,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/tests/vm/testlib.sh"
 t_agent_bin
 [ "$(id -u)" = 0 ] || t_skip "test-alert-server-down: needs root (the agent mounts)"
+t_private_utab
 command -v prometheus >/dev/null || t_skip "test-alert-server-down: prometheus not installed"
 for tool in ceph-mon ceph-osd rbd rbd-fuse; do
 	command -v "$tool" >/dev/null || t_skip "test-alert-server-down: $tool not installed (scripts/install-deps test)"

@@ -64,6 +64,14 @@ t_skip() {
 	exit 77
 }
 
+# In a test's own mount namespace: a utab (libmount's /run/mount, where the agent records the
+# userspace options of its mounts, _netdev) of its own, so that nothing the test mounts, nor a
+# mount it leaves when killed, is recorded in the host's.
+t_private_utab() {
+	mkdir -p /run/mount && mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run/mount ||
+		{ echo "cannot mount a tmpfs on /run/mount" >&2; exit 1; }
+}
+
 t_done() {
 	echo "$t_passed passed, $t_failed failed"
 	[ "$t_failed" = 0 ] || exit 1
