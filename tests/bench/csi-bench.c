@@ -42,7 +42,8 @@
  * publish costs: after IDLE_MS of idle the client's own mkdir + bind mount(2) of
  * volume_context.path at fresh targets of the same layout, and umount + rmdir for the
  * unpublish.  Figures: noop, publish, unpublish, floor_publish, floor_unpublish (p50, p99),
- * and with --agent-pid the agent's context switches per noop, publish and unpublish (sampled
+ * the floor's own context switches per call (the kernel's sleeps in those system calls), and
+ * with --agent-pid the agent's context switches per noop, publish and unpublish (sampled
  * right around each call, not over the idle gaps).
  *
  * --keep stops after the publish phase and leaves the volumes staged and published (a later
@@ -675,6 +676,18 @@ static const char *context_value(const char *key)
 	return NULL;
 }
 
+/* This thread's context switches so far: what the kernel makes a thread doing the floor's
+ * system calls sleep for (umount(2) waits for an RCU grace period), which the agent's thread
+ * doing the same pays too. */
+static double own_switches(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) < 0)
+		die("getrusage: %s", strerror(errno));
+	return (double)(ru.ru_nvcsw + ru.ru_nivcsw);
+}
+
 static double since_ms(uint64_t t0)
 {
 	return (double)(bench_now_ns() - t0) / 1e6;
@@ -687,7 +700,7 @@ static int bench_paced(void)
 	double *unpub = calloc((size_t)n, sizeof(double)),
 	       *fpub = calloc((size_t)n, sizeof(double));
 	double *funpub = calloc((size_t)n, sizeof(double));
-	double cs_noop = 0, cs_pub = 0, cs_unpub = 0;
+	double cs_noop = 0, cs_pub = 0, cs_unpub = 0, cs_fpub = 0, cs_funpub = 0, cs0;
 	const char *src = context_value("path");
 	char t[PATH_MAX];
 
@@ -724,20 +737,24 @@ static int bench_paced(void)
 		make_parent(opt.targets_root, i);
 		target_for(i, t, sizeof(t));
 		idle_gap();
+		cs0 = own_switches();
 		t0 = bench_now_ns();
 		if (mkdir(t, 0750) < 0 || mount(src, t, NULL, MS_BIND, NULL) < 0)
 			die("floor: mkdir + bind at %s: %s", t, strerror(errno));
 		fpub[i - n - 1] = since_ms(t0);
+		cs_fpub += own_switches() - cs0;
 	}
 	for (int i = n + 1; i <= 2 * n; i++) {
 		uint64_t t0;
 
 		target_for(i, t, sizeof(t));
 		idle_gap();
+		cs0 = own_switches();
 		t0 = bench_now_ns();
 		if (umount2(t, UMOUNT_NOFOLLOW) < 0 || rmdir(t) < 0)
 			die("floor: umount + rmdir at %s: %s", t, strerror(errno));
 		funpub[i - n - 1] = since_ms(t0);
+		cs_funpub += own_switches() - cs0;
 		remove_parent(i);
 	}
 	report("noop", noop, n, 0);
@@ -750,6 +767,8 @@ static int bench_paced(void)
 		printf("figure %s.publish.agent_cs %.2f per call\n", opt.label, cs_pub / n);
 		printf("figure %s.unpublish.agent_cs %.2f per call\n", opt.label, cs_unpub / n);
 	}
+	printf("figure %s.floor_publish.cs %.2f per call\n", opt.label, cs_fpub / n);
+	printf("figure %s.floor_unpublish.cs %.2f per call\n", opt.label, cs_funpub / n);
 	free(noop);
 	free(pub);
 	free(unpub);

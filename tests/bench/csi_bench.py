@@ -29,9 +29,9 @@ once, published at N fresh targets one after another: before each publish the cl
 IDLE_MS and times its no-op call, sleeps IDLE_MS again and times the publish; then each
 unpublish the same way.  Then the kernel's floor: after IDLE_MS of idle, the client's own
 mkdir + bind mount(2) of volume_context's path at fresh targets of the same layout, and
-umount + rmdir.  Figures: noop, publish, unpublish, floor_publish, floor_unpublish, and with
---agent-pid the agent's context switches per noop, publish and unpublish (sampled right around
-each call).
+umount + rmdir.  Figures: noop, publish, unpublish, floor_publish, floor_unpublish, the floor's
+own context switches per call (the kernel's sleeps in those system calls), and with --agent-pid
+the agent's context switches per noop, publish and unpublish (sampled right around each call).
 
 Each publish is checked: the target must be a mount point afterwards, and no longer one after
 its unpublish (a driver that answers OK without mounting is caught).
@@ -45,6 +45,7 @@ is made of, for docs/performance.md.
 import argparse
 import ctypes
 import os
+import resource
 import struct
 import sys
 import threading
@@ -97,6 +98,14 @@ def agent_cost(pid):
         except FileNotFoundError:
             pass  # the thread is gone
     return cpu, cs
+
+
+def own_switches():
+    """This thread's context switches so far: what the kernel makes a thread doing the
+    floor's system calls sleep for (umount(2) waits for an RCU grace period), which the
+    agent's thread doing the same pays too."""
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
+    return ru.ru_nvcsw + ru.ru_nivcsw
 
 
 def report_cost(label, rpc, before, after, n):
@@ -348,26 +357,33 @@ def paced(client):
         os.rmdir(os.path.dirname(client.target(name)))
     # The kernel's floor: the same layout, the client's own mkdir + bind, umount + rmdir.
     floor = [client.target("%s-f%d" % (a.label, i)) for i in range(a.count)]
+    floor_cs = {"floor_publish": 0, "floor_unpublish": 0}
     for t in floor:
         os.makedirs(os.path.dirname(t), exist_ok=True)
         time.sleep(idle)
+        c0 = own_switches()
         s = time.perf_counter_ns()
         os.mkdir(t, 0o750)
         _check(_libc.mount(os.fsencode(src), os.fsencode(t), None, _MS_BIND, None),
                "bind %s on %s" % (src, t))
         lat["floor_publish"].append((time.perf_counter_ns() - s) / 1e6)
+        floor_cs["floor_publish"] += own_switches() - c0
     for t in floor:
         time.sleep(idle)
+        c0 = own_switches()
         s = time.perf_counter_ns()
         _check(_libc.umount2(os.fsencode(t), _UMOUNT_NOFOLLOW), "umount %s" % t)
         os.rmdir(t)
         lat["floor_unpublish"].append((time.perf_counter_ns() - s) / 1e6)
+        floor_cs["floor_unpublish"] += own_switches() - c0
         os.rmdir(os.path.dirname(t))
     for rpc, values in lat.items():
         report(a.label, rpc, values, 0)
     if a.agent_pid:
         for rpc, total in cs.items():
             figure("%s.%s.agent_cs" % (a.label, rpc), total / a.count, "per call")
+    for rpc, total in floor_cs.items():
+        figure("%s.%s.cs" % (a.label, rpc), total / a.count, "per call")
 
 
 def main():
