@@ -287,17 +287,29 @@ static void buffer_line(enum log_level level, const char *line, size_t len)
 		log_flush();
 }
 
+static __thread time_t stamp_sec;
+static __thread char stamp[32];
+static __thread size_t stamp_len;
+
 static void write_stderr(enum log_level level, const char *subsys, const char *msg,
 			 const char *const *keys, const char *const *values, size_t n)
 {
 	char line[4096];
 	size_t len = 0;
 	struct timespec ts;
-	struct tm tm;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	len = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
+	/* The date and time to the second, formatted once a second per thread (gmtime_r takes
+	 * glibc's time zone lock). */
+	if (ts.tv_sec != stamp_sec || !stamp_len) {
+		struct tm tm;
+
+		gmtime_r(&ts.tv_sec, &tm);
+		stamp_len = strftime(stamp, sizeof(stamp), "ts=%Y-%m-%dT%H:%M:%S", &tm);
+		stamp_sec = ts.tv_sec;
+	}
+	memcpy(line, stamp, stamp_len);
+	len = stamp_len;
 	len += (size_t)snprintf(line + len, sizeof(line) - len,
 				".%03ldZ level=%s msg=", ts.tv_nsec / 1000000, level_names[level]);
 	put_value(line, sizeof(line) - 2, &len, msg);

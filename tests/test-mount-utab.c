@@ -208,8 +208,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_entry_recorded_and_dropped, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_foreign_entry_dropped, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_foreign_entry_dropped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_utab_none_made, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_utab_no_lock_taken, setup, teardown),
 	};

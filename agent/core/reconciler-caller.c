@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "log.h"
 #include "macro.h"
 #include "reconciler-internal.h"
 
@@ -35,8 +36,14 @@ bool rec_caller_begin(struct reconciler *r)
 {
 	if (pthread_mutex_trylock(&r->state_lock) != 0)
 		return false;
-	if (r->loop_running)
+	if (r->loop_running) {
+		/* The call's log lines (an operation's result) go out after its answer: a write
+		 * to stderr is a pipe to the container runtime or journald, whose reader it
+		 * wakes.  Warnings go out at once, and the lines before an operation are written
+		 * before it runs, so that nothing logged is held back behind a hang. */
+		(void)log_buffer_start();
 		return true;
+	}
 	pthread_mutex_unlock(&r->state_lock); /* not started yet, or stopped */
 	return false;
 }
@@ -110,6 +117,7 @@ void rec_caller_run(struct reconciler *r, const char *path, const char *volume_n
 			rec_arm_timer(r);
 			r->caller_ops++;
 			pthread_mutex_unlock(&r->state_lock);
+			log_flush();
 			job->run(job);
 			pthread_mutex_lock(&r->state_lock);
 			r->caller_ops--;
@@ -131,4 +139,5 @@ void rec_caller_end(struct reconciler *r)
 	rec_save_journal(r, false);
 	rec_arm_timer(r);
 	pthread_mutex_unlock(&r->state_lock);
+	log_buffer_stop(); /* the answer is out (or the loop gives it): now the lines */
 }

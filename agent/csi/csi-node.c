@@ -5,6 +5,7 @@
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <linux/major.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,21 +197,31 @@ static int spec_from_request(const char *volume_id, const struct csi_map *contex
 	return 0;
 }
 
-/* What the request asked, without its secrets: a repeat must ask exactly the same.  Attrs
- * come in the order of the context map, which a client may vary, so they go in key order. */
-static char *fingerprint(const struct volume_spec *spec, const struct csi_volume_capability *cap,
-			 bool read_only)
+/* Appends to out (size bytes) at *len as snprintf would, counting what did not fit. */
+static void appendf(char *out, size_t size, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void appendf(char *out, size_t size, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(*len < size ? out + *len : NULL, *len < size ? size - *len : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len += (size_t)n;
+}
+
+/* fingerprint() into out; returns its length, which may be size or more (then cut). */
+static size_t format_fingerprint(char *out, size_t size, const struct volume_spec *spec,
+				 const struct csi_volume_capability *cap, bool read_only)
 {
 	const char *last = NULL;
-	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
 
-	if (!f)
-		return NULL;
-	fprintf(f, "type=%s;ro=%d;mode=%d;", spec->type, read_only, cap->access_mode);
+	appendf(out, size, &len, "type=%s;ro=%d;mode=%d;", spec->type, read_only, cap->access_mode);
 	if (spec->block) /* only then: a mount volume's fingerprint is as journaled before */
-		fputs("block;", f);
+		appendf(out, size, &len, "block;");
 	for (size_t n = 0; n < spec->n_attrs; n++) {
 		const struct volume_attr *next = NULL;
 		for (size_t i = 0; i < spec->n_attrs; i++) {
@@ -219,12 +230,28 @@ static char *fingerprint(const struct volume_spec *spec, const struct csi_volume
 			    (!next || strcmp(a->key, next->key) < 0))
 				next = a;
 		}
-		fprintf(f, "%s=%s;", next->key, next->value);
+		appendf(out, size, &len, "%s=%s;", next->key, next->value);
 		last = next->key;
 	}
 	for (char **o = spec->mount_options; *o; o++)
-		fprintf(f, "opt=%s;", *o);
-	fclose(f);
+		appendf(out, size, &len, "opt=%s;", *o);
+	return len;
+}
+
+/* What the request asked, without its secrets: a repeat must ask exactly the same.  Attrs
+ * come in the order of the context map, which a client may vary, so they go in key order.
+ * Formatted on the stack, and once more into its own allocation if it is longer. */
+static char *fingerprint(const struct volume_spec *spec, const struct csi_volume_capability *cap,
+			 bool read_only)
+{
+	char small[1024], *buf;
+	size_t len = format_fingerprint(small, sizeof(small), spec, cap, read_only);
+
+	if (len < sizeof(small))
+		return strdup(small);
+	buf = malloc(len + 1);
+	if (buf)
+		(void)format_fingerprint(buf, len + 1, spec, cap, read_only);
 	return buf;
 }
 
