@@ -11,8 +11,10 @@
  * reconciler_submit returns when the reconciler sleeps (reconciler-caller.c); a request whose
  * operation hangs on the submitting thread: told -ETIMEDOUT by the reconciler's timer while
  * its change stays in force (a repeat then finds it done), with the reconciler, another
- * volume's call and a status request going on meanwhile; two calls racing on one target; and
- * requests still in flight when the reconciler is freed told -ESHUTDOWN. */
+ * volume's call and a status request going on meanwhile; two calls racing on one target;
+ * calls paced as kubelet makes them waking none of the reconciler's threads; the call's log
+ * line written after its answer and not lost; and requests still in flight when the
+ * reconciler is freed told -ESHUTDOWN. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -277,6 +279,57 @@ static void test_paced_calls_wake_no_other_thread(void **state)
 	assert_true(woken <= PACED_CALLS / 5);
 }
 
+/* The call's log line ("volume mounted") goes out after its answer, and is not lost: the
+ * answer is told while stderr does not have it yet, and stderr has it when the call returns.
+ * stderr is a file here, as it is a pipe to the container runtime or journald on a node. */
+struct log_outcome {
+	struct outcome o;
+	const char *log_path;
+	bool line_before_answer;
+};
+
+static bool log_has_line(const char *path)
+{
+	char *text = test_read_file(path);
+	bool has = text && strstr(text, "msg=\"volume mounted\"");
+
+	free(text);
+	return has;
+}
+
+static void on_done_check_log(int r, struct volume_request_result *res, void *userdata)
+{
+	struct log_outcome *lo = userdata;
+
+	lo->line_before_answer = log_has_line(lo->log_path);
+	on_done(r, res, &lo->o);
+}
+
+static void test_call_logs_after_its_answer(void **state)
+{
+	struct fix *f = *state;
+	struct log_outcome lo = { 0 };
+	char log_path[600];
+	int saved = dup(STDERR_FILENO), fd;
+
+	snprintf(log_path, sizeof(log_path), "%s/stderr", f->dir);
+	fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	assert_true(fd >= 0 && saved >= 0);
+	assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	close(fd);
+	outcome_init(&lo.o);
+	lo.log_path = log_path;
+	assert_int_equal(
+		reconciler_submit(f->r, publish_request(f), scaled(10000), on_done_check_log, &lo), 0);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	assert_int_equal(lo.o.calls, 1);
+	assert_int_equal(lo.o.error, 0);
+	assert_true(pthread_equal(lo.o.thread, pthread_self())); /* run on this thread */
+	assert_false(lo.line_before_answer);
+	assert_true(log_has_line(log_path));
+}
+
 /* A call on a thread of its own, as a CSI server's pool thread makes it. */
 struct call {
 	struct fix *f;
@@ -471,6 +524,7 @@ int main(void)
 		FIXTURE_CASE(test_submit_times_out_change_stays),
 		FIXTURE_CASE(test_two_calls_race_on_one_target),
 		FIXTURE_CASE(test_paced_calls_wake_no_other_thread),
+		FIXTURE_CASE(test_call_logs_after_its_answer),
 		FIXTURE_CASE(test_submit_in_flight_at_stop),
 	};
 
