@@ -319,8 +319,9 @@ static void test_call_logs_after_its_answer(void **state)
 	close(fd);
 	outcome_init(&lo.o);
 	lo.log_path = log_path;
-	assert_int_equal(
-		reconciler_submit(f->r, publish_request(f), scaled(10000), on_done_check_log, &lo), 0);
+	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(10000),
+					   on_done_check_log, &lo),
+			 0);
 	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
 	close(saved);
 	assert_int_equal(lo.o.calls, 1);

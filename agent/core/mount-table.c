@@ -637,9 +637,8 @@ int mount_monitor_dispatch(struct mount_monitor *m, struct mount_table *t,
 		return r < 0 ? r : changed_any;
 	}
 	t->generation++;
-	do
-		r = mount_notify_read_events(m->notify, dispatch_cb, &c);
-	while (r > 0);
+	r = mount_notify_read_events(m->notify, dispatch_cb,
+				     &c); /* reads until the queue is empty */
 	if (r < 0)
 		return r;
 	if (c.overflow)

@@ -90,6 +90,8 @@ static struct executor_job *take_own(struct reconciler *r, struct volume_op *lis
 void rec_caller_run(struct reconciler *r, const char *path, const char *volume_name,
 		    bool (*answered)(void *arg), void *arg)
 {
+	bool held = false; /* this call paused the mount monitor (rec_monitor_hold) */
+
 	while (!answered(arg) && rec_pass_pending(r)) {
 		struct volume_op *list = NULL;
 		struct executor_job *own;
@@ -109,9 +111,9 @@ void rec_caller_run(struct reconciler *r, const char *path, const char *volume_n
 
 			own = job->next;
 			job->next = NULL;
-			/* As a worker runs it: in flight, with the state free for everyone else. */
-			bool held = rec_monitor_hold(r);
-
+			/* As a worker runs it: in flight, with the state free for everyone else.
+			 * The first operation pauses the monitor; the pause covers the rest. */
+			held |= rec_monitor_hold(r);
 			/* The request's time, the CSI entries' save and the monitor's pause are
 			 * the loop's to keep, even while the operation hangs. */
 			rec_arm_timer(r);
@@ -122,10 +124,14 @@ void rec_caller_run(struct reconciler *r, const char *path, const char *volume_n
 			pthread_mutex_lock(&r->state_lock);
 			r->caller_ops--;
 			rec_op_done(r, volume_op_from_job(job));
-			if (held)
-				rec_monitor_release(r);
 		}
+		/* The answer first: whether the request is done is read from the results just
+		 * applied, not from the mount table.  Then the mount events the operations made,
+		 * before any pass looks at the table again. */
 		rec_requests_check_waiting(r);
+		if (held)
+			rec_monitor_release(r);
+		held = false;
 	}
 }
 
