@@ -175,6 +175,26 @@ class Checker:
         return told if told == len(old) else -1
 
 
+def reformat_one_if_none(node, vols):
+    """The replay's check of old filesystems (tells_old_filesystems) needs a disk that carried
+    the filesystem of an earlier volume.  When the churn's dice made none (seed 1796465441,
+    30 steps), one disk volume is taken down, its disk zeroed and a new volume set up on it."""
+    gens = {}
+    for ev in node.ledger.events:
+        if ev["ev"] == "uuid":
+            gens.setdefault(ev["vol"], set()).add(ev["gen"])
+    if any(len(g) > 1 for g in gens.values()):
+        return
+    name = next(n for n in sorted(vols) if node.raw_disk(n))
+    v = vols[name]
+    if v["uuid"] is None:  # never set up in this generation: once, for a filesystem to zero
+        node.bring_up(name, v, "%s-reformat-first" % name)
+    if v["want"] == "up":
+        node.take_down(name, v)
+    node.recycle(name, v)
+    node.bring_up(name, v, "%s-reformat" % name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ledger", required=True)
@@ -195,6 +215,7 @@ def main():
     pcnode.check(node.start(), "the agent starts on the logged state disk")
     vols = node.ledger.volumes(("plain", "blockpod"))
     node.churn(vols, steps=args.steps)
+    reformat_one_if_none(node, vols)
     node.agent.kill()
     node.agent.wait()
     with open(pcnode.STATE_DIR + "/journal.json") as f:

@@ -396,28 +396,34 @@ class Node:
                 if rng.random() < 0.5:
                     self.write_canary(name, v, self.target_of(name, v), n)
                     continue
-                self.ledger.add(ev="want", vol=name, gen=v["gen"], state="down", pod=v["pod"])
-                v["want"] = "down"
-                self.down(name, v)
-                self.ledger.add(ev="done", vol=name, gen=v["gen"], state="down")
+                self.take_down(name, v)
             else:
-                disk_dev = self.raw_disk(name)
-                if disk_dev and v["uuid"] and rng.random() < 0.3:
-                    # The volume deleted, its disk zeroed for a new one (a new PV; wipefs
-                    # would leave ext4's backup superblocks, which the agent refuses).
-                    self.ledger.add(ev="want", vol=name, gen=v["gen"] + 1, state="down",
-                                    pod=None)
-                    v.update(gen=v["gen"] + 1, uuid=None, canaries=[])
-                    run("blkdiscard", "-z", disk_dev)
-                    run("sync")
+                if self.raw_disk(name) and v["uuid"] and rng.random() < 0.3:
+                    self.recycle(name, v)
                     continue
-                pod = "%s-%d-%d" % (name, self.args.boot, n)
-                self.ledger.add(ev="want", vol=name, gen=v["gen"], state="up", pod=pod)
-                v.update(want="up", pod=pod)
-                staging, target = self.up(name, v)
-                self.note_uuid(name, v, staging)
-                self.ledger.add(ev="done", vol=name, gen=v["gen"], state="up")
+                self.bring_up(name, v, "%s-%d-%d" % (name, self.args.boot, n))
             time.sleep(rng.uniform(0, 0.2))
+
+    def take_down(self, name, v):
+        self.ledger.add(ev="want", vol=name, gen=v["gen"], state="down", pod=v["pod"])
+        v["want"] = "down"
+        self.down(name, v)
+        self.ledger.add(ev="done", vol=name, gen=v["gen"], state="down")
+
+    def bring_up(self, name, v, pod):
+        self.ledger.add(ev="want", vol=name, gen=v["gen"], state="up", pod=pod)
+        v.update(want="up", pod=pod)
+        staging, _ = self.up(name, v)
+        self.note_uuid(name, v, staging)
+        self.ledger.add(ev="done", vol=name, gen=v["gen"], state="up")
+
+    def recycle(self, name, v):
+        """The volume (down) deleted, its disk zeroed for a new one (a new PV; wipefs would
+        leave ext4's backup superblocks, which the agent refuses)."""
+        self.ledger.add(ev="want", vol=name, gen=v["gen"] + 1, state="down", pod=None)
+        v.update(gen=v["gen"] + 1, uuid=None, canaries=[])
+        run("blkdiscard", "-z", self.raw_disk(name))
+        run("sync")
 
     def target_of(self, name, v):
         if name in self.csi_volumes:
