@@ -310,7 +310,7 @@ static void test_call_logs_after_its_answer(void **state)
 	struct fix *f = *state;
 	struct log_outcome lo = { 0 };
 	char log_path[600];
-	int saved = dup(STDERR_FILENO), fd;
+	int saved = dup(STDERR_FILENO), fd, r;
 
 	snprintf(log_path, sizeof(log_path), "%s/stderr", f->dir);
 	fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
@@ -319,11 +319,11 @@ static void test_call_logs_after_its_answer(void **state)
 	close(fd);
 	outcome_init(&lo.o);
 	lo.log_path = log_path;
-	assert_int_equal(reconciler_submit(f->r, publish_request(f), scaled(10000),
-					   on_done_check_log, &lo),
-			 0);
+	r = reconciler_submit(f->r, publish_request(f), scaled(10000), on_done_check_log, &lo);
+	/* stderr back before any check: a failed one must not leave it in the case's dir. */
 	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
 	close(saved);
+	assert_int_equal(r, 0);
 	assert_int_equal(lo.o.calls, 1);
 	assert_int_equal(lo.o.error, 0);
 	assert_true(pthread_equal(lo.o.thread, pthread_self())); /* run on this thread */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libmount.h>
@@ -26,9 +27,22 @@
 
 #define UTAB "/run/mount/utab"
 
+/* An unmount on a thread of its own (test_empty_utab_no_lock_taken). */
+struct unmount_call {
+	const char *path;
+	int r;
+	bool done;
+	pthread_mutex_t lock;
+};
+
 struct fixture {
 	char *dir;
 	int dir_fd;
+	/* Held by a case, released by the teardown too when the case fails. */
+	int lock_fd;
+	bool thread_started;
+	pthread_t thread;
+	struct unmount_call call;
 };
 
 static int setup(void **state)
@@ -39,15 +53,40 @@ static int setup(void **state)
 	f->dir = test_mkdtemp("mountutab");
 	f->dir_fd = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(f->dir_fd >= 0);
+	f->lock_fd = -1;
+	pthread_mutex_init(&f->call.lock, NULL);
 	(void)unlink(UTAB);
 	*state = f;
 	return 0;
 }
 
+static int umount2at_detach(const char *dir, const char *name)
+{
+	char path[800];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return umount2(path, MNT_DETACH);
+}
+
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
+	DIR *d;
 
+	/* A case that failed: the unmount thread let go (it finishes once the lock is free),
+	 * and what it left mounted detached, so that the dir can go. */
+	if (f->lock_fd >= 0)
+		close(f->lock_fd);
+	if (f->thread_started)
+		pthread_join(f->thread, NULL);
+	if ((d = opendir(f->dir))) {
+		struct dirent *e;
+
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				(void)umount2at_detach(f->dir, e->d_name);
+		closedir(d);
+	}
 	test_rm_rf(f->dir);
 	close(f->dir_fd);
 	free(f->dir);
@@ -151,13 +190,6 @@ static void test_no_utab_none_made(void **state)
 	assert_int_equal(errno, ENOENT);
 }
 
-struct unmount_call {
-	const char *path;
-	int r;
-	bool done;
-	pthread_mutex_t lock;
-};
-
 static void *unmount_main(void *arg)
 {
 	struct unmount_call *c = arg;
@@ -184,23 +216,25 @@ static bool unmount_done(void *arg)
 
 static void test_empty_utab_no_lock_taken(void **state)
 {
-	struct unmount_call c = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct fixture *f = *state;
+	struct unmount_call *c = &f->call;
 	char plain[700];
-	pthread_t t;
-	int lock_fd;
 
-	mount_tmpfs(*state, "plain", "size=1m", plain, sizeof(plain));
+	mount_tmpfs(f, "plain", "size=1m", plain, sizeof(plain));
 	assert_int_equal(test_write_file(UTAB, ""), 0);
-	lock_fd = open(UTAB ".lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-	assert_true(lock_fd >= 0);
-	assert_int_equal(flock(lock_fd, LOCK_EX), 0);
-	c.path = plain;
-	assert_int_equal(pthread_create(&t, NULL, unmount_main, &c), 0);
+	f->lock_fd = open(UTAB ".lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(f->lock_fd >= 0);
+	assert_int_equal(flock(f->lock_fd, LOCK_EX), 0);
+	c->path = plain;
+	assert_int_equal(pthread_create(&f->thread, NULL, unmount_main, c), 0);
+	f->thread_started = true;
 	/* Not blocked behind the lock: done while it is still held. */
-	assert_true(test_wait_until(unmount_done, &c, 5000));
-	close(lock_fd);
-	pthread_join(t, NULL);
-	assert_int_equal(c.r, 0);
+	assert_true(test_wait_until(unmount_done, c, 5000));
+	close(f->lock_fd);
+	f->lock_fd = -1;
+	pthread_join(f->thread, NULL);
+	f->thread_started = false;
+	assert_int_equal(c->r, 0);
 	assert_false(test_is_mountpoint(plain));
 }
 

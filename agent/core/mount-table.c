@@ -637,8 +637,8 @@ int mount_monitor_dispatch(struct mount_monitor *m, struct mount_table *t,
 		return r < 0 ? r : changed_any;
 	}
 	t->generation++;
-	r = mount_notify_read_events(m->notify, dispatch_cb,
-				     &c); /* reads until the queue is empty */
+	/* One call: it reads until the queue is empty. */
+	r = mount_notify_read_events(m->notify, dispatch_cb, &c);
 	if (r < 0)
 		return r;
 	if (c.overflow)

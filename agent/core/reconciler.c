@@ -195,12 +195,10 @@ static int watch_input(struct reconciler *r, int fd, bool on)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
 
-	if (on)
-		return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST
-			       ? -errno
-			       : 0;
-	return epoll_ctl(r->loop.epoll_fd, EPOLL_CTL_DEL, fd, NULL) < 0 && errno != ENOENT ? -errno
-											   : 0;
+	if (epoll_ctl(r->loop.epoll_fd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, on ? &ev : NULL) ==
+	    0)
+		return 0;
+	return errno == (on ? EEXIST : ENOENT) ? 0 : -errno; /* already so: done */
 }
 
 static int watch_monitor(struct reconciler *r, bool on)
